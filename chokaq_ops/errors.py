@@ -1,0 +1,63 @@
+"""One root exception for the library; a subclass's docstring is its default message."""
+
+from __future__ import annotations
+
+
+class ChokaqError(Exception):
+    """chokaq failed."""
+
+    def __init__(self, message: str | None = None, *, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(message or (self.__doc__ or "").strip())
+
+
+class ConfigError(ChokaqError):
+    """The configuration is invalid."""
+
+
+class ValidationError(ChokaqError):
+    """The input is invalid."""
+
+
+class JobNotFound(ChokaqError):
+    """No such job."""
+
+
+class InvalidState(ChokaqError):
+    """The job is not in a state that allows this operation."""
+
+
+class Conflict(ChokaqError):
+    """The operation conflicts with existing data."""
+
+
+class StorageError(ChokaqError):
+    """The database failed."""
+
+
+class TransientStorageError(StorageError):
+    """The database failed in a way that is worth retrying."""
+
+
+class SchemaOutdated(StorageError):
+    """The database schema is older than this version of chokaq; run `chokaq migrate`."""
+
+
+class Unauthorized(ChokaqError):
+    """Missing or invalid token."""
+
+
+class Forbidden(ChokaqError):
+    """The token's role does not allow this operation."""
+
+
+class FatalJobError(ChokaqError):
+    """The job cannot succeed by retrying; it goes to the dead-letter queue as Fatal."""
+
+
+class ThrottledError(ChokaqError):
+    """A downstream asked us to slow down; the job is retried after `retry_after` seconds."""
+
+    def __init__(self, message: str | None = None, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

@@ -1,0 +1,155 @@
+"""Enumerations and value objects shared by storage, engine, API and analysis."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+class Status(enum.IntEnum):
+    """Stored hot-job status; terminal states are the table a row lives in."""
+
+    pending = 0
+    fetched = 1
+    processing = 2
+
+
+class FailureReason(enum.IntEnum):
+    """Why a job is in the dead-letter queue; numbers match the original ChokaQ."""
+
+    MaxRetriesExceeded = 0
+    Cancelled = 1
+    Zombie = 2
+    CircuitBreakerOpen = 3
+    Rejected = 4
+    Throttled = 5
+    Fatal = 6
+    Timeout = 7
+    Transient = 8
+    HeartbeatFailure = 9
+    RetryLifetimeExpired = 10
+
+    @classmethod
+    def parse(cls, value: str | int) -> FailureReason:
+        """Accept a name (case-insensitive) or a number; raise ValueError otherwise."""
+        if isinstance(value, int) or (isinstance(value, str) and value.isdigit()):
+            return cls(int(value))
+        for member in cls:
+            if member.name.lower() == str(value).strip().lower():
+                return member
+        raise ValueError(
+            f"unknown failure reason {value!r}; expected one of {', '.join(m.name for m in cls)}"
+        )
+
+
+class Location(enum.StrEnum):
+    hot = "hot"
+    archive = "archive"
+    dlq = "dlq"
+
+
+DEFAULT_QUEUE = "default"
+DEFAULT_PRIORITY = 10
+
+
+@dataclass(frozen=True)
+class Actor:
+    """Who performs an operator mutation; `plan_id` links the audit rows of one bulk plan."""
+
+    name: str
+    plan_id: str | None = None
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """A job to enqueue. `payload` is JSON text; it may be invalid JSON, which the worker fails as Fatal."""
+
+    type: str
+    payload: str = "{}"
+    queue: str = DEFAULT_QUEUE
+    priority: int = DEFAULT_PRIORITY
+    tags: str | None = None
+    idempotency_key: str | None = None
+    id: str | None = None
+    delay_seconds: float | None = None
+    scheduled_at: datetime | None = None
+    created_by: str | None = None
+
+
+@dataclass(frozen=True)
+class EnqueueResult:
+    """`status`: new, duplicate (an active job holds the idempotency key; `id` is that job) or conflict
+    (the id is already used by another job; nothing was inserted)."""
+
+    id: str
+    created: bool
+    status: str = "new"
+
+
+@dataclass(frozen=True)
+class DlqFilter:
+    """Filter over dead jobs; every field narrows the match (AND). Dates are inclusive."""
+
+    queue: str | None = None
+    type: str | None = None
+    reason: FailureReason | None = None
+    fingerprint: str | None = None
+    search: str | None = None
+    tag: str | None = None
+    failed_from: datetime | None = None
+    failed_to: datetime | None = None
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+
+    def is_empty(self) -> bool:
+        return all(getattr(self, f) is None for f in self.__dataclass_fields__)
+
+
+@dataclass(frozen=True)
+class ArchiveFilter:
+    queue: str | None = None
+    type: str | None = None
+    search: str | None = None
+    tag: str | None = None
+    finished_from: datetime | None = None
+    finished_to: datetime | None = None
+    created_from: datetime | None = None
+    created_to: datetime | None = None
+
+
+@dataclass(frozen=True)
+class HotFilter:
+    status: Status | None = None
+    queue: str | None = None
+    type: str | None = None
+    tag: str | None = None
+    search: str | None = None
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of a listing; `total` counts every match, not just this page."""
+
+    items: list[dict[str, Any]]
+    total: int
+    page: int
+    page_size: int
+
+
+@dataclass(frozen=True)
+class BulkResult:
+    """Rows changed by a chunked bulk operation and the number of committed transactions."""
+
+    count: int
+    batches: int
+    skipped: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RescueReport:
+    recovered: int
+    archived: int
+    recovered_ids: list[str] = field(default_factory=list)
+    archived_ids: list[str] = field(default_factory=list)

@@ -1,0 +1,537 @@
+"""Typed, frozen configuration: defaults < TOML file < environment < overrides (command-line flags).
+
+Every duration is stored as float seconds. Keys match case-insensitively and ignore `_` and `-`, so the
+.NET spelling (`FetchedJobTimeout`), the TOML spelling (`fetched_job_timeout`) and the environment
+spelling (`FETCHED_JOB_TIMEOUT`) are one key. Errors name the canonical PascalCase dotted key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+import os
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, NamedTuple, get_type_hints
+
+from chokaq_ops import errors
+
+_DAY = 86400.0
+
+
+def _limit(low: float, high: float | None = None, kind: str | None = None) -> dict[str, Any]:
+    """Field metadata: inclusive bounds (durations without one must simply be positive) and a parse kind."""
+    return {"limit": (low, high)} | ({"kind": kind} if kind else {})
+
+
+@dataclass(frozen=True, slots=True)
+class StorageSettings:
+    url: str = "sqlite:///./chokaq.db"
+    cleanup_batch_size: int = field(default=1000, metadata=_limit(1, 100_000))
+    max_transient_retries: int = field(default=3, metadata=_limit(0))
+    transient_retry_base_delay: float = 0.2
+    command_timeout: float = 30.0
+    pool_size: int = field(default=16, metadata=_limit(1))
+
+
+@dataclass(frozen=True, slots=True)
+class RecoverySettings:
+    fetched_job_timeout: float = 600.0
+    processing_zombie_timeout: float = 600.0
+    scan_interval: float = 60.0
+    lease: bool = True  # one rescuer at a time across processes
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutionSettings:
+    default_timeout: float = 900.0
+    heartbeat_interval_min: float = 8.0
+    heartbeat_interval_max: float = 12.0
+    heartbeat_failure_threshold: int = field(default=10, metadata=_limit(1))
+    cancel_on_heartbeat_failure: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RetrySettings:
+    max_attempts: int = field(default=3, metadata=_limit(1))  # total executions, the first included
+    base_delay: float = 3.0
+    max_delay: float = 3600.0
+    backoff_multiplier: float = field(default=2.0, metadata=_limit(1, kind="number"))  # a factor, not seconds
+    jitter_max_delay: float = field(default=1.0, metadata=_limit(0))
+    max_job_age: float | None = _DAY  # None: no lifetime budget
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    handlers: tuple[str, ...] = ()
+    concurrency: int = field(default=10, metadata=_limit(1, 1024))
+    prefetch: int = field(default=100, metadata=_limit(1))
+    fetch_batch_size: int = field(default=20, metadata=_limit(1))
+    polling_interval: float = 1.0
+    no_queues_sleep_interval: float = 5.0
+    shutdown_grace_period: float = 30.0
+    queues: tuple[str, ...] = ()  # empty: every queue
+    worker_id: str | None = None  # None: generated at start
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionSettings:
+    archive: float | None = 30 * _DAY
+    dlq: float | None = None  # the DLQ waits for a human unless told otherwise
+    metric_buckets: float = 7 * _DAY
+    interval: float = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class HealthSettings:
+    worker_heartbeat_timeout: float = 30.0
+    queue_lag_degraded: float = 5.0
+    queue_lag_unhealthy: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSettings:
+    host: str = "127.0.0.1"
+    port: int = field(default=8080, metadata=_limit(0, 65535))  # 0: any free port
+    max_body_bytes: int = field(default=2_000_000, metadata=_limit(1))
+    metrics_open: bool = False
+    threads: int = field(default=8, metadata=_limit(1))
+
+
+@dataclass(frozen=True, slots=True)
+class SerializationSettings:
+    max_payload_bytes: int = field(default=1_000_000, metadata=_limit(1))
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSettings:
+    zombie_timeout_seconds: float | None = None
+    execution_timeout: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    storage: StorageSettings = field(default_factory=StorageSettings)
+    recovery: RecoverySettings = field(default_factory=RecoverySettings)
+    execution: ExecutionSettings = field(default_factory=ExecutionSettings)
+    retry: RetrySettings = field(default_factory=RetrySettings)
+    worker: WorkerSettings = field(default_factory=WorkerSettings)
+    retention: RetentionSettings = field(default_factory=RetentionSettings)
+    health: HealthSettings = field(default_factory=HealthSettings)
+    api: ApiSettings = field(default_factory=ApiSettings)
+    serialization: SerializationSettings = field(default_factory=SerializationSettings)
+    queues: Mapping[str, QueueSettings] = field(default_factory=lambda: MappingProxyType({}))
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.queues, MappingProxyType):
+            object.__setattr__(self, "queues", MappingProxyType(dict(self.queues)))
+
+    def __reduce__(self):
+        # A mappingproxy cannot be pickled, and settings travel to worker processes by pickle.
+        return (type(self), (*(getattr(self, f.name) for f in fields(self)[:-1]), dict(self.queues)))
+
+    def zombie_timeout_for(self, queue: str) -> float:
+        q = _queue_lookup(self.queues, queue)
+        if q is not None and q.zombie_timeout_seconds is not None:
+            return q.zombie_timeout_seconds
+        return self.recovery.processing_zombie_timeout
+
+    def execution_timeout_for(self, queue: str) -> float:
+        q = _queue_lookup(self.queues, queue)
+        if q is not None and q.execution_timeout is not None:
+            return q.execution_timeout
+        return self.execution.default_timeout
+
+    def with_overrides(self, overrides: Mapping[str, object] | None = None, /, **kwargs: object) -> Settings:
+        """A validated copy; dotted keys as in load_settings, or keywords like `recovery__scan_interval=1`."""
+        merged = {**(overrides or {}), **{k.replace("__", "."): v for k, v in kwargs.items()}}
+        values = _flatten(self)
+        _merge(values, _override_layer(merged))
+        return _build(values).validate()
+
+    def validate(self) -> Settings:
+        """Raise ConfigError naming the first offending key; return self so calls can chain."""
+        values = _flatten(self)
+        for key, value in values.items():
+            name, spec = _display(key), _FIELD_OF[(key[0], key[-1])]
+            low, high = spec.metadata.get("limit", (None, None))
+            if low is not None:
+                bounds = f"at least {low}" if high is None else f"between {low} and {high}"
+                ok = low <= value <= (math.inf if high is None else high)
+                _require(ok, name, f"must be {bounds} (got {_show(key, value)})")
+            elif spec.type.startswith("float"):  # a duration: None means disabled
+                _require(value is None or value > 0, name, f"must be positive (got {_fmt(value)})")
+        for big, small in _ORDERED:
+            a, b = values[big], values[small]
+            problem = f"({_show(big, a)}) must be at least {_display(small)} ({_show(small, b)})"
+            _require(a >= b, _display(big), problem)
+        url = self.storage.url  # only the scheme goes into the message: the rest may hold a password
+        scheme = url.split(":", 1)[0]
+        _require(
+            url.lower().startswith(_URL_SCHEMES),
+            "Storage.Url",
+            f"scheme {scheme!r} is not one of {_URL_SCHEMES}",
+        )
+        zombies = {"Recovery.ProcessingZombieTimeout": self.recovery.processing_zombie_timeout}
+        for name, q in self.queues.items():
+            _require(
+                bool(name.strip()) and len(name) <= 255, "Queues", f"bad queue name {name!r} (1-255 chars)"
+            )
+            zombies[f"Queues.{name}.ZombieTimeoutSeconds"] = q.zombie_timeout_seconds
+        # PRODUCT §4.8: a zombie timeout within a few heartbeats would send live jobs to the DLQ.
+        hb = self.execution.heartbeat_interval_max
+        times = "3 \N{MULTIPLICATION SIGN}"
+        for name, value in zombies.items():
+            _require(
+                value is None or value > 3 * hb,
+                name,
+                f"({_fmt(value)}) must exceed {times} Execution.HeartbeatIntervalMax "
+                f"({times} {_fmt(hb)} = {_fmt(3 * hb)})",
+            )
+        return self
+
+
+_URL_SCHEMES = ("sqlite://", "postgresql://", "postgres://", "mssql://", "odbc://")
+_ORDERED = (  # (must be >=, than)
+    (("execution", "heartbeat_interval_max"), ("execution", "heartbeat_interval_min")),
+    (("retry", "max_delay"), ("retry", "base_delay")),
+    (("worker", "prefetch"), ("worker", "fetch_batch_size")),
+    (("health", "queue_lag_unhealthy"), ("health", "queue_lag_degraded")),
+)
+
+
+def _require(ok: bool, key: str, problem: str) -> None:
+    if not ok:
+        raise errors.ConfigError(f"{key} {problem}", field=key)
+
+
+def _fmt(seconds: float | None) -> str:
+    return "none" if seconds is None else f"{seconds:.3f}".rstrip("0").rstrip(".") + "s"
+
+
+def _show(key: _Key, value: Any) -> str:
+    spec = _FIELD_OF[(key[0], key[-1])]
+    is_duration = spec.type.startswith("float") and "kind" not in spec.metadata
+    return _fmt(value) if is_duration else str(value)
+
+
+def _queue_lookup(queues: Mapping[str, QueueSettings], name: str) -> QueueSettings | None:
+    # Environment variable names are conventionally upper case, so fall back to a case-insensitive match.
+    if name in queues:
+        return queues[name]
+    folded = name.casefold()
+    return next((q for n, q in queues.items() if n.casefold() == folded), None)
+
+
+# ---------------------------------------------------------------------------------------------- values
+
+_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": _DAY}
+_NUMBER = r"(?:\d+(?:\.\d*)?|\.\d+)"
+_UNIT_PART = re.compile(rf"({_NUMBER})\s*(ms|s|m|h|d)")
+_UNITS = re.compile(rf"(?:{_UNIT_PART.pattern}\s*)+")
+_TIMESPAN = re.compile(r"(?:(\d+)\.)?(\d+):(\d{1,2})(?::(\d{1,2})(\.\d+)?)?")  # .NET [d.]hh:mm[:ss[.fff]]
+_NONE_WORDS = {"none", "null", "off", ""}
+_BOOLS = dict.fromkeys(("true", "1", "yes", "on"), True) | dict.fromkeys(("false", "0", "no", "off"), False)
+
+
+def parse_duration(value: object, field: str | None = None) -> float:
+    """Seconds from 90, 1.5, "90", "90s", "500ms", "10m", "2h", "1d", "1h30m", "hh:mm:ss[.fff]", "d.hh:mm:ss".
+
+    Raises ConfigError (not ValueError), naming `field` when given.
+    """
+    try:
+        return _duration(value)
+    except ValueError as exc:
+        raise errors.ConfigError(f"{field}: {exc}" if field else str(exc), field=field)
+
+
+def _duration(value: object) -> float:
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    text = value.strip().lower() if isinstance(value, str) else ""
+    sign = -1.0 if text.startswith("-") else 1.0
+    body = text.lstrip("+-").strip()
+    if re.fullmatch(_NUMBER, body):
+        return sign * float(body)
+    if _UNITS.fullmatch(body):
+        return sign * sum(float(n) * _UNIT_SECONDS[u] for n, u in _UNIT_PART.findall(body))
+    match = _TIMESPAN.fullmatch(body)
+    if match:
+        days, hours, minutes, seconds, fraction = match.groups()
+        if int(minutes) < 60 and int(seconds or 0) < 60 and (days is None or int(hours) < 24):
+            whole = int(days or 0) * _DAY + int(hours) * 3600 + int(minutes) * 60 + int(seconds or 0)
+            return sign * (whole + float(fraction or 0))
+    raise ValueError(f"invalid duration {value!r} (use seconds, 90s, 500ms, 10m, 2h, 1d or hh:mm:ss)")
+
+
+def _integer(value: object) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"[+-]?\d+", value.strip()):
+        return int(value)
+    raise ValueError(f"expected an integer, got {value!r}")
+
+
+def _number(value: object) -> float:
+    if isinstance(value, str) and re.fullmatch(rf"[+-]?{_NUMBER}", value.strip()):
+        value = float(value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return float(value)
+    raise ValueError(f"expected a number, got {value!r}")
+
+
+def _boolean(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    word = str(value).strip().lower() if isinstance(value, (str, int)) else None
+    if word in _BOOLS:
+        return _BOOLS[word]
+    raise ValueError(f"expected true/false, got {value!r}")
+
+
+def _string(value: object) -> str:
+    if isinstance(value, str):
+        return value.strip()
+    raise ValueError(f"expected a string, got {value!r}")
+
+
+def _names(value: object) -> tuple[str, ...]:
+    items = value.split(",") if isinstance(value, str) else value
+    if not isinstance(items, (list, tuple)) or not all(isinstance(i, str) for i in items):
+        raise ValueError(f"expected a list of names or a comma-separated string, got {value!r}")
+    return tuple(i.strip() for i in items if i.strip())
+
+
+def _optional(convert: Callable[[object], Any]) -> Callable[[object], Any]:
+    def convert_or_none(value: object) -> Any:
+        if value is None or (isinstance(value, str) and value.strip().lower() in _NONE_WORDS):
+            return None
+        return convert(value)
+
+    return convert_or_none
+
+
+# Keyed by the field's annotation (a string, thanks to `from __future__ import annotations`) or its kind.
+_CONVERTERS = {
+    "float": _duration,
+    "float | None": _optional(_duration),
+    "number": _number,
+    "int": _integer,
+    "bool": _boolean,
+    "str": _string,
+    "str | None": _optional(_string),
+    "tuple[str, ...]": _names,
+}
+
+# ---------------------------------------------------------------------------------------------- keys
+
+_Key = tuple[str, ...]  # ("recovery", "scan_interval") or ("queues", "<name>", "zombie_timeout_seconds")
+
+_SECTION_CLASSES: dict[str, type] = {
+    name: cls for name, cls in get_type_hints(Settings).items() if name != "queues"
+} | {"queues": QueueSettings}
+_FIELD_OF = {(s, f.name): f for s, cls in _SECTION_CLASSES.items() for f in fields(cls)}
+
+
+def _norm(key: str) -> str:
+    return key.lower().replace("_", "").replace("-", "")
+
+
+def _pascal(name: str) -> str:
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+# Per section: accepted name -> field. The extra names are the .NET options' names for the same field.
+_NAMES: dict[str, dict[str, _Key]] = {
+    s: {_pascal(f.name): (s, f.name) for f in fields(cls)} for s, cls in _SECTION_CLASSES.items()
+}
+_NAMES["storage"]["Database"] = ("storage", "url")
+_NAMES["health"]["QueueLagDegradedThreshold"] = ("health", "queue_lag_degraded")
+_NAMES["health"]["QueueLagUnhealthyThreshold"] = ("health", "queue_lag_unhealthy")
+_NAMES["sqlserver"] = {
+    "CleanupBatchSize": ("storage", "cleanup_batch_size"),
+    "MaxTransientRetries": ("storage", "max_transient_retries"),
+    "PollingInterval": ("worker", "polling_interval"),
+    "NoQueuesSleepInterval": ("worker", "no_queues_sleep_interval"),
+    "WorkerShutdownGracePeriod": ("worker", "shutdown_grace_period"),
+}
+_FIELDS = {s: {_norm(n): key for n, key in names.items()} for s, names in _NAMES.items()}
+_SECTION_NAMES = {s: _pascal(s) for s in _SECTION_CLASSES} | {"sqlserver": "SqlServer"}
+_TOP_ALIASES = {  # legacy flat names (file top level, CHOKAQ_<NAME>)
+    "FetchedJobTimeoutSeconds": ("recovery", "fetched_job_timeout"),
+    "ZombieTimeoutSeconds": ("recovery", "processing_zombie_timeout"),
+    "MaxRetries": ("retry", "max_attempts"),
+    "RetryDelaySeconds": ("retry", "base_delay"),
+    "Database": ("storage", "url"),
+    "Db": ("storage", "url"),
+}
+_TOP_FIELDS = {_norm(name): key for name, key in _TOP_ALIASES.items()}
+
+
+def _display(key: _Key) -> str:
+    if key[0] == "queues":
+        return f"Queues.{key[1]}.{_pascal(key[2])}"
+    return f"{_pascal(key[0])}.{_pascal(key[1])}"
+
+
+def _unknown(written: list[str], candidates: list[str]) -> errors.ConfigError:
+    key = ".".join(written)
+    by_norm = {_norm(c.rsplit(".", 1)[-1]): c for c in candidates}
+    close = difflib.get_close_matches(_norm(written[-1]), list(by_norm), n=1, cutoff=0.6)
+    hint = f"; did you mean {by_norm[close[0]]!r}?" if close else ""
+    return errors.ConfigError(f"unknown setting {key!r}{hint}", field=key)
+
+
+def _resolve(parts: list[str]) -> tuple[_Key, bool] | None:
+    """The field a written key names and whether the name is an alias; None if the key is not ours."""
+    head = _norm(parts[0])
+    if len(parts) == 1:
+        return (_TOP_FIELDS[head], True) if head in _TOP_FIELDS else None
+    if head not in _FIELDS:
+        return None
+    name_at = 2 if head == "queues" else 1
+    section = _SECTION_NAMES[head] + (f".{parts[1]}" if head == "queues" else "")
+    if len(parts) != name_at + 1 or _norm(parts[name_at]) not in _FIELDS[head]:
+        raise _unknown(parts, [f"{section}.{name}" for name in _NAMES[head]])
+    target = _FIELDS[head][_norm(parts[name_at])]
+    if head == "queues":
+        return ("queues", parts[1], target[1]), False
+    return target, (head, _norm(parts[1])) != (target[0], _norm(target[1]))
+
+
+# ---------------------------------------------------------------------------------------------- sources
+
+
+class _Entry(NamedTuple):
+    raw: object
+    origin: str
+    alias: bool
+
+
+_Layer = dict[_Key, _Entry]
+
+
+def _add(layer: _Layer, parts: list[str], raw: object, origin: str, strict: bool) -> None:
+    resolved = _resolve(parts)
+    if resolved is None:
+        if strict:
+            raise _unknown(parts, list(_SECTION_NAMES.values()) + list(_TOP_ALIASES))
+        return
+    key, alias = resolved
+    # Within one source the canonical name wins over a legacy alias, whatever their order.
+    if not (alias and key in layer and not layer[key].alias):
+        layer[key] = _Entry(raw, origin, alias)
+
+
+def _file_layer(path: Path) -> _Layer:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise errors.ConfigError(f"cannot read configuration file {path}: {exc}")
+    # A [ChokaQ] table mirrors the .NET appsettings section; its contents win over bare top-level keys.
+    wrappers = [k for k, v in data.items() if _norm(k) == "chokaq" and isinstance(v, dict)]
+    items = [(k, v) for k, v in data.items() if k not in wrappers]
+    items += [(k, v) for w in wrappers for k, v in data[w].items()]
+    layer: _Layer = {}
+    for top, value in items:
+        head = _norm(top)
+        if head not in _FIELDS:
+            _add(layer, [top], value, f"{path}: {top}", strict=True)
+            continue
+        if not isinstance(value, dict):
+            raise errors.ConfigError(f"{path}: {top!r} must be a table", field=_SECTION_NAMES[head])
+        for name, inner in value.items():
+            if head != "queues":
+                _add(layer, [top, name], inner, f"{path}: {top}.{name}", strict=True)
+                continue
+            if not isinstance(inner, dict):
+                raise errors.ConfigError(f"{path}: Queues.{name} must be a table", field="Queues")
+            for k, v in inner.items():
+                _add(layer, [top, name, k], v, f"{path}: {top}.{name}.{k}", strict=True)
+    return layer
+
+
+def _env_layer(env: Mapping[str, str]) -> _Layer:
+    layer: _Layer = {}
+    for name, value in sorted(env.items()):
+        if not name.upper().startswith("CHOKAQ_") or name.upper() == "CHOKAQ_CONFIG":
+            continue
+        # Other tools own CHOKAQ_API_URL, CHOKAQ_TEST_* ...: only sections (with `__`) and aliases are ours.
+        _add(layer, name[len("CHOKAQ_") :].split("__"), value, name, strict=False)
+    return layer
+
+
+def _override_layer(overrides: Mapping[str, object]) -> _Layer:
+    layer: _Layer = {}
+    for key, value in overrides.items():
+        if value is not None:  # an unset command-line flag
+            _add(layer, key.split("."), value, f"override {key!r}", strict=True)
+    return layer
+
+
+def _merge(values: dict[_Key, Any], layer: _Layer, fold_queue_case: bool = False) -> None:
+    for key, entry in layer.items():
+        if fold_queue_case and key[0] == "queues":
+            # Env names are upper case by habit: CHOKAQ_QUEUES__SMS__... means the file's "sms" (or "sms").
+            known = {k[1].casefold(): k[1] for k in values if k[0] == "queues"}
+            key = ("queues", known.get(key[1].casefold(), key[1].lower()), key[2])
+        spec = _FIELD_OF[(key[0], key[-1])]
+        try:
+            values[key] = _CONVERTERS[spec.metadata.get("kind", spec.type)](entry.raw)
+        except ValueError as exc:
+            name = _display(key)
+            raise errors.ConfigError(f"{name}: {exc} (from {entry.origin})", field=name)
+
+
+def _flatten(settings: Settings) -> dict[_Key, Any]:
+    values: dict[_Key, Any] = {}
+    for section in _SECTION_CLASSES:
+        if section != "queues":
+            obj = getattr(settings, section)
+            values.update({(section, f.name): getattr(obj, f.name) for f in fields(obj)})
+    for name, q in settings.queues.items():
+        values.update({("queues", name, f.name): getattr(q, f.name) for f in fields(q)})
+    return values
+
+
+def _build(values: Mapping[_Key, Any]) -> Settings:
+    kwargs: dict[str, dict[str, Any]] = {s: {} for s in _SECTION_CLASSES}
+    queues: dict[str, dict[str, Any]] = {}
+    for key, value in values.items():
+        if key[0] == "queues":
+            queues.setdefault(key[1], {})[key[2]] = value
+        else:
+            kwargs[key[0]][key[1]] = value
+    sections = {s: _SECTION_CLASSES[s](**kw) for s, kw in kwargs.items() if s != "queues"}
+    return Settings(**sections, queues={name: QueueSettings(**kw) for name, kw in queues.items()})
+
+
+def _config_path(config_file: str | os.PathLike[str] | None, env: Mapping[str, str]) -> Path | None:
+    explicit = config_file if config_file is not None else env.get("CHOKAQ_CONFIG") or None
+    if explicit is not None:
+        path = Path(explicit)
+        if not path.is_file():
+            raise errors.ConfigError(f"configuration file not found: {path}")
+        return path
+    default = Path("chokaq.toml")
+    return default if default.is_file() else None
+
+
+def load_settings(
+    config_file: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, object] | None = None,
+) -> Settings:
+    """Defaults < TOML file < environment (`CHOKAQ_<SECTION>__<KEY>`) < overrides (dotted keys); validated."""
+    env = os.environ if env is None else env
+    values: dict[_Key, Any] = {}
+    path = _config_path(config_file, env)
+    if path is not None:
+        _merge(values, _file_layer(path))
+    _merge(values, _env_layer(env), fold_queue_case=True)
+    _merge(values, _override_layer(overrides or {}))
+    return _build(values).validate()

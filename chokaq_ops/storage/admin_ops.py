@@ -1,0 +1,377 @@
+"""Operator mutations. Each writes its audit rows in the same transaction as the change."""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
+from datetime import datetime
+from typing import Any
+
+from chokaq_ops import errors, validation
+from chokaq_ops.fingerprint import fingerprint_text
+from chokaq_ops.models import Actor, BulkResult, DlqFilter
+from chokaq_ops.storage.core import StoreCore
+
+RESURRECT_CHUNK = 1000  # the seeds' rule: bulk resurrect commits at most 1000 jobs per transaction
+ROLES = ("reader", "operator", "admin")
+UNSET: Any = object()
+Progress = Callable[[int], None]
+
+CANCELLED_FINGERPRINT = fingerprint_text("Cancelled by admin").id
+
+
+def _actor(actor: Actor) -> Actor:
+    name = validation.text(
+        actor.name if isinstance(actor, Actor) else actor, "actor", max_len=validation.MAX_ACTOR
+    )
+    plan = validation.text(
+        getattr(actor, "plan_id", None), "plan_id", max_len=validation.MAX_ID, required=False
+    )
+    return Actor(name=name, plan_id=plan)  # type: ignore[arg-type]
+
+
+def filter_json(flt: Any) -> dict[str, Any]:
+    """The audit form of a filter: only the fields that were set."""
+    if flt is None:
+        return {}
+    return {
+        k: (v.name if hasattr(v, "name") else v.isoformat() if isinstance(v, datetime) else v)
+        for k, v in asdict(flt).items()
+        if v is not None
+    }
+
+
+class AdminOps(StoreCore):
+    def dlq_filter_params(self, flt: DlqFilter | None) -> dict[str, Any]:
+        flt = flt or DlqFilter()
+        return {
+            "queue": validation.text(flt.queue, "queue", max_len=validation.MAX_QUEUE, required=False),
+            "type": validation.text(flt.type, "type", max_len=validation.MAX_TYPE, required=False),
+            "reason": int(flt.reason) if flt.reason is not None else None,
+            "fingerprint": validation.text(flt.fingerprint, "fingerprint", max_len=64, required=False),
+            "failed_from": flt.failed_from,
+            "failed_to": flt.failed_to,
+            "created_from": flt.created_from,
+            "created_to": flt.created_to,
+            "tag_like": validation.tag_pattern(flt.tag),
+            "search_like": validation.like_pattern(flt.search),
+        }
+
+    # ------------------------------------------------------------------ edits
+
+    def _edit_payload(self, payload: Any) -> str | None:
+        return validation.payload(payload, max_bytes=self.max_payload_bytes, require_json=True)
+
+    def edit_pending(
+        self, job_id: str, *, actor: Actor, payload: Any = None, tags: Any = None, priority: int | None = None
+    ) -> dict[str, Any]:
+        """Edit a hot job while it is pending (null keeps a field); InvalidState once a worker holds it."""
+        actor = _actor(actor)
+        job_id = validation.job_id(job_id)
+        params = {
+            "payload": self._edit_payload(payload),
+            "tags": validation.tags(tags),
+            "priority": validation.priority(priority),
+        }
+        if all(v is None for v in params.values()):
+            raise errors.ValidationError("nothing to change: give payload, tags or priority", field="payload")
+        if not self.run("edit_pending", id=job_id, actor=actor.name, plan_id=actor.plan_id, **params):
+            job = self.get_job(job_id)  # type: ignore[attr-defined]
+            raise errors.InvalidState(
+                f"job {job_id} is {job.get('status') or job['location']}; only pending hot jobs can be edited"
+            )
+        return self.get_job(job_id)  # type: ignore[attr-defined]
+
+    def edit_dlq(self, job_id: str, *, actor: Actor, payload: Any = None, tags: Any = None) -> dict[str, Any]:
+        actor = _actor(actor)
+        job_id = validation.job_id(job_id)
+        params = {"payload": self._edit_payload(payload), "tags": validation.tags(tags)}
+        if all(v is None for v in params.values()):
+            raise errors.ValidationError("nothing to change: give payload or tags", field="payload")
+        if not self.run("edit_dlq", id=job_id, actor=actor.name, plan_id=actor.plan_id, **params):
+            self.get_job(job_id)  # type: ignore[attr-defined]  # 404 when it exists nowhere
+            raise errors.InvalidState(f"job {job_id} is not in the dead-letter queue")
+        return self.get_job(job_id)  # type: ignore[attr-defined]
+
+    # ------------------------------------------------------------------ resurrect
+
+    def resurrect(
+        self, job_id: str, *, actor: Actor, payload: Any = None, tags: Any = None, priority: int | None = None
+    ) -> dict[str, Any]:
+        """DLQ -> hot as a fresh pending job, with optional payload/tags/priority replacements."""
+        actor = _actor(actor)
+        item = {
+            "id": validation.job_id(job_id),
+            "payload": self._edit_payload(payload),
+            "tags": validation.tags(tags),
+            "priority": validation.priority(priority),
+        }
+        moved = self._resurrect_items([item], actor, None)
+        if not moved:
+            job = self.get_job(item["id"])  # type: ignore[attr-defined]
+            raise errors.InvalidState(
+                f"job {item['id']} is in {job['location']}, not in the dead-letter queue"
+            )
+        return self.get_job(item["id"])  # type: ignore[attr-defined]
+
+    def _resurrect_items(self, items: list[dict[str, Any]], actor: Actor, details: Any) -> list[str]:
+        rows = self.run("resurrect", items=items, actor=actor.name, plan_id=actor.plan_id, details=details)
+        return [r["id"] for r in rows]
+
+    def resurrect_many(
+        self,
+        *,
+        actor: Actor,
+        ids: Sequence[str] | None = None,
+        flt: DlqFilter | None = None,
+        max_jobs: int | None = None,
+        edits: Mapping[str, Mapping[str, Any]] | None = None,
+        progress: Progress | None = None,
+    ) -> BulkResult:
+        """Resurrect by ids or by filter in consecutive transactions of at most 1000 jobs. `edits` maps an
+        id to replacement payload/tags/priority. A crash between chunks leaves each job in exactly one table.
+        """
+        actor = _actor(actor)
+        edits = edits or {}
+
+        def move(chunk: list[str], details: Any) -> list[str]:
+            items = []
+            for job_id in chunk:
+                e = edits.get(job_id, {})
+                items.append(
+                    {
+                        "id": job_id,
+                        "payload": self._edit_payload(e.get("payload")),
+                        "tags": validation.tags(e.get("tags")),
+                        "priority": validation.priority(e.get("priority")),
+                    }
+                )
+            return self._resurrect_items(items, actor, details)
+
+        return self._chunked(
+            move, ids=ids, flt=flt, max_jobs=max_jobs, chunk=RESURRECT_CHUNK, progress=progress
+        )
+
+    # ------------------------------------------------------------------ cancel and purge
+
+    def cancel_many(self, ids: Sequence[str], *, actor: Actor) -> tuple[list[str], list[str]]:
+        """Pending/fetched -> DLQ as Cancelled in one transaction; returns (cancelled, skipped). Running jobs
+        are skipped: stopping user code mid-flight is the owning worker's call."""
+        actor = _actor(actor)
+        wanted = validation.ids(ids)
+        rows = self.run(
+            "cancel",
+            ids=wanted,
+            actor=actor.name,
+            plan_id=actor.plan_id,
+            action="cancel",
+            details=None,
+            fingerprint=CANCELLED_FINGERPRINT,
+        )
+        done = {r["id"] for r in rows}
+        return [i for i in wanted if i in done], [i for i in wanted if i not in done]
+
+    def purge_dlq(
+        self,
+        *,
+        actor: Actor,
+        ids: Sequence[str] | None = None,
+        flt: DlqFilter | None = None,
+        max_jobs: int | None = None,
+        progress: Progress | None = None,
+    ) -> BulkResult:
+        """Delete dead jobs by ids or filter in transactions of Storage.CleanupBatchSize rows."""
+        actor = _actor(actor)
+
+        def delete(chunk: list[str], details: Any) -> list[str]:
+            rows = self.run(
+                "purge_dlq",
+                ids=chunk,
+                batch=len(chunk),
+                actor=actor.name,
+                plan_id=actor.plan_id,
+                action="purge_dlq",
+                details=details,
+            )
+            return [r["id"] for r in rows]
+
+        return self._chunked(
+            delete, ids=ids, flt=flt, max_jobs=max_jobs, chunk=self.cleanup_batch_size, progress=progress
+        )
+
+    def _chunked(
+        self,
+        action: Callable[[list[str], Any], list[str]],
+        *,
+        ids: Sequence[str] | None,
+        flt: DlqFilter | None,
+        max_jobs: int | None,
+        chunk: int,
+        progress: Progress | None,
+    ) -> BulkResult:
+        if (ids is None) == (flt is None):
+            raise errors.ValidationError("give either ids or a filter", field="ids")
+        if max_jobs is not None and max_jobs < 1:
+            raise errors.ValidationError("max_jobs must be at least 1", field="max_jobs")
+        done = batches = 0
+        if ids is not None:
+            wanted = validation.ids(ids, max_count=10**7)[: max_jobs or None]
+            for start in range(0, len(wanted), chunk):
+                moved = action(wanted[start : start + chunk], None)
+                done, batches = done + len(moved), batches + 1
+                if progress:
+                    progress(done)
+            return BulkResult(count=done, batches=batches)
+        params = self.dlq_filter_params(flt)
+        # Freeze the match at the start: jobs that die while the operation runs are not swept up by it.
+        cutoff = self.now()
+        if params["failed_to"] is None or params["failed_to"] > cutoff:
+            params["failed_to"] = cutoff
+        details = filter_json(flt) | {"max_jobs": max_jobs} if max_jobs else filter_json(flt)
+        while max_jobs is None or done < max_jobs:
+            limit = chunk if max_jobs is None else min(chunk, max_jobs - done)
+            picked = [r["id"] for r in self.run("dlq_ids", write=False, limit=limit, **params)]
+            if not picked:
+                break
+            moved = action(picked, {"filter": details})
+            done, batches = done + len(moved), batches + 1
+            if progress:
+                progress(done)
+            if not moved:
+                break  # everything we saw was taken by someone else; stop rather than spin
+        return BulkResult(count=done, batches=batches)
+
+    def purge_archive(
+        self, older_than: datetime, *, actor: Actor, progress: Progress | None = None
+    ) -> BulkResult:
+        """Delete archive rows finished before `older_than`, oldest first, in CleanupBatchSize batches."""
+        actor = _actor(actor)
+        if older_than.tzinfo is None:
+            raise errors.ValidationError("older_than must carry a time zone", field="older_than")
+        details = {"older_than": older_than.isoformat()}
+        done = batches = 0
+        while True:
+            rows = self.run(
+                "purge_archive",
+                cutoff=older_than,
+                batch=self.cleanup_batch_size,
+                actor=actor.name,
+                details=details,
+            )
+            n = int(rows[0]["purged"]) if rows else 0
+            if n == 0:
+                break
+            done, batches = done + n, batches + 1
+            if progress:
+                progress(done)
+            if n < self.cleanup_batch_size:
+                break
+        return BulkResult(count=done, batches=batches)
+
+    # ------------------------------------------------------------------ queues
+
+    def set_queue(
+        self,
+        name: str,
+        *,
+        actor: Actor,
+        paused: bool = UNSET,
+        active: bool = UNSET,
+        zombie_timeout_seconds: int | None = UNSET,
+        max_workers: int | None = UNSET,
+        min_zombie_timeout: float = 0.0,
+    ) -> dict[str, Any]:
+        """Upsert a queue's control row; UNSET leaves a field, None clears an override."""
+        actor = _actor(actor)
+        name = validation.queue(name, "name")
+        if zombie_timeout_seconds not in (UNSET, None):
+            _int_in(zombie_timeout_seconds, "zombie_timeout_seconds", 1, validation.MAX_ZOMBIE_TIMEOUT)
+            if zombie_timeout_seconds <= min_zombie_timeout:
+                raise errors.ValidationError(
+                    "zombie_timeout_seconds must exceed 3 x Execution.HeartbeatIntervalMax "
+                    f"({min_zombie_timeout:g}s)",
+                    field="zombie_timeout_seconds",
+                )
+        if max_workers not in (UNSET, None):
+            _int_in(max_workers, "max_workers", 1, validation.MAX_MAX_WORKERS)
+        for flag, value in (("paused", paused), ("active", active)):
+            if value is not UNSET and not isinstance(value, bool):
+                raise errors.ValidationError(f"{flag} must be true or false", field=flag)
+        if all(v is UNSET for v in (paused, active, zombie_timeout_seconds, max_workers)):
+            raise errors.ValidationError("nothing to change", field="paused")
+        rows = self.run(
+            "set_queue",
+            name=name,
+            actor=actor.name,
+            paused=None if paused is UNSET else paused,
+            paused_set=int(paused is not UNSET),
+            active=None if active is UNSET else active,
+            active_set=int(active is not UNSET),
+            zombie_timeout_seconds=None if zombie_timeout_seconds is UNSET else zombie_timeout_seconds,
+            zombie_set=int(zombie_timeout_seconds is not UNSET),
+            max_workers=None if max_workers is UNSET else max_workers,
+            max_workers_set=int(max_workers is not UNSET),
+        )
+        return rows[0]
+
+    # ------------------------------------------------------------------ tokens and audit
+
+    def create_token(self, name: str, role: str, *, actor: Actor) -> str:
+        """Create an API token and return its plaintext (shown once; only a hash is stored)."""
+        actor = _actor(actor)
+        name = validation.text(name, "name", max_len=validation.MAX_ACTOR)  # type: ignore[assignment]
+        if role not in ROLES:
+            raise errors.ValidationError(f"role must be one of {', '.join(ROLES)}", field="role")
+        token = "chq_" + secrets.token_urlsafe(32)
+        try:
+            self.run("create_token", name=name, role=role, token_hash=hash_token(token), actor=actor.name)
+        except errors.Conflict:
+            raise errors.Conflict(f"a token named {name!r} exists already", field="name") from None
+        self.audit(actor, "token_create", details={"name": name, "role": role})
+        return token
+
+    def verify_token(self, token: str) -> dict[str, Any] | None:
+        """The token's {name, role} if it is valid and not revoked."""
+        if not token or len(token) > 200:
+            return None
+        rows = self.run("token_by_hash", token_hash=hash_token(token))
+        if not rows or not secrets.compare_digest(rows[0]["token_hash"].strip(), hash_token(token)):
+            return None
+        return {"name": rows[0]["name"], "role": rows[0]["role"].strip()}
+
+    def list_tokens(self) -> list[dict[str, Any]]:
+        return self.run("list_tokens", write=False)
+
+    def revoke_token(self, name: str, *, actor: Actor) -> bool:
+        actor = _actor(actor)
+        done = bool(self.run("revoke_token", name=name))
+        if done:
+            self.audit(actor, "token_revoke", details={"name": name})
+        return done
+
+    def audit(
+        self, actor: Actor, action: str, *, job_id: str | None = None, count: int = 1, details: Any = None
+    ) -> None:
+        """One audit row for an operator action that has no job-level statement of its own."""
+        actor = _actor(actor)
+        self.run(
+            "audit_one",
+            actor=actor.name,
+            action=action,
+            job_id=job_id,
+            plan_id=actor.plan_id,
+            count=count,
+            details=details,
+        )
+
+
+def hash_token(token: str) -> str:
+    # Tokens are 256-bit random strings, so a plain SHA-256 is enough: there is nothing to brute-force.
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _int_in(value: Any, field: str, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise errors.ValidationError(f"{field} must be an integer between {low} and {high}", field=field)

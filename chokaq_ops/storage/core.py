@@ -1,0 +1,200 @@
+"""The transaction runner under every storage operation: named queries, retries, value conversion."""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from chokaq_ops import errors
+from chokaq_ops.storage import dialects, queries
+from chokaq_ops.storage.pool import Pool
+
+log = logging.getLogger("chokaq.storage")
+T = TypeVar("T")
+
+
+class Tx:
+    """One open transaction; `run` executes a named query inside it."""
+
+    def __init__(self, core: StoreCore, conn: Any) -> None:
+        self._core = core
+        self._conn = conn
+        self.rowcount = -1
+
+    def run(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
+        rows, self.rowcount = self._core._execute(self._conn, self._core._query(name), params)
+        return rows
+
+    def script(self, text: str) -> None:
+        """Run a parameterless SQL file (schema, migrations) statement by statement."""
+        cursor = self._conn.cursor()
+        try:
+            for statement in queries.split_script(text):
+                cursor.execute(statement)
+        finally:
+            cursor.close()
+
+
+class StoreCore:
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 16,
+        cleanup_batch_size: int = 1000,
+        max_transient_retries: int = 3,
+        transient_retry_base_delay: float = 0.2,
+        max_payload_bytes: int = 1_000_000,
+    ) -> None:
+        self.dialect = dialects.from_url(url)
+        self.queries = queries.load(self.dialect.name)
+        self.pool = Pool(self.dialect.connect, pool_size)
+        self.cleanup_batch_size = cleanup_batch_size
+        self.max_transient_retries = max_transient_retries
+        self.transient_retry_base_delay = transient_retry_base_delay
+        self.max_payload_bytes = max_payload_bytes
+        self.retries_done = 0  # transient retries taken; tests and metrics read it
+        self._retry_lock = threading.Lock()
+
+    @property
+    def url(self) -> str:
+        return self.dialect.url
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def __enter__(self) -> StoreCore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ running queries
+
+    def _query(self, name: str) -> queries.Query:
+        try:
+            return self.queries[name]
+        except KeyError:
+            raise errors.StorageError(f"no query named {name!r} for {self.dialect.name}") from None
+
+    def run(self, name: str, /, *, write: bool = True, **params: Any) -> list[dict[str, Any]]:
+        """Run one named query in its own transaction, retrying transient failures."""
+        query = self._query(name)
+        if len(query.statements) == 1:
+            # A single statement is atomic on its own; autocommit saves the commit round trip.
+            return self._retrying(lambda conn: self._execute(conn, query, params)[0])
+        return self.transaction(lambda tx: tx.run(name, **params), write=write)
+
+    def transaction(self, fn: Callable[[Tx], T], *, write: bool = True) -> T:
+        """Run `fn(tx)` in one transaction; on a transient error roll back and run it again."""
+
+        def attempt(conn: Any) -> T:
+            self.dialect.begin(conn, write)
+            try:
+                result = fn(Tx(self, conn))
+                self.dialect.commit(conn)
+                return result
+            except BaseException:
+                with contextlib.suppress(Exception):
+                    self.dialect.rollback(conn)
+                raise
+
+        return self._retrying(attempt)
+
+    def _retrying(self, fn: Callable[[Any], T]) -> T:
+        attempt = 0
+        while True:
+            try:
+                with self.pool.connection() as conn:
+                    return fn(conn)
+            except errors.ChokaqError as exc:
+                if not isinstance(exc, errors.TransientStorageError) or attempt >= self.max_transient_retries:
+                    raise
+                self._back_off(attempt, exc)
+            except Exception as exc:
+                if not self.dialect.is_db_error(exc):
+                    raise
+                if not self.dialect.is_transient(exc):
+                    raise self._translate(exc) from exc
+                if self.dialect.is_disconnect(exc):
+                    self.pool.discard_idle()
+                if attempt >= self.max_transient_retries:
+                    raise errors.TransientStorageError(f"{self.dialect.name}: {exc}") from exc
+                self._back_off(attempt, exc)
+            attempt += 1
+
+    def _back_off(self, attempt: int, exc: BaseException) -> None:
+        with self._retry_lock:
+            self.retries_done += 1
+        delay = self.transient_retry_base_delay * (2**attempt)
+        delay += random.uniform(0, self.transient_retry_base_delay / 2)
+        log.warning("transient database error (attempt %d, retrying in %.2fs): %s", attempt + 1, delay, exc)
+        time.sleep(delay)
+
+    def _translate(self, exc: Exception) -> errors.ChokaqError:
+        if self.dialect.is_unique_violation(exc):
+            return errors.Conflict(f"duplicate key: {exc}")
+        return errors.StorageError(f"{self.dialect.name}: {exc}")
+
+    def _execute(
+        self, conn: Any, query: queries.Query, params: dict[str, Any]
+    ) -> tuple[list[dict[str, Any]], int]:
+        bound = {k: self._param(v) for k, v in params.items()}
+        cursor = conn.cursor()
+        try:
+            rows: list[dict[str, Any]] = []
+            rowcount = -1
+            for statement in query.statements:
+                self.dialect.execute(cursor, statement, bound)
+                rowcount = cursor.rowcount
+                if cursor.description is not None:
+                    rows = self.dialect.rows(cursor)
+            return rows, rowcount
+        finally:
+            cursor.close()
+
+    def _param(self, value: Any) -> Any:
+        if isinstance(value, bool):
+            return int(value)
+        if isinstance(value, enum.Enum):
+            return value.value
+        if isinstance(value, datetime):
+            return self.format_time(value)
+        if isinstance(value, list | tuple | dict):
+            return json.dumps(value, separators=(",", ":"), default=_json_default)
+        return value
+
+    def format_time(self, value: datetime) -> str:
+        if value.tzinfo is None:
+            raise errors.ValidationError("times must carry a time zone (UTC)")
+        value = value.astimezone(UTC)
+        if self.dialect.name == "sqlite":
+            return value.strftime("%Y-%m-%d %H:%M:%S.") + f"{value.microsecond // 1000:03d}"
+        return value.isoformat()
+
+    def now(self) -> datetime:
+        """The database clock, which every liveness time is measured against."""
+        return self.run("db_now", write=False)[0]["now_at"]
+
+    @contextmanager
+    def connection(self) -> Iterator[Any]:
+        """A raw pooled connection (migrations and bulk loaders)."""
+        with self.pool.connection() as conn:
+            yield conn
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat()
+    if isinstance(value, enum.Enum):
+        return value.value
+    raise TypeError(f"cannot serialise {type(value).__name__}")

@@ -1,0 +1,60 @@
+"""A small thread-safe connection pool: DB-API connections are not shared between threads."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+
+class Pool:
+    def __init__(self, factory: Callable[[], Any], size: int) -> None:
+        self._factory = factory
+        self._idle: list[Any] = []
+        self._lock = threading.Lock()
+        self._slots = threading.BoundedSemaphore(size)
+        self._closed = False
+
+    @contextmanager
+    def connection(self) -> Iterator[Any]:
+        self._slots.acquire()
+        conn = None
+        try:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None:
+                conn = self._factory()
+            yield conn
+        except BaseException:
+            # A connection that saw an error may be mid-transaction or dead; never reuse it.
+            if conn is not None:
+                _close_quietly(conn)
+            conn = None
+            raise
+        finally:
+            if conn is not None:
+                with self._lock:
+                    if self._closed:
+                        _close_quietly(conn)
+                    else:
+                        self._idle.append(conn)
+            self._slots.release()
+
+    def discard_idle(self) -> None:
+        """Drop idle connections, e.g. after the server restarted."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            _close_quietly(conn)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+        self.discard_idle()
+
+
+def _close_quietly(conn: Any) -> None:
+    with contextlib.suppress(Exception):
+        conn.close()

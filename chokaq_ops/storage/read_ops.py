@@ -1,0 +1,301 @@
+"""Reads for operators, the API and the analysis toolkit: filtered, sorted, paged."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from chokaq_ops import errors, validation
+from chokaq_ops.fingerprint import fingerprint_text
+from chokaq_ops.models import ArchiveFilter, DlqFilter, FailureReason, HotFilter, Page, Status
+from chokaq_ops.storage.admin_ops import AdminOps
+
+MAX_PAGE_SIZE = 1000
+HOT_SORTS = ("created_at", "priority", "due_at", "id", "queue", "type", "status")
+ARCHIVE_SORTS = ("finished_at", "created_at", "duration_ms", "queue", "type", "attempt_count", "id")
+DLQ_SORTS = ("failed_at", "created_at", "queue", "type", "reason", "attempt_count", "id")
+TOP_ERROR_SAMPLE = 5000
+
+
+def decode_job(row: dict[str, Any]) -> dict[str, Any]:
+    """Storage numbers -> contract names (status, failure_reason)."""
+    if row.get("location") == "hot" and isinstance(row.get("status"), int):
+        row["status"] = Status(row["status"]).name
+    elif row.get("location") == "archive":
+        row["status"] = "succeeded"
+    elif row.get("location") == "dlq":
+        row["status"] = "dead"
+    if isinstance(row.get("failure_reason"), int):
+        row["failure_reason"] = FailureReason(row["failure_reason"]).name
+    return row
+
+
+def _sort(name: str, sort: str, descending: bool, allowed: Sequence[str]) -> str:
+    if sort not in allowed:
+        raise errors.ValidationError(f"sort must be one of {', '.join(allowed)}", field="sort")
+    return f"{name}@{sort}:{'desc' if descending else 'asc'}"
+
+
+def _paging(page: int, page_size: int) -> dict[str, int]:
+    if not isinstance(page, int) or page < 1:
+        raise errors.ValidationError("page must be 1 or more", field="page")
+    if not isinstance(page_size, int) or not 1 <= page_size <= MAX_PAGE_SIZE:
+        raise errors.ValidationError(f"page_size must be between 1 and {MAX_PAGE_SIZE}", field="page_size")
+    return {"limit": page_size, "offset": (page - 1) * page_size}
+
+
+class ReadOps(AdminOps):
+    def get_job(self, job_id: str) -> dict[str, Any]:
+        """Any job by id, wherever it lives; `location` says where (hot, archive, dlq)."""
+        job_id = validation.job_id(job_id)
+        for name in ("get_hot", "get_dlq", "get_archive"):
+            rows = self.run(name, write=False, id=job_id)
+            if rows:
+                return decode_job(rows[0])
+        raise errors.JobNotFound(f"no job with id {job_id}")
+
+    def _page(self, name: str, count: str, params: dict[str, Any], page: int, page_size: int) -> Page:
+        paging = _paging(page, page_size)
+        total = int(self.run(count, write=False, **params)[0]["n"])
+        items = [] if paging["offset"] >= total else self.run(name, write=False, **params, **paging)
+        return Page(items=[decode_job(r) for r in items], total=total, page=page, page_size=page_size)
+
+    def list_hot(
+        self,
+        flt: HotFilter | None = None,
+        *,
+        sort: str = "created_at",
+        descending: bool = True,
+        page: int = 1,
+        page_size: int = 100,
+    ) -> Page:
+        flt = flt or HotFilter()
+        params = {
+            "status": int(flt.status) if flt.status is not None else None,
+            "queue": validation.text(flt.queue, "queue", max_len=validation.MAX_QUEUE, required=False),
+            "type": validation.text(flt.type, "type", max_len=validation.MAX_TYPE, required=False),
+            "tag_like": validation.tag_pattern(flt.tag),
+            "search_like": validation.like_pattern(flt.search),
+        }
+        return self._page(
+            _sort("list_hot", sort, descending, HOT_SORTS), "count_hot", params, page, page_size
+        )
+
+    def list_archive(
+        self,
+        flt: ArchiveFilter | None = None,
+        *,
+        sort: str = "finished_at",
+        descending: bool = True,
+        page: int = 1,
+        page_size: int = 100,
+    ) -> Page:
+        flt = flt or ArchiveFilter()
+        params = {
+            "queue": validation.text(flt.queue, "queue", max_len=validation.MAX_QUEUE, required=False),
+            "type": validation.text(flt.type, "type", max_len=validation.MAX_TYPE, required=False),
+            "finished_from": flt.finished_from,
+            "finished_to": flt.finished_to,
+            "created_from": flt.created_from,
+            "created_to": flt.created_to,
+            "tag_like": validation.tag_pattern(flt.tag),
+            "search_like": validation.like_pattern(flt.search),
+        }
+        return self._page(
+            _sort("list_archive", sort, descending, ARCHIVE_SORTS), "count_archive", params, page, page_size
+        )
+
+    def list_dlq(
+        self,
+        flt: DlqFilter | None = None,
+        *,
+        sort: str = "failed_at",
+        descending: bool = True,
+        page: int = 1,
+        page_size: int = 100,
+    ) -> Page:
+        params = self.dlq_filter_params(flt)
+        return self._page(
+            _sort("list_dlq", sort, descending, DLQ_SORTS), "count_dlq", params, page, page_size
+        )
+
+    def count_dlq(self, flt: DlqFilter | None = None) -> int:
+        return int(self.run("count_dlq", write=False, **self.dlq_filter_params(flt))[0]["n"])
+
+    def dlq_ids(self, flt: DlqFilter | None = None, *, limit: int = 10_000_000) -> list[str]:
+        """Every id matching a filter, newest failure first: the frozen set behind a bulk plan."""
+        return [r["id"] for r in self.run("dlq_ids", write=False, limit=limit, **self.dlq_filter_params(flt))]
+
+    def preview_dlq(
+        self, *, flt: DlqFilter | None = None, ids: Sequence[str] | None = None, sample: int = 10
+    ) -> dict[str, Any]:
+        """What a bulk operation would touch: matched, sample_ids, by_reason/queue/type. Changes nothing."""
+        if (ids is None) == (flt is None):
+            raise errors.ValidationError("give either ids or a filter", field="ids")
+        if ids is not None:
+            wanted = validation.ids(ids, max_count=10**6)
+            existing = [r["id"] for r in self.run("dlq_existing_ids", write=False, ids=wanted)]
+            rows = self.run("dlq_breakdown_ids", write=False, ids=wanted)
+            matched, sample_ids = len(existing), existing[:sample]
+        else:
+            params = self.dlq_filter_params(flt)
+            rows = self.run("dlq_breakdown", write=False, **params)
+            matched = sum(int(r["n"]) for r in rows if r["dimension"] == "reason")
+            sample_ids = [r["id"] for r in self.run("dlq_ids", write=False, limit=sample, **params)]
+        out: dict[str, Any] = {
+            "matched": matched,
+            "sample_ids": sample_ids,
+            "by_reason": {},
+            "by_queue": {},
+            "by_type": {},
+        }
+        for r in rows:
+            key = FailureReason(int(r["value"])).name if r["dimension"] == "reason" else r["value"]
+            out[f"by_{r['dimension']}"][key] = int(r["n"])
+        return out
+
+    def top_errors(
+        self, flt: DlqFilter | None = None, *, limit: int = 10, sample: int = TOP_ERROR_SAMPLE
+    ) -> list[dict[str, Any]]:
+        """Error groups (fingerprints) over the newest `sample` dead jobs, largest first, with a label."""
+        rows = self.run(
+            "top_fingerprints", write=False, limit=limit, sample=sample, **self.dlq_filter_params(flt)
+        )
+        examples = (
+            {
+                r["id"]: r["error_details"]
+                for r in self.run("errors_of", write=False, ids=[r["example_id"] for r in rows])
+            }
+            if rows
+            else {}
+        )
+        out = []
+        for r in rows:
+            fp = fingerprint_text(examples.get(r["example_id"]))
+            out.append(
+                {
+                    "fingerprint": r["fingerprint"] or fp.id,
+                    "failure_reason": FailureReason(int(r["failure_reason"])).name,
+                    "exception_type": fp.exception_type,
+                    "template": fp.template,
+                    "frame": fp.frame,
+                    "count": int(r["n"]),
+                    "first_seen": r["first_at"],
+                    "last_seen": r["last_at"],
+                    "example_id": r["example_id"],
+                    "example_queue": r["example_queue"],
+                    "example_type": r["example_type"],
+                }
+            )
+        return out
+
+    def dlq_summary(self, flt: DlqFilter | None = None, *, top: int = 10) -> dict[str, Any]:
+        """Counts by reason, queue and type with first/last failure, and the top error fingerprints."""
+        rows = self.run("dlq_breakdown", write=False, **self.dlq_filter_params(flt))
+        out: dict[str, Any] = {"total": 0, "by_reason": [], "by_queue": [], "by_type": []}
+        for r in rows:
+            value = FailureReason(int(r["value"])).name if r["dimension"] == "reason" else r["value"]
+            out[f"by_{r['dimension']}"].append(
+                {
+                    "value": value,
+                    "count": int(r["n"]),
+                    "first_failed_at": r["first_at"],
+                    "last_failed_at": r["last_at"],
+                }
+            )
+            if r["dimension"] == "reason":
+                out["total"] += int(r["n"])
+        for key in ("by_reason", "by_queue", "by_type"):
+            out[key].sort(key=lambda e: (-e["count"], str(e["value"])))
+        out["top_errors"] = self.top_errors(flt, limit=top)
+        return out
+
+    # ------------------------------------------------------------------ stats
+
+    def stats(self) -> dict[str, Any]:
+        """Totals, per-status counts and throughput / failure rate over 1 and 5 minutes."""
+        totals = self.run("stats_totals", write=False)[0]
+        counts = self.run("table_counts", write=False)[0]
+        by_status = {s.name: 0 for s in Status}
+        for r in self.run("hot_status_counts", write=False):
+            by_status[Status(int(r["status"])).name] += int(r["n"])
+        tp = self.run("throughput", write=False)[0]
+        p1, f1, p5, f5 = (int(tp[k] or 0) for k in ("processed_1m", "failed_1m", "processed_5m", "failed_5m"))
+        return {
+            "enqueued_total": int(totals["enqueued_total"]),
+            "succeeded_total": int(totals["succeeded_total"]),
+            "failed_total": int(totals["failed_total"]),
+            "retried_total": int(totals["retried_total"]),
+            "last_activity_at": totals["last_activity_at"],
+            "pending": by_status["pending"],
+            "fetched": by_status["fetched"],
+            "processing": by_status["processing"],
+            "hot": int(counts["hot"]),
+            "archive": int(counts["archive"]),
+            "dlq": int(counts["dlq"]),
+            "jobs_per_second_1m": p1 / 60,
+            "jobs_per_second_5m": p5 / 300,
+            "failure_rate_1m": (f1 * 100 / p1) if p1 else 0.0,
+            "failure_rate_5m": (f5 * 100 / p5) if p5 else 0.0,
+            "processed_1m": p1,
+            "failed_1m": f1,
+            "processed_5m": p5,
+            "failed_5m": f5,
+        }
+
+    def queue_stats(self, name: str | None = None) -> list[dict[str, Any]]:
+        """Per queue: control state, status counts, lag of the oldest due pending job, counters."""
+        if name is not None:
+            name = validation.queue(name, "name")
+        rows = self.run("queue_rows", write=False, name=name)
+        if name is not None and not rows:
+            raise errors.JobNotFound(f"no queue named {name}")
+        counts: dict[str, dict[str, int]] = {}
+        for r in self.run("hot_status_counts", write=False):
+            counts.setdefault(r["queue"], {})[Status(int(r["status"])).name] = int(r["n"])
+        lags = {r["queue"]: r for r in self.run("queue_lag", write=False)}
+        out = []
+        for r in rows:
+            c, lag = counts.get(r["name"], {}), lags.get(r["name"], {})
+            out.append(
+                r
+                | {
+                    "pending": c.get("pending", 0),
+                    "fetched": c.get("fetched", 0),
+                    "processing": c.get("processing", 0),
+                    "due_pending": int(lag.get("due_pending") or 0),
+                    "max_lag_seconds": max(0.0, float(lag.get("max_lag_s") or 0.0)),
+                    "avg_lag_seconds": max(0.0, float(lag.get("avg_lag_s") or 0.0)),
+                }
+            )
+        return out
+
+    # ------------------------------------------------------------------ audit and events
+
+    def list_audit(
+        self,
+        *,
+        actor: str | None = None,
+        action: str | None = None,
+        job_id: str | None = None,
+        plan_id: str | None = None,
+        since: datetime | None = None,
+        page: int = 1,
+        page_size: int = 100,
+    ) -> Page:
+        params = {"actor": actor, "action": action, "job_id": job_id, "plan_id": plan_id, "since": since}
+        paging = _paging(page, page_size)
+        total = int(self.run("count_audit", write=False, **params)[0]["n"])
+        items = self.run("list_audit", write=False, **params, **paging) if paging["offset"] < total else []
+        return Page(items=items, total=total, page=page, page_size=page_size)
+
+    def events_after(self, after_id: int, limit: int = 100) -> list[dict[str, Any]]:
+        return self.run("events_after", write=False, after_id=int(after_id), limit=int(limit))
+
+    def last_event_id(self) -> int:
+        return int(self.run("last_event_id", write=False)[0]["id"])
+
+    def prune(self, *, buckets_older_than_s: float, events_older_than_s: float) -> None:
+        self.run("prune_buckets", older_than_s=float(buckets_older_than_s))
+        self.run("prune_events", older_than_s=float(events_older_than_s))

@@ -1,0 +1,187 @@
+"""Producer, worker and rescue operations. Every worker write is fenced by the worker id."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from chokaq_ops import errors, ids, validation
+from chokaq_ops.models import EnqueueResult, FailureReason, NewJob
+from chokaq_ops.storage.core import StoreCore, Tx
+
+
+@dataclass(frozen=True, slots=True)
+class Dead:
+    """A job a worker sends to the dead-letter queue."""
+
+    id: str
+    reason: FailureReason
+    error: str
+    fingerprint: str | None = None
+    duration_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    id: str
+    delay_s: float
+    error: str | None = None
+
+
+class WorkerOps(StoreCore):
+    # ------------------------------------------------------------------ producer
+
+    def enqueue(self, jobs: Iterable[NewJob]) -> list[EnqueueResult]:
+        """Insert jobs in one statement. Per item: `new`, `duplicate` (an active job holds its idempotency
+        key; `id` is that job's) or `conflict` (the id exists already; nothing inserted)."""
+        items = [self._enqueue_item(i, job) for i, job in enumerate(jobs)]
+        if not items:
+            return []
+        if len({i["id"] for i in items}) < len(items):
+            raise errors.ValidationError("the same job id appears twice in one enqueue", field="id")
+        rows = self.run("enqueue", items=items)
+        missing = [
+            items[r["ord"]]["idempotency_key"] for r in rows if r["status"] == "duplicate" and not r["id"]
+        ]
+        winners: dict[str, str] = {}
+        if missing:
+            # Lost a concurrent race on the key: the winner committed after our snapshot was taken.
+            winners = {r["idempotency_key"]: r["id"] for r in self.run("find_idempotency_keys", keys=missing)}
+        return [
+            EnqueueResult(
+                id=r["id"] or winners.get(items[r["ord"]]["idempotency_key"]) or items[r["ord"]]["id"],
+                created=r["status"] == "new",
+                status=r["status"],
+            )
+            for r in sorted(rows, key=lambda r: r["ord"])
+        ]
+
+    def _enqueue_item(self, ord_: int, job: NewJob) -> dict[str, Any]:
+        if job.delay_seconds is not None and job.scheduled_at is not None:
+            raise errors.ValidationError(
+                "give delay_seconds or scheduled_at, not both", field="delay_seconds"
+            )
+        if job.delay_seconds is not None and not 0 <= job.delay_seconds <= 10 * 365 * 86400:
+            raise errors.ValidationError(
+                "delay_seconds must be between 0 and ten years", field="delay_seconds"
+            )
+        priority = validation.priority(job.priority)
+        return {
+            "ord": ord_,
+            "id": validation.job_id(job.id) if job.id is not None else ids.new_id(),
+            "queue": validation.queue(job.queue),
+            "type": validation.text(job.type, "type", max_len=validation.MAX_TYPE),
+            "payload": validation.payload(job.payload, max_bytes=self.max_payload_bytes, require_json=False),
+            "tags": validation.tags(job.tags),
+            "idempotency_key": validation.text(
+                job.idempotency_key, "idempotency_key", max_len=validation.MAX_KEY, required=False
+            ),
+            "priority": 10 if priority is None else priority,
+            "delay_s": job.delay_seconds,
+            "scheduled_at": self.format_time(job.scheduled_at) if job.scheduled_at else None,
+            "created_by": validation.text(
+                job.created_by, "created_by", max_len=validation.MAX_ACTOR, required=False
+            ),
+        }
+
+    # ------------------------------------------------------------------ worker
+
+    def fetch(
+        self, worker_id: str, limit: int, queues: Sequence[str] | None = None, *, exact_caps: bool = False
+    ) -> list[dict[str, Any]]:
+        """Claim up to `limit` jobs for `worker_id` (status fetched). With `exact_caps`, fetches that may
+        claim from max_workers queues serialise on those queue rows, so the cap is never exceeded."""
+        params = {"worker_id": worker_id, "limit": limit, "queues": list(queues) if queues else None}
+        if exact_caps:
+
+            def claim(tx: Tx) -> list[dict[str, Any]]:
+                tx.run("lock_capped_queues", queues=params["queues"])
+                return tx.run("fetch", **params)
+
+            rows = self.transaction(claim)
+        else:
+            rows = self.run("fetch", **params)
+        rows.sort(key=lambda r: (-r["priority"], r["due_at"], r["id"]))
+        return rows
+
+    def mark_processing(self, worker_id: str, job_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """fetched -> processing for the jobs this worker still owns; returns those rows by id."""
+        if not job_ids:
+            return {}
+        rows = self.run("mark_processing", worker_id=worker_id, ids=list(job_ids))
+        return {r["id"]: r for r in rows}
+
+    def heartbeat(self, worker_id: str, job_ids: Sequence[str]) -> set[str]:
+        """Refresh the heartbeat of running jobs in one statement; returns the ids still owned."""
+        if not job_ids:
+            return set()
+        return {r["id"] for r in self.run("heartbeat", worker_id=worker_id, ids=list(job_ids))}
+
+    def release(self, worker_id: str, job_ids: Sequence[str]) -> list[str]:
+        """Prefetched jobs back to pending (attempts unchanged), only while still fetched by this worker."""
+        if not job_ids:
+            return []
+        return [r["id"] for r in self.run("release", worker_id=worker_id, ids=list(job_ids))]
+
+    def archive_succeeded(self, worker_id: str, items: Sequence[tuple[str, float | None]]) -> list[str]:
+        """Processing -> archive with handler durations (ms); a job no longer owned is left alone."""
+        if not items:
+            return []
+        payload = [{"id": job_id, "duration_ms": ms} for job_id, ms in items]
+        return [r["id"] for r in self.run("archive_succeeded", worker_id=worker_id, items=payload)]
+
+    def move_to_dlq(self, worker_id: str, items: Sequence[Dead]) -> list[str]:
+        if not items:
+            return []
+        payload = [
+            {
+                "id": d.id,
+                "reason": int(d.reason),
+                "error": d.error,
+                "fingerprint": d.fingerprint,
+                "duration_ms": d.duration_ms,
+            }
+            for d in items
+        ]
+        return [r["id"] for r in self.run("move_to_dlq", worker_id=worker_id, items=payload)]
+
+    def reschedule(self, worker_id: str, items: Sequence[Retry]) -> list[str]:
+        """Processing -> pending after `delay_s` seconds of database time; counts as a retry."""
+        if not items:
+            return []
+        payload = [{"id": r.id, "delay_s": max(0.0, float(r.delay_s)), "error": r.error} for r in items]
+        return [r["id"] for r in self.run("reschedule", worker_id=worker_id, items=payload)]
+
+    # ------------------------------------------------------------------ rescue
+
+    def recover_abandoned(self, timeout_s: float) -> list[dict[str, Any]]:
+        return self.run("recover_abandoned", timeout_s=float(timeout_s))
+
+    def archive_zombies(
+        self,
+        global_timeout_s: float,
+        overrides: Mapping[str, float] | None = None,
+        fingerprint: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """Processing jobs with an expired heartbeat -> DLQ as Zombie. Timeout per job: the queue row's
+        zombie_timeout_seconds, else `overrides[queue]` (configuration), else `global_timeout_s`."""
+        return self.run(
+            "archive_zombies",
+            global_s=float(global_timeout_s),
+            overrides={k: float(v) for k, v in (overrides or {}).items()},
+            fingerprint=fingerprint,
+        )
+
+    def try_lease(self, name: str, holder: str, ttl_s: float) -> bool:
+        """Take or renew a named lease on the database clock; True when `holder` has it."""
+        return bool(self.run("try_lease", name=name, holder=holder, ttl_s=float(ttl_s)))
+
+    def release_lease(self, name: str, holder: str) -> None:
+        self.run("release_lease", name=name, holder=holder)
+
+    def add_event(self, kind: str, message: str, data: Mapping[str, Any] | None = None) -> int:
+        rows = self.run(
+            "add_event", kind=kind, message=message, data=dict(data) if data is not None else None
+        )
+        return int(rows[0]["id"])

@@ -1,0 +1,713 @@
+-- Named queries for PostgreSQL. Format: see chokaq_ops/storage/queries.py.
+-- Parameters are `:name`; each is cast where psqlODBC could not infer its type. Times come from now(),
+-- the database clock. Moves between tables are one statement of data-modifying CTEs, so each is atomic
+-- and needs no explicit transaction.
+
+-- ---------------------------------------------------------------- fragments
+
+-- fragment: dlq_where
+(CAST(:queue AS text) IS NULL OR d.queue = CAST(:queue AS text))
+AND (CAST(:type AS text) IS NULL OR d.type = CAST(:type AS text))
+AND (CAST(:reason AS integer) IS NULL OR d.failure_reason = CAST(:reason AS integer))
+AND (CAST(:fingerprint AS text) IS NULL OR d.fingerprint = CAST(:fingerprint AS text))
+AND (CAST(:failed_from AS timestamptz) IS NULL OR d.failed_at >= CAST(:failed_from AS timestamptz))
+AND (CAST(:failed_to AS timestamptz) IS NULL OR d.failed_at <= CAST(:failed_to AS timestamptz))
+AND (CAST(:created_from AS timestamptz) IS NULL OR d.created_at >= CAST(:created_from AS timestamptz))
+AND (CAST(:created_to AS timestamptz) IS NULL OR d.created_at <= CAST(:created_to AS timestamptz))
+AND (CAST(:tag_like AS text) IS NULL OR (',' || replace(coalesce(d.tags, ''), ' ', '') || ',') LIKE CAST(:tag_like AS text))
+AND (CAST(:search_like AS text) IS NULL OR d.id ILIKE CAST(:search_like AS text) OR d.type ILIKE CAST(:search_like AS text)
+     OR d.tags ILIKE CAST(:search_like AS text) OR d.error_details ILIKE CAST(:search_like AS text))
+
+-- fragment: archive_where
+(CAST(:queue AS text) IS NULL OR a.queue = CAST(:queue AS text))
+AND (CAST(:type AS text) IS NULL OR a.type = CAST(:type AS text))
+AND (CAST(:finished_from AS timestamptz) IS NULL OR a.finished_at >= CAST(:finished_from AS timestamptz))
+AND (CAST(:finished_to AS timestamptz) IS NULL OR a.finished_at <= CAST(:finished_to AS timestamptz))
+AND (CAST(:created_from AS timestamptz) IS NULL OR a.created_at >= CAST(:created_from AS timestamptz))
+AND (CAST(:created_to AS timestamptz) IS NULL OR a.created_at <= CAST(:created_to AS timestamptz))
+AND (CAST(:tag_like AS text) IS NULL OR (',' || replace(coalesce(a.tags, ''), ' ', '') || ',') LIKE CAST(:tag_like AS text))
+AND (CAST(:search_like AS text) IS NULL OR a.id ILIKE CAST(:search_like AS text) OR a.type ILIKE CAST(:search_like AS text)
+     OR a.tags ILIKE CAST(:search_like AS text))
+
+-- fragment: hot_where
+(CAST(:status AS integer) IS NULL OR h.status = CAST(:status AS integer))
+AND (CAST(:queue AS text) IS NULL OR h.queue = CAST(:queue AS text))
+AND (CAST(:type AS text) IS NULL OR h.type = CAST(:type AS text))
+AND (CAST(:tag_like AS text) IS NULL OR (',' || replace(coalesce(h.tags, ''), ' ', '') || ',') LIKE CAST(:tag_like AS text))
+AND (CAST(:search_like AS text) IS NULL OR h.id ILIKE CAST(:search_like AS text) OR h.type ILIKE CAST(:search_like AS text)
+     OR h.tags ILIKE CAST(:search_like AS text))
+
+-- fragment: counters_failed
+INSERT INTO stats_summary (queue, failed_total, last_activity_at)
+SELECT queue, count(*), now() FROM moved GROUP BY queue ORDER BY queue
+ON CONFLICT (queue) DO UPDATE SET failed_total = stats_summary.failed_total + excluded.failed_total,
+                                  last_activity_at = excluded.last_activity_at
+
+-- fragment: buckets_failed
+INSERT INTO metric_buckets AS b (bucket_start, queue, outcome, failure_reason, completed_count, duration_count,
+                                 total_duration_ms, max_duration_ms)
+SELECT date_trunc('second', now()), queue, 1, failure_reason, count(*), count(run_ms), coalesce(sum(run_ms), 0), max(run_ms)
+FROM moved GROUP BY queue, failure_reason ORDER BY queue, failure_reason
+ON CONFLICT (bucket_start, queue, outcome, failure_reason) DO UPDATE SET
+    completed_count = b.completed_count + excluded.completed_count,
+    duration_count = b.duration_count + excluded.duration_count,
+    total_duration_ms = b.total_duration_ms + excluded.total_duration_ms,
+    max_duration_ms = greatest(b.max_duration_ms, excluded.max_duration_ms)
+
+-- fragment: dlq_insert_moved
+INSERT INTO jobs_dlq (id, queue, type, payload, tags, idempotency_key, priority, failure_reason, error_details,
+                      fingerprint, attempt_count, worker_id, heartbeat_at, created_at, started_at, failed_at,
+                      duration_ms, created_by, last_modified_by)
+SELECT id, queue, type, payload, tags, idempotency_key, priority, failure_reason, error_details, fingerprint,
+       attempt_count, worker_id, heartbeat_at, created_at, started_at, now(), run_ms, created_by, last_modified_by
+FROM moved
+
+-- fragment: audit_moved
+INSERT INTO audit_log (actor, action, job_id, plan_id, details)
+SELECT CAST(:actor AS text), CAST(:action AS text), id, CAST(:plan_id AS text), CAST(:details AS text) FROM moved
+
+-- fragment: counters_failed_down
+UPDATE stats_summary s SET failed_total = greatest(0, s.failed_total - m.n), last_activity_at = now()
+FROM (SELECT queue, count(*) AS n FROM moved GROUP BY queue) m WHERE s.queue = m.queue
+
+-- ---------------------------------------------------------------- schema ledger
+
+-- name: migrations_lock
+-- Serialises concurrent `chokaq migrate` runs for the rest of the transaction.
+SELECT pg_advisory_xact_lock(7305528210001);
+
+-- name: migrations_ensure_ledger
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version     integer      NOT NULL,
+    name        varchar(200) NOT NULL,
+    applied_at  timestamptz  NOT NULL DEFAULT now(),
+    CONSTRAINT pk_schema_migrations PRIMARY KEY (version)
+);
+
+-- name: migrations_applied
+SELECT version, name, applied_at FROM schema_migrations ORDER BY version;
+
+-- name: migrations_record
+INSERT INTO schema_migrations (version, name) VALUES (CAST(:version AS integer), CAST(:name AS text));
+
+-- name: schema_has_jobs
+SELECT count(*) AS n FROM information_schema.tables WHERE table_schema = current_schema() AND table_name = 'jobs_hot';
+
+-- name: schema_ledger_exists
+SELECT count(*) AS n FROM information_schema.tables
+WHERE table_schema = current_schema() AND table_name = 'schema_migrations';
+
+-- name: db_now
+SELECT now() AS now_at;
+
+-- ---------------------------------------------------------------- producer
+
+-- name: enqueue
+-- Inserts new jobs; an idempotency key already held by a hot job, or an id already used anywhere,
+-- inserts nothing for that item. Returns one row per item in input order: status new | duplicate | conflict.
+WITH items AS (
+    SELECT i.*, coalesce(i.scheduled_at, now() + make_interval(secs => i.delay_s)) AS sched
+    FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(ord integer, id text, queue text, type text, payload text,
+        tags text, idempotency_key text, priority integer, delay_s double precision, scheduled_at timestamptz,
+        created_by text)
+),
+ins AS (
+    INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
+                          scheduled_at, due_at, created_at, updated_at, created_by)
+    SELECT i.id, i.queue, i.type, i.payload, i.tags, i.idempotency_key, i.priority, 0, 0, i.sched,
+           coalesce(i.sched, now()), now(), now(), i.created_by
+    FROM items i
+    WHERE NOT EXISTS (SELECT 1 FROM jobs_archive a WHERE a.id = i.id)
+      AND NOT EXISTS (SELECT 1 FROM jobs_dlq d WHERE d.id = i.id)
+    ORDER BY i.ord
+    ON CONFLICT DO NOTHING
+    RETURNING id, queue
+),
+new_queues AS (
+    INSERT INTO queues (name) SELECT DISTINCT queue FROM ins ORDER BY queue ON CONFLICT DO NOTHING
+),
+counters AS (
+    INSERT INTO stats_summary (queue, enqueued_total, last_activity_at)
+    SELECT queue, count(*), now() FROM ins GROUP BY queue ORDER BY queue
+    ON CONFLICT (queue) DO UPDATE SET enqueued_total = stats_summary.enqueued_total + excluded.enqueued_total,
+                                      last_activity_at = excluded.last_activity_at
+)
+SELECT i.ord, coalesce(ins.id, h.id) AS id,
+       CASE WHEN ins.id IS NOT NULL THEN 'new'
+            WHEN i.idempotency_key IS NOT NULL AND (h.id IS NOT NULL OR NOT EXISTS (
+                 SELECT 1 FROM jobs_hot x WHERE x.id = i.id UNION ALL SELECT 1 FROM jobs_archive a WHERE a.id = i.id
+                 UNION ALL SELECT 1 FROM jobs_dlq d WHERE d.id = i.id)) THEN 'duplicate'
+            ELSE 'conflict' END AS status
+FROM items i
+LEFT JOIN ins ON ins.id = i.id
+LEFT JOIN jobs_hot h ON ins.id IS NULL AND h.idempotency_key = i.idempotency_key
+ORDER BY i.ord;
+
+-- name: find_idempotency_keys
+SELECT idempotency_key, id FROM jobs_hot
+WHERE idempotency_key IN (SELECT jsonb_array_elements_text(CAST(:keys AS jsonb)));
+
+-- ---------------------------------------------------------------- worker (every write is fenced by worker_id)
+
+-- name: lock_capped_queues
+-- Serialises fetches that may claim from queues with max_workers, so the cap is exact: the fetch that
+-- follows in the same transaction takes a fresh snapshot after this lock.
+SELECT name FROM queues WHERE max_workers IS NOT NULL AND NOT paused AND active
+  AND (CAST(:queues AS jsonb) IS NULL OR name IN (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb))))
+ORDER BY name FOR UPDATE;
+
+-- name: fetch
+-- Claims up to :limit due pending jobs, priority first then due time, skipping rows other workers
+-- hold; queues with max_workers get at most (max_workers - fetched - processing) of them.
+WITH capped AS (
+    SELECT q.name, greatest(q.max_workers - (SELECT count(*) FROM jobs_hot a
+                                             WHERE a.queue = q.name AND a.status IN (1, 2)), 0) AS slots
+    FROM queues q
+    WHERE q.max_workers IS NOT NULL AND NOT q.paused AND q.active
+      AND (CAST(:queues AS jsonb) IS NULL OR q.name IN (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb))))
+),
+free AS (
+    SELECT h.id, h.priority, h.due_at FROM jobs_hot h
+    WHERE h.status = 0 AND h.due_at <= now()
+      AND (CAST(:queues AS jsonb) IS NULL OR h.queue IN (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb))))
+      AND NOT EXISTS (SELECT 1 FROM queues q WHERE q.name = h.queue
+                      AND (q.paused OR NOT q.active OR q.max_workers IS NOT NULL))
+    ORDER BY h.priority DESC, h.due_at
+    LIMIT CAST(:limit AS integer)
+    FOR UPDATE OF h SKIP LOCKED
+),
+limited AS (
+    SELECT p.id, p.priority, p.due_at FROM capped c CROSS JOIN LATERAL (
+        SELECT h.id, h.priority, h.due_at FROM jobs_hot h
+        WHERE h.queue = c.name AND h.status = 0 AND h.due_at <= now()
+        ORDER BY h.priority DESC, h.due_at
+        LIMIT least(c.slots, CAST(:limit AS integer))
+        FOR UPDATE OF h SKIP LOCKED) p
+),
+picked AS (
+    SELECT id FROM (SELECT * FROM free UNION ALL SELECT * FROM limited) u
+    ORDER BY priority DESC, due_at LIMIT CAST(:limit AS integer)
+)
+UPDATE jobs_hot h SET status = 1, worker_id = CAST(:worker_id AS text), updated_at = now()
+FROM picked WHERE h.id = picked.id
+RETURNING h.id, h.queue, h.type, h.payload, h.tags, h.priority, h.attempt_count, h.created_at, h.scheduled_at,
+          h.due_at, h.idempotency_key, h.created_by;
+
+-- name: mark_processing
+-- The lease gate before user code runs: only the owning worker, only from fetched.
+UPDATE jobs_hot SET status = 2, attempt_count = attempt_count + 1, started_at = now(), heartbeat_at = now(),
+                    updated_at = now()
+WHERE id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)))
+  AND worker_id = CAST(:worker_id AS text) AND status = 1
+RETURNING id, attempt_count, started_at;
+
+-- name: heartbeat
+-- One statement for every running job of a worker; returns the ids the worker still owns.
+UPDATE jobs_hot SET heartbeat_at = now(), updated_at = now()
+WHERE id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)))
+  AND worker_id = CAST(:worker_id AS text) AND status = 2
+RETURNING id;
+
+-- name: release
+-- Returns prefetched (never started) jobs to pending; attempts unchanged.
+UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = now()
+WHERE id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)))
+  AND worker_id = CAST(:worker_id AS text) AND status = 1
+RETURNING id;
+
+-- name: archive_succeeded
+-- Moves the worker's processing rows to the archive with their handler durations.
+WITH items AS (
+    SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, duration_ms double precision)
+),
+moved AS (
+    DELETE FROM jobs_hot h USING items i
+    WHERE h.id = i.id AND h.worker_id = CAST(:worker_id AS text) AND h.status = 2
+    RETURNING h.*, i.duration_ms AS run_ms
+),
+archived AS (
+    INSERT INTO jobs_archive (id, queue, type, payload, tags, idempotency_key, priority, attempt_count, worker_id,
+                              created_at, started_at, finished_at, duration_ms, created_by, last_modified_by)
+    SELECT id, queue, type, payload, tags, idempotency_key, priority, attempt_count, worker_id, created_at,
+           started_at, now(), run_ms, created_by, last_modified_by FROM moved
+),
+counters AS (
+    INSERT INTO stats_summary (queue, succeeded_total, last_activity_at)
+    SELECT queue, count(*), now() FROM moved GROUP BY queue ORDER BY queue
+    ON CONFLICT (queue) DO UPDATE SET succeeded_total = stats_summary.succeeded_total + excluded.succeeded_total,
+                                      last_activity_at = excluded.last_activity_at
+),
+buckets AS (
+    INSERT INTO metric_buckets AS b (bucket_start, queue, outcome, failure_reason, completed_count, duration_count,
+                                     total_duration_ms, max_duration_ms)
+    SELECT date_trunc('second', now()), queue, 0, -1, count(*), count(run_ms), coalesce(sum(run_ms), 0), max(run_ms)
+    FROM moved GROUP BY queue ORDER BY queue
+    ON CONFLICT (bucket_start, queue, outcome, failure_reason) DO UPDATE SET
+        completed_count = b.completed_count + excluded.completed_count,
+        duration_count = b.duration_count + excluded.duration_count,
+        total_duration_ms = b.total_duration_ms + excluded.total_duration_ms,
+        max_duration_ms = greatest(b.max_duration_ms, excluded.max_duration_ms)
+)
+SELECT id, queue FROM moved;
+
+-- name: move_to_dlq
+-- Moves the worker's processing rows to the dead-letter queue, each with its own reason and error.
+WITH items AS (
+    SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, reason integer, error text,
+                                                                  fingerprint text, duration_ms double precision)
+),
+moved AS (
+    DELETE FROM jobs_hot h USING items i
+    WHERE h.id = i.id AND h.worker_id = CAST(:worker_id AS text) AND h.status = 2
+    RETURNING h.*, i.reason AS failure_reason, i.error AS error_details, i.fingerprint, i.duration_ms AS run_ms
+),
+dead AS ({{dlq_insert_moved}}),
+counters AS ({{counters_failed}}),
+buckets AS ({{buckets_failed}}),
+events AS (
+    INSERT INTO events (kind, message, data)
+    SELECT 'dlq', 'Job ' || id || ' (' || type || ') dead: reason ' || failure_reason,
+           json_build_object('job_id', id, 'queue', queue, 'type', type, 'reason', failure_reason)::text
+    FROM moved
+)
+SELECT id, queue, failure_reason FROM moved;
+
+-- name: reschedule
+-- Retry: back to pending after delay_s seconds on the database clock; attempts keep their count.
+WITH items AS (
+    SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, delay_s double precision, error text)
+),
+moved AS (
+    UPDATE jobs_hot h SET status = 0, worker_id = NULL, heartbeat_at = NULL,
+                          scheduled_at = now() + make_interval(secs => i.delay_s),
+                          due_at = now() + make_interval(secs => i.delay_s),
+                          last_error = i.error, updated_at = now()
+    FROM items i
+    WHERE h.id = i.id AND h.worker_id = CAST(:worker_id AS text) AND h.status = 2
+    RETURNING h.id, h.queue, h.scheduled_at
+),
+counters AS (
+    INSERT INTO stats_summary (queue, retried_total, last_activity_at)
+    SELECT queue, count(*), now() FROM moved GROUP BY queue ORDER BY queue
+    ON CONFLICT (queue) DO UPDATE SET retried_total = stats_summary.retried_total + excluded.retried_total,
+                                      last_activity_at = excluded.last_activity_at
+)
+SELECT id, queue, scheduled_at FROM moved;
+
+-- ---------------------------------------------------------------- rescue
+
+-- name: recover_abandoned
+-- Phase 1: fetched rows untouched for :timeout_s go back to pending; user code never ran.
+UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = now()
+WHERE status = 1 AND updated_at < now() - make_interval(secs => CAST(:timeout_s AS double precision))
+RETURNING id, queue;
+
+-- name: archive_zombies
+-- Phase 2: processing rows whose heartbeat (or last update) is older than the queue's timeout move to
+-- the DLQ as Zombie with their last heartbeat, worker and runtime. Timeout: queue row, else the
+-- configured per-queue value (:overrides, {"queue": seconds}), else :global_s.
+WITH overrides AS (
+    SELECT key AS queue, CAST(value AS double precision) AS secs FROM jsonb_each_text(CAST(:overrides AS jsonb))
+),
+victims AS (
+    SELECT h.id FROM jobs_hot h
+    LEFT JOIN queues q ON q.name = h.queue
+    LEFT JOIN overrides o ON o.queue = h.queue
+    WHERE h.status = 2
+      AND coalesce(h.heartbeat_at, h.updated_at)
+          < now() - make_interval(secs => coalesce(q.zombie_timeout_seconds, o.secs, CAST(:global_s AS double precision)))
+    FOR UPDATE OF h SKIP LOCKED
+),
+moved AS (
+    DELETE FROM jobs_hot h USING victims v WHERE h.id = v.id
+    RETURNING h.*, 2 AS failure_reason, CAST(:fingerprint AS text) AS fingerprint,
+        extract(epoch FROM coalesce(h.heartbeat_at, h.updated_at) - h.started_at) * 1000 AS run_ms,
+        'Zombie detected: heartbeat expired; last heartbeat '
+            || coalesce(to_char(h.heartbeat_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'never')
+            || ' (' || round(CAST(extract(epoch FROM now() - coalesce(h.heartbeat_at, h.updated_at)) AS numeric), 1)
+            || 's before detection), worker ' || coalesce(h.worker_id, 'unknown')
+            || ', runtime ' || coalesce(round(CAST(extract(epoch FROM coalesce(h.heartbeat_at, h.updated_at)
+                                                  - h.started_at) AS numeric), 1) || 's', 'unknown')
+            || ', attempt ' || h.attempt_count AS error_details
+),
+dead AS ({{dlq_insert_moved}}),
+counters AS ({{counters_failed}}),
+buckets AS ({{buckets_failed}})
+SELECT id, queue, worker_id FROM moved;
+
+-- name: try_lease
+-- Takes or renews a named lease; returns a row only to the holder.
+INSERT INTO leases AS l (name, holder, expires_at)
+VALUES (CAST(:name AS text), CAST(:holder AS text), now() + make_interval(secs => CAST(:ttl_s AS double precision)))
+ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+WHERE l.expires_at <= now() OR l.holder = excluded.holder
+RETURNING holder, expires_at;
+
+-- name: release_lease
+DELETE FROM leases WHERE name = CAST(:name AS text) AND holder = CAST(:holder AS text);
+
+-- name: add_event
+INSERT INTO events (kind, message, data) VALUES (CAST(:kind AS text), CAST(:message AS text), CAST(:data AS text))
+RETURNING id;
+
+-- ---------------------------------------------------------------- operator mutations (audited)
+
+-- name: edit_pending
+-- Edits a hot job only while it is pending; null keeps a field. The audit row keeps before and after.
+WITH before AS (
+    SELECT id, payload, tags, priority FROM jobs_hot WHERE id = CAST(:id AS text) AND status = 0 FOR UPDATE
+),
+moved AS (
+    UPDATE jobs_hot h SET payload = coalesce(CAST(:payload AS text), h.payload),
+                          tags = coalesce(CAST(:tags AS text), h.tags),
+                          priority = coalesce(CAST(:priority AS integer), h.priority),
+                          last_modified_by = CAST(:actor AS text), updated_at = now()
+    FROM before b WHERE h.id = b.id AND h.status = 0
+    RETURNING h.id, h.payload, h.tags, h.priority
+),
+audit AS (
+    INSERT INTO audit_log (actor, action, job_id, plan_id, details)
+    SELECT CAST(:actor AS text), 'edit_pending', m.id, CAST(:plan_id AS text),
+           json_build_object('before', json_build_object('payload', b.payload, 'tags', b.tags, 'priority', b.priority),
+                             'after', json_build_object('payload', m.payload, 'tags', m.tags, 'priority', m.priority))::text
+    FROM moved m JOIN before b ON b.id = m.id
+)
+SELECT id FROM moved;
+
+-- name: edit_dlq
+WITH before AS (
+    SELECT id, payload, tags FROM jobs_dlq WHERE id = CAST(:id AS text) FOR UPDATE
+),
+moved AS (
+    UPDATE jobs_dlq d SET payload = coalesce(CAST(:payload AS text), d.payload),
+                          tags = coalesce(CAST(:tags AS text), d.tags),
+                          last_modified_by = CAST(:actor AS text)
+    FROM before b WHERE d.id = b.id
+    RETURNING d.id, d.payload, d.tags
+),
+audit AS (
+    INSERT INTO audit_log (actor, action, job_id, plan_id, details)
+    SELECT CAST(:actor AS text), 'edit_dlq', m.id, CAST(:plan_id AS text),
+           json_build_object('before', json_build_object('payload', b.payload, 'tags', b.tags),
+                             'after', json_build_object('payload', m.payload, 'tags', m.tags))::text
+    FROM moved m JOIN before b ON b.id = m.id
+)
+SELECT id FROM moved;
+
+-- name: resurrect
+-- DLQ -> hot for each item: pending, attempts 0, idempotency key cleared, payload/tags/priority replaced
+-- when given (priority otherwise 10), FailedTotal -1 per job; one audit row and one event per job.
+WITH items AS (
+    SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, payload text, tags text, priority integer)
+),
+moved AS (
+    DELETE FROM jobs_dlq d USING items i WHERE d.id = i.id
+    RETURNING d.*, i.payload AS new_payload, i.tags AS new_tags, i.priority AS new_priority
+),
+revived AS (
+    INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
+                          due_at, created_at, updated_at, created_by, last_modified_by)
+    SELECT id, queue, type, coalesce(new_payload, payload), coalesce(new_tags, tags), NULL,
+           coalesce(new_priority, 10), 0, 0, now(), created_at, now(), created_by, CAST(:actor AS text)
+    FROM moved
+),
+new_queues AS (
+    INSERT INTO queues (name) SELECT DISTINCT queue FROM moved ORDER BY queue ON CONFLICT DO NOTHING
+),
+counters AS ({{counters_failed_down}}),
+audit AS (
+    INSERT INTO audit_log (actor, action, job_id, plan_id, details)
+    SELECT CAST(:actor AS text), 'resurrect', id, CAST(:plan_id AS text),
+           CASE WHEN new_payload IS NULL AND new_tags IS NULL AND new_priority IS NULL THEN CAST(:details AS text)
+                ELSE json_build_object('filter', CAST(:details AS json),
+                                       'before', json_build_object('payload', payload, 'tags', tags),
+                                       'after', json_build_object('payload', coalesce(new_payload, payload),
+                                                                  'tags', coalesce(new_tags, tags),
+                                                                  'priority', coalesce(new_priority, 10)))::text END
+    FROM moved
+),
+events AS (
+    INSERT INTO events (kind, message, data)
+    SELECT 'resurrect', 'Resurrected ' || count(*) || ' job(s) by ' || CAST(:actor AS text),
+           json_build_object('count', count(*), 'actor', CAST(:actor AS text), 'plan_id', CAST(:plan_id AS text))::text
+    FROM moved HAVING count(*) > 0
+)
+SELECT id, queue FROM moved;
+
+-- name: cancel
+-- Pending or fetched jobs -> DLQ as Cancelled; processing jobs are left alone (reported as skipped).
+WITH moved AS (
+    DELETE FROM jobs_hot h
+    WHERE h.id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))) AND h.status IN (0, 1)
+    RETURNING h.*, 1 AS failure_reason, 'Cancelled by admin: ' || CAST(:actor AS text) AS error_details,
+              CAST(:fingerprint AS text) AS fingerprint, CAST(NULL AS double precision) AS run_ms
+),
+dead AS (
+    INSERT INTO jobs_dlq (id, queue, type, payload, tags, idempotency_key, priority, failure_reason, error_details,
+                          fingerprint, attempt_count, worker_id, heartbeat_at, created_at, started_at, failed_at,
+                          duration_ms, created_by, last_modified_by)
+    SELECT id, queue, type, payload, tags, idempotency_key, priority, failure_reason, error_details, fingerprint,
+           attempt_count, worker_id, heartbeat_at, created_at, started_at, now(), run_ms, created_by,
+           CAST(:actor AS text)
+    FROM moved
+),
+counters AS ({{counters_failed}}),
+buckets AS ({{buckets_failed}}),
+audit AS ({{audit_moved}}),
+events AS (
+    INSERT INTO events (kind, message, data)
+    SELECT 'cancel', 'Cancelled ' || count(*) || ' job(s) by ' || CAST(:actor AS text),
+           json_build_object('count', count(*), 'actor', CAST(:actor AS text), 'plan_id', CAST(:plan_id AS text))::text
+    FROM moved HAVING count(*) > 0
+)
+SELECT id FROM moved;
+
+-- name: purge_dlq
+-- Deletes up to :batch of the given DLQ ids (oldest failures first), skipping rows locked by others.
+WITH victims AS (
+    SELECT id FROM jobs_dlq WHERE id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)))
+    ORDER BY failed_at, id LIMIT CAST(:batch AS integer) FOR UPDATE SKIP LOCKED
+),
+moved AS (
+    DELETE FROM jobs_dlq d USING victims v WHERE d.id = v.id RETURNING d.id, d.queue
+),
+counters AS ({{counters_failed_down}}),
+audit AS ({{audit_moved}}),
+events AS (
+    INSERT INTO events (kind, message, data)
+    SELECT 'purge', 'Purged ' || count(*) || ' dead job(s) by ' || CAST(:actor AS text),
+           json_build_object('count', count(*), 'actor', CAST(:actor AS text), 'plan_id', CAST(:plan_id AS text))::text
+    FROM moved HAVING count(*) > 0
+)
+SELECT id FROM moved;
+
+-- name: purge_archive
+-- Deletes the oldest :batch archive rows finished before :cutoff; one audit row per batch.
+WITH victims AS (
+    SELECT ctid FROM jobs_archive WHERE finished_at < CAST(:cutoff AS timestamptz)
+    ORDER BY finished_at LIMIT CAST(:batch AS integer) FOR UPDATE SKIP LOCKED
+),
+moved AS (
+    DELETE FROM jobs_archive a WHERE a.ctid IN (SELECT ctid FROM victims) RETURNING a.queue
+),
+per_queue AS (SELECT queue, count(*) AS n FROM moved GROUP BY queue),
+counters AS (
+    UPDATE stats_summary s SET succeeded_total = greatest(0, s.succeeded_total - p.n)
+    FROM per_queue p WHERE s.queue = p.queue
+),
+total AS (SELECT coalesce(sum(n), 0) AS n FROM per_queue),
+audit AS (
+    INSERT INTO audit_log (actor, action, count, details)
+    SELECT CAST(:actor AS text), 'purge_archive', n, CAST(:details AS text) FROM total WHERE n > 0
+)
+SELECT n AS purged FROM total;
+
+-- name: set_queue
+-- Upserts the control row; a *_set flag of 1 writes the value (which may be null to clear an override).
+WITH before AS (SELECT * FROM queues WHERE name = CAST(:name AS text)),
+upserted AS (
+    INSERT INTO queues AS q (name, paused, active, zombie_timeout_seconds, max_workers, updated_at)
+    VALUES (CAST(:name AS text), coalesce(CAST(:paused AS boolean), false), coalesce(CAST(:active AS boolean), true),
+            CAST(:zombie_timeout_seconds AS integer), CAST(:max_workers AS integer), now())
+    ON CONFLICT (name) DO UPDATE SET
+        paused = CASE WHEN CAST(:paused_set AS integer) = 1 THEN excluded.paused ELSE q.paused END,
+        active = CASE WHEN CAST(:active_set AS integer) = 1 THEN excluded.active ELSE q.active END,
+        zombie_timeout_seconds = CASE WHEN CAST(:zombie_set AS integer) = 1 THEN excluded.zombie_timeout_seconds
+                                      ELSE q.zombie_timeout_seconds END,
+        max_workers = CASE WHEN CAST(:max_workers_set AS integer) = 1 THEN excluded.max_workers ELSE q.max_workers END,
+        updated_at = now()
+    RETURNING q.*
+),
+counters AS (INSERT INTO stats_summary (queue) VALUES (CAST(:name AS text)) ON CONFLICT DO NOTHING),
+audit AS (
+    INSERT INTO audit_log (actor, action, details)
+    SELECT CAST(:actor AS text), 'set_queue',
+           json_build_object('queue', u.name, 'before', (SELECT row_to_json(b) FROM before b),
+                             'after', row_to_json(u))::text
+    FROM upserted u
+),
+events AS (
+    INSERT INTO events (kind, message, data)
+    SELECT 'queue', 'Queue ' || u.name || ' changed by ' || CAST(:actor AS text), row_to_json(u)::text FROM upserted u
+)
+SELECT name, paused, active, zombie_timeout_seconds, max_workers, updated_at FROM upserted;
+
+-- ---------------------------------------------------------------- reads
+
+-- name: get_hot
+SELECT h.*, 'hot' AS location FROM jobs_hot h WHERE h.id = CAST(:id AS text);
+
+-- name: get_archive
+SELECT a.*, 'archive' AS location FROM jobs_archive a WHERE a.id = CAST(:id AS text);
+
+-- name: get_dlq
+SELECT d.*, 'dlq' AS location FROM jobs_dlq d WHERE d.id = CAST(:id AS text);
+
+-- name: list_hot
+-- order: created_at = h.created_at, h.id | priority = h.priority, h.due_at, h.id | due_at = h.due_at, h.id | id = h.id | queue = h.queue, h.created_at, h.id | type = h.type, h.created_at, h.id | status = h.status, h.created_at, h.id
+SELECT h.*, 'hot' AS location FROM jobs_hot h WHERE {{hot_where}}
+ORDER BY {{order}} LIMIT CAST(:limit AS integer) OFFSET CAST(:offset AS integer);
+
+-- name: count_hot
+SELECT count(*) AS n FROM jobs_hot h WHERE {{hot_where}};
+
+-- name: list_archive
+-- Ids are paged from an index first, then only the page's rows are read.
+-- order: finished_at = a.finished_at, a.id | created_at = a.created_at, a.id | duration_ms = a.duration_ms, a.id | queue = a.queue, a.finished_at, a.id | type = a.type, a.finished_at, a.id | attempt_count = a.attempt_count, a.finished_at, a.id | id = a.id
+SELECT a.*, 'archive' AS location FROM jobs_archive a
+JOIN (SELECT a.id FROM jobs_archive a WHERE {{archive_where}} ORDER BY {{order}}
+      LIMIT CAST(:limit AS integer) OFFSET CAST(:offset AS integer)) k ON k.id = a.id
+ORDER BY {{order}};
+
+-- name: count_archive
+SELECT count(*) AS n FROM jobs_archive a WHERE {{archive_where}};
+
+-- name: list_dlq
+-- Ids are paged from an index first, then only the page's rows are read.
+-- order: failed_at = d.failed_at, d.id | created_at = d.created_at, d.id | queue = d.queue, d.failed_at, d.id | type = d.type, d.failed_at, d.id | reason = d.failure_reason, d.failed_at, d.id | attempt_count = d.attempt_count, d.failed_at, d.id | id = d.id
+SELECT d.*, 'dlq' AS location FROM jobs_dlq d
+JOIN (SELECT d.id FROM jobs_dlq d WHERE {{dlq_where}} ORDER BY {{order}}
+      LIMIT CAST(:limit AS integer) OFFSET CAST(:offset AS integer)) k ON k.id = d.id
+ORDER BY {{order}};
+
+-- name: count_dlq
+SELECT count(*) AS n FROM jobs_dlq d WHERE {{dlq_where}};
+
+-- name: dlq_ids
+-- Ids matching a filter, newest failures first (bulk operations take them in chunks).
+SELECT d.id FROM jobs_dlq d WHERE {{dlq_where}}
+ORDER BY d.failed_at DESC, d.id LIMIT CAST(:limit AS integer);
+
+-- name: dlq_breakdown
+-- Counts by reason, queue and type for a filter (preview and summary).
+SELECT 'reason' AS dimension, CAST(d.failure_reason AS text) AS value, count(*) AS n,
+       min(d.failed_at) AS first_at, max(d.failed_at) AS last_at
+FROM jobs_dlq d WHERE {{dlq_where}} GROUP BY d.failure_reason
+UNION ALL
+SELECT 'queue', d.queue, count(*), min(d.failed_at), max(d.failed_at) FROM jobs_dlq d WHERE {{dlq_where}} GROUP BY d.queue
+UNION ALL
+SELECT 'type', d.type, count(*), min(d.failed_at), max(d.failed_at) FROM jobs_dlq d WHERE {{dlq_where}} GROUP BY d.type;
+
+-- name: dlq_breakdown_ids
+SELECT 'reason' AS dimension, CAST(d.failure_reason AS text) AS value, count(*) AS n
+FROM jobs_dlq d WHERE d.id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))) GROUP BY d.failure_reason
+UNION ALL
+SELECT 'queue', d.queue, count(*) FROM jobs_dlq d
+WHERE d.id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))) GROUP BY d.queue
+UNION ALL
+SELECT 'type', d.type, count(*) FROM jobs_dlq d
+WHERE d.id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))) GROUP BY d.type;
+
+-- name: dlq_existing_ids
+SELECT d.id FROM jobs_dlq d WHERE d.id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)))
+ORDER BY d.failed_at DESC, d.id;
+
+-- name: top_fingerprints
+-- Error groups over the newest :sample rows: count, first/last seen, one example.
+SELECT t.fingerprint, t.failure_reason, count(*) AS n, min(t.failed_at) AS first_at, max(t.failed_at) AS last_at,
+       (array_agg(t.id ORDER BY t.failed_at DESC))[1] AS example_id,
+       (array_agg(t.queue ORDER BY t.failed_at DESC))[1] AS example_queue,
+       (array_agg(t.type ORDER BY t.failed_at DESC))[1] AS example_type
+FROM (SELECT d.id, d.fingerprint, d.failure_reason, d.failed_at, d.queue, d.type FROM jobs_dlq d
+      WHERE {{dlq_where}} ORDER BY d.failed_at DESC LIMIT CAST(:sample AS integer)) t
+GROUP BY t.fingerprint, t.failure_reason
+ORDER BY count(*) DESC, max(t.failed_at) DESC
+LIMIT CAST(:limit AS integer);
+
+-- name: errors_of
+SELECT id, error_details FROM jobs_dlq WHERE id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)));
+
+-- name: stats_totals
+SELECT coalesce(sum(enqueued_total), 0) AS enqueued_total, coalesce(sum(succeeded_total), 0) AS succeeded_total,
+       coalesce(sum(failed_total), 0) AS failed_total, coalesce(sum(retried_total), 0) AS retried_total,
+       max(last_activity_at) AS last_activity_at
+FROM stats_summary;
+
+-- name: hot_status_counts
+SELECT queue, status, count(*) AS n FROM jobs_hot GROUP BY queue, status;
+
+-- name: table_counts
+SELECT (SELECT count(*) FROM jobs_hot) AS hot, (SELECT count(*) FROM jobs_archive) AS archive,
+       (SELECT count(*) FROM jobs_dlq) AS dlq;
+
+-- name: queue_rows
+SELECT q.name, q.paused, q.active, q.zombie_timeout_seconds, q.max_workers, q.updated_at,
+       coalesce(s.enqueued_total, 0) AS enqueued_total, coalesce(s.succeeded_total, 0) AS succeeded_total,
+       coalesce(s.failed_total, 0) AS failed_total, coalesce(s.retried_total, 0) AS retried_total,
+       s.last_activity_at
+FROM queues q LEFT JOIN stats_summary s ON s.queue = q.name
+WHERE CAST(:name AS text) IS NULL OR q.name = CAST(:name AS text)
+ORDER BY q.name;
+
+-- name: queue_lag
+-- Due pending jobs per queue and how long the oldest has waited (seconds, database clock).
+SELECT h.queue, count(*) AS due_pending,
+       extract(epoch FROM now() - min(h.due_at)) AS max_lag_s,
+       avg(extract(epoch FROM now() - h.due_at)) AS avg_lag_s
+FROM jobs_hot h WHERE h.status = 0 AND h.due_at <= now()
+GROUP BY h.queue;
+
+-- name: throughput
+-- Outcomes over the last 1 and 5 minutes from the metric buckets.
+SELECT coalesce(sum(completed_count) FILTER (WHERE bucket_start >= now() - interval '60 seconds'), 0) AS processed_1m,
+       coalesce(sum(completed_count) FILTER (WHERE bucket_start >= now() - interval '60 seconds' AND outcome = 1), 0)
+           AS failed_1m,
+       coalesce(sum(completed_count), 0) AS processed_5m,
+       coalesce(sum(completed_count) FILTER (WHERE outcome = 1), 0) AS failed_5m
+FROM metric_buckets WHERE bucket_start >= now() - interval '300 seconds';
+
+-- name: prune_buckets
+DELETE FROM metric_buckets WHERE bucket_start < now() - make_interval(secs => CAST(:older_than_s AS double precision));
+
+-- name: prune_events
+DELETE FROM events WHERE at < now() - make_interval(secs => CAST(:older_than_s AS double precision));
+
+-- name: list_audit
+SELECT id, at, actor, action, job_id, plan_id, count, details FROM audit_log
+WHERE (CAST(:actor AS text) IS NULL OR actor = CAST(:actor AS text))
+  AND (CAST(:action AS text) IS NULL OR action = CAST(:action AS text))
+  AND (CAST(:job_id AS text) IS NULL OR job_id = CAST(:job_id AS text))
+  AND (CAST(:plan_id AS text) IS NULL OR plan_id = CAST(:plan_id AS text))
+  AND (CAST(:since AS timestamptz) IS NULL OR at >= CAST(:since AS timestamptz))
+ORDER BY id DESC LIMIT CAST(:limit AS integer) OFFSET CAST(:offset AS integer);
+
+-- name: count_audit
+SELECT count(*) AS n FROM audit_log
+WHERE (CAST(:actor AS text) IS NULL OR actor = CAST(:actor AS text))
+  AND (CAST(:action AS text) IS NULL OR action = CAST(:action AS text))
+  AND (CAST(:job_id AS text) IS NULL OR job_id = CAST(:job_id AS text))
+  AND (CAST(:plan_id AS text) IS NULL OR plan_id = CAST(:plan_id AS text))
+  AND (CAST(:since AS timestamptz) IS NULL OR at >= CAST(:since AS timestamptz));
+
+-- name: events_after
+-- Events after :after_id whose writers have all finished: an id taken by a transaction still in flight
+-- holds back the ones after it, so a reader never skips past it.
+SELECT id, at, kind, message, data FROM events
+WHERE id > CAST(:after_id AS bigint) AND xid < pg_snapshot_xmin(pg_current_snapshot())
+ORDER BY id LIMIT CAST(:limit AS integer);
+
+-- name: last_event_id
+SELECT coalesce(max(id), 0) AS id FROM events;
+
+-- ---------------------------------------------------------------- tokens
+
+-- name: create_token
+INSERT INTO api_tokens (name, role, token_hash, created_by)
+VALUES (CAST(:name AS text), CAST(:role AS text), CAST(:token_hash AS text), CAST(:actor AS text))
+RETURNING name, role, created_at;
+
+-- name: token_by_hash
+UPDATE api_tokens SET last_used_at = now()
+WHERE token_hash = CAST(:token_hash AS text) AND revoked_at IS NULL
+RETURNING name, role, token_hash;
+
+-- name: list_tokens
+SELECT name, role, created_at, created_by, revoked_at, last_used_at FROM api_tokens ORDER BY name;
+
+-- name: revoke_token
+UPDATE api_tokens SET revoked_at = now() WHERE name = CAST(:name AS text) AND revoked_at IS NULL RETURNING name;
+
+-- name: audit_one
+INSERT INTO audit_log (actor, action, job_id, plan_id, count, details)
+VALUES (CAST(:actor AS text), CAST(:action AS text), CAST(:job_id AS text), CAST(:plan_id AS text),
+        CAST(:count AS integer), CAST(:details AS text));

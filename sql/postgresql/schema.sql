@@ -1,0 +1,190 @@
+-- chokaq schema for PostgreSQL (>= 13). The truth for fresh installs; migrations/ replays to the same shape.
+-- Statements end with ';' at the end of a line (the migration runner splits on that).
+
+-- Active work: pending (0), fetched (1), processing (2). Kept small: finished rows move out.
+CREATE TABLE jobs_hot (
+    id                varchar(50)  NOT NULL,
+    queue             varchar(255) NOT NULL,
+    type              varchar(255) NOT NULL,
+    payload           text,
+    tags              varchar(1000),
+    idempotency_key   varchar(255),
+    priority          integer      NOT NULL DEFAULT 10,
+    status            smallint     NOT NULL DEFAULT 0,
+    attempt_count     integer      NOT NULL DEFAULT 0,
+    worker_id         varchar(100),
+    heartbeat_at      timestamptz,
+    scheduled_at      timestamptz,
+    due_at            timestamptz  NOT NULL,
+    created_at        timestamptz  NOT NULL DEFAULT now(),
+    started_at        timestamptz,
+    updated_at        timestamptz  NOT NULL DEFAULT now(),
+    created_by        varchar(100),
+    last_modified_by  varchar(100),
+    last_error        text,
+    CONSTRAINT pk_jobs_hot PRIMARY KEY (id),
+    CONSTRAINT ck_jobs_hot_status CHECK (status IN (0, 1, 2))
+) WITH (fillfactor = 80, autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.02);
+
+-- Fetch across queues: priority first, then due time.
+CREATE INDEX ix_jobs_hot_fetch ON jobs_hot (priority DESC, due_at) WHERE status = 0;
+-- Fetch inside one queue (queue filters, max_workers) and per-queue lag.
+CREATE INDEX ix_jobs_hot_queue_fetch ON jobs_hot (queue, priority DESC, due_at) WHERE status = 0;
+CREATE INDEX ix_jobs_hot_queue_due ON jobs_hot (queue, due_at) WHERE status = 0;
+-- Per-queue counts and the max_workers check (fetched + processing).
+CREATE INDEX ix_jobs_hot_queue_status ON jobs_hot (queue, status);
+-- Abandoned-fetch recovery.
+CREATE INDEX ix_jobs_hot_fetched ON jobs_hot (updated_at) WHERE status = 1;
+-- Zombie sweep: only processing rows are indexed, so the sweep never touches the pending backlog.
+CREATE INDEX ix_jobs_hot_processing ON jobs_hot ((coalesce(heartbeat_at, updated_at))) WHERE status = 2;
+-- Active-work dedupe.
+CREATE UNIQUE INDEX ux_jobs_hot_idempotency ON jobs_hot (idempotency_key) WHERE idempotency_key IS NOT NULL;
+-- Operator listing, newest first.
+CREATE INDEX ix_jobs_hot_created ON jobs_hot (created_at, id);
+
+-- Succeeded jobs.
+CREATE TABLE jobs_archive (
+    id                varchar(50)  NOT NULL,
+    queue             varchar(255) NOT NULL,
+    type              varchar(255) NOT NULL,
+    payload           text,
+    tags              varchar(1000),
+    idempotency_key   varchar(255),
+    priority          integer      NOT NULL DEFAULT 10,
+    attempt_count     integer      NOT NULL DEFAULT 1,
+    worker_id         varchar(100),
+    created_at        timestamptz  NOT NULL,
+    started_at        timestamptz,
+    finished_at       timestamptz  NOT NULL,
+    duration_ms       double precision,
+    created_by        varchar(100),
+    last_modified_by  varchar(100),
+    CONSTRAINT pk_jobs_archive PRIMARY KEY (id)
+);
+CREATE INDEX ix_jobs_archive_finished ON jobs_archive (finished_at, id);
+CREATE INDEX ix_jobs_archive_queue ON jobs_archive (queue, finished_at, id);
+CREATE INDEX ix_jobs_archive_type ON jobs_archive (type, finished_at, id);
+
+-- Dead-letter queue: jobs a human must judge.
+CREATE TABLE jobs_dlq (
+    id                varchar(50)  NOT NULL,
+    queue             varchar(255) NOT NULL,
+    type              varchar(255) NOT NULL,
+    payload           text,
+    tags              varchar(1000),
+    idempotency_key   varchar(255),
+    priority          integer      NOT NULL DEFAULT 10,
+    failure_reason    smallint     NOT NULL,
+    error_details     text,
+    fingerprint       varchar(32),
+    attempt_count     integer      NOT NULL DEFAULT 0,
+    worker_id         varchar(100),
+    heartbeat_at      timestamptz,
+    created_at        timestamptz  NOT NULL,
+    started_at        timestamptz,
+    failed_at         timestamptz  NOT NULL,
+    duration_ms       double precision,
+    created_by        varchar(100),
+    last_modified_by  varchar(100),
+    CONSTRAINT pk_jobs_dlq PRIMARY KEY (id),
+    CONSTRAINT ck_jobs_dlq_reason CHECK (failure_reason BETWEEN 0 AND 10)
+);
+-- Each index ends with id so that pages are read from the index alone before the row fetch.
+CREATE INDEX ix_jobs_dlq_failed ON jobs_dlq (failed_at, id);
+CREATE INDEX ix_jobs_dlq_reason ON jobs_dlq (failure_reason, failed_at, id);
+CREATE INDEX ix_jobs_dlq_queue_reason ON jobs_dlq (queue, failure_reason, failed_at, id);
+CREATE INDEX ix_jobs_dlq_queue ON jobs_dlq (queue, failed_at, id);
+CREATE INDEX ix_jobs_dlq_type ON jobs_dlq (type, failed_at, id);
+CREATE INDEX ix_jobs_dlq_fingerprint ON jobs_dlq (fingerprint, failed_at, id);
+CREATE INDEX ix_jobs_dlq_created ON jobs_dlq (created_at, id);
+
+-- Control plane. A queue with no row is active, unpaused and unlimited.
+CREATE TABLE queues (
+    name                    varchar(255) NOT NULL,
+    paused                  boolean      NOT NULL DEFAULT false,
+    active                  boolean      NOT NULL DEFAULT true,
+    zombie_timeout_seconds  integer,
+    max_workers             integer,
+    updated_at              timestamptz  NOT NULL DEFAULT now(),
+    CONSTRAINT pk_queues PRIMARY KEY (name),
+    CONSTRAINT ck_queues_zombie CHECK (zombie_timeout_seconds IS NULL OR zombie_timeout_seconds > 0),
+    CONSTRAINT ck_queues_max_workers CHECK (max_workers IS NULL OR max_workers > 0)
+);
+INSERT INTO queues (name) VALUES ('default');
+
+-- Per-queue counters, changed in the same transaction as the row moves they count.
+CREATE TABLE stats_summary (
+    queue             varchar(255) NOT NULL,
+    enqueued_total    bigint       NOT NULL DEFAULT 0,
+    succeeded_total   bigint       NOT NULL DEFAULT 0,
+    failed_total      bigint       NOT NULL DEFAULT 0,
+    retried_total     bigint       NOT NULL DEFAULT 0,
+    last_activity_at  timestamptz,
+    CONSTRAINT pk_stats_summary PRIMARY KEY (queue)
+);
+INSERT INTO stats_summary (queue) VALUES ('default');
+
+-- One-second outcome counts, written with every terminal move; never rewritten by resurrect/purge.
+CREATE TABLE metric_buckets (
+    bucket_start       timestamptz      NOT NULL,
+    queue              varchar(255)     NOT NULL,
+    outcome            smallint         NOT NULL,
+    failure_reason     smallint         NOT NULL,
+    completed_count    bigint           NOT NULL DEFAULT 0,
+    duration_count     bigint           NOT NULL DEFAULT 0,
+    total_duration_ms  double precision NOT NULL DEFAULT 0,
+    max_duration_ms    double precision,
+    CONSTRAINT pk_metric_buckets PRIMARY KEY (bucket_start, queue, outcome, failure_reason),
+    CONSTRAINT ck_metric_buckets_outcome CHECK (outcome IN (0, 1))
+);
+
+-- Who changed what. One row per job for job-level actions; one per batch for archive purges.
+CREATE TABLE audit_log (
+    id        bigint GENERATED ALWAYS AS IDENTITY,
+    at        timestamptz  NOT NULL DEFAULT now(),
+    actor     varchar(100) NOT NULL,
+    action    varchar(50)  NOT NULL,
+    job_id    varchar(50),
+    plan_id   varchar(50),
+    count     integer      NOT NULL DEFAULT 1,
+    details   text,
+    CONSTRAINT pk_audit_log PRIMARY KEY (id)
+);
+CREATE INDEX ix_audit_log_at ON audit_log (at);
+CREATE INDEX ix_audit_log_job ON audit_log (job_id) WHERE job_id IS NOT NULL;
+CREATE INDEX ix_audit_log_plan ON audit_log (plan_id) WHERE plan_id IS NOT NULL;
+CREATE INDEX ix_audit_log_actor ON audit_log (actor, at);
+
+-- Durable outbox behind the live event stream. `xid` lets readers wait for in-flight writers, so a
+-- reader never skips an event whose id was taken by a transaction that commits later.
+CREATE TABLE events (
+    id       bigint GENERATED ALWAYS AS IDENTITY,
+    at       timestamptz NOT NULL DEFAULT now(),
+    kind     varchar(50) NOT NULL,
+    message  text        NOT NULL,
+    data     text,
+    xid      xid8        NOT NULL DEFAULT pg_current_xact_id(),
+    CONSTRAINT pk_events PRIMARY KEY (id)
+);
+CREATE INDEX ix_events_at ON events (at);
+
+CREATE TABLE api_tokens (
+    name          varchar(100) NOT NULL,
+    role          varchar(20)  NOT NULL,
+    token_hash    char(64)     NOT NULL,
+    created_at    timestamptz  NOT NULL DEFAULT now(),
+    created_by    varchar(100),
+    revoked_at    timestamptz,
+    last_used_at  timestamptz,
+    CONSTRAINT pk_api_tokens PRIMARY KEY (name),
+    CONSTRAINT ck_api_tokens_role CHECK (role IN ('reader', 'operator', 'admin'))
+);
+CREATE UNIQUE INDEX ux_api_tokens_hash ON api_tokens (token_hash);
+
+-- Leases: one holder per name until expires_at (the rescue sweep, retention).
+CREATE TABLE leases (
+    name        varchar(100) NOT NULL,
+    holder      varchar(100) NOT NULL,
+    expires_at  timestamptz  NOT NULL,
+    CONSTRAINT pk_leases PRIMARY KEY (name)
+);

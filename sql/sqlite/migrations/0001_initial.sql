@@ -1,0 +1,155 @@
+-- 0001: the initial schema (hot, archive, DLQ, queues, counters, metric buckets, audit, events, tokens, leases).
+-- Active work: pending (0), fetched (1), processing (2). Kept small: finished rows move out.
+CREATE TABLE jobs_hot (
+    id                TEXT    NOT NULL PRIMARY KEY,
+    queue             TEXT    NOT NULL,
+    type              TEXT    NOT NULL,
+    payload           TEXT,
+    tags              TEXT,
+    idempotency_key   TEXT,
+    priority          INTEGER NOT NULL DEFAULT 10,
+    status            INTEGER NOT NULL DEFAULT 0 CHECK (status IN (0, 1, 2)),
+    attempt_count     INTEGER NOT NULL DEFAULT 0,
+    worker_id         TEXT,
+    heartbeat_at      TEXT,
+    scheduled_at      TEXT,
+    due_at            TEXT    NOT NULL,
+    created_at        TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')),
+    started_at        TEXT,
+    updated_at        TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')),
+    created_by        TEXT,
+    last_modified_by  TEXT,
+    last_error        TEXT
+);
+CREATE INDEX ix_jobs_hot_fetch ON jobs_hot (priority DESC, due_at) WHERE status = 0;
+CREATE INDEX ix_jobs_hot_queue_fetch ON jobs_hot (queue, priority DESC, due_at) WHERE status = 0;
+CREATE INDEX ix_jobs_hot_queue_due ON jobs_hot (queue, due_at) WHERE status = 0;
+CREATE INDEX ix_jobs_hot_queue_status ON jobs_hot (queue, status);
+CREATE INDEX ix_jobs_hot_fetched ON jobs_hot (updated_at) WHERE status = 1;
+CREATE INDEX ix_jobs_hot_processing ON jobs_hot (coalesce(heartbeat_at, updated_at)) WHERE status = 2;
+CREATE UNIQUE INDEX ux_jobs_hot_idempotency ON jobs_hot (idempotency_key) WHERE idempotency_key IS NOT NULL;
+CREATE INDEX ix_jobs_hot_created ON jobs_hot (created_at, id);
+
+CREATE TABLE jobs_archive (
+    id                TEXT    NOT NULL PRIMARY KEY,
+    queue             TEXT    NOT NULL,
+    type              TEXT    NOT NULL,
+    payload           TEXT,
+    tags              TEXT,
+    idempotency_key   TEXT,
+    priority          INTEGER NOT NULL DEFAULT 10,
+    attempt_count     INTEGER NOT NULL DEFAULT 1,
+    worker_id         TEXT,
+    created_at        TEXT    NOT NULL,
+    started_at        TEXT,
+    finished_at       TEXT    NOT NULL,
+    duration_ms       REAL,
+    created_by        TEXT,
+    last_modified_by  TEXT
+);
+CREATE INDEX ix_jobs_archive_finished ON jobs_archive (finished_at, id);
+CREATE INDEX ix_jobs_archive_queue ON jobs_archive (queue, finished_at, id);
+CREATE INDEX ix_jobs_archive_type ON jobs_archive (type, finished_at, id);
+
+CREATE TABLE jobs_dlq (
+    id                TEXT    NOT NULL PRIMARY KEY,
+    queue             TEXT    NOT NULL,
+    type              TEXT    NOT NULL,
+    payload           TEXT,
+    tags              TEXT,
+    idempotency_key   TEXT,
+    priority          INTEGER NOT NULL DEFAULT 10,
+    failure_reason    INTEGER NOT NULL CHECK (failure_reason BETWEEN 0 AND 10),
+    error_details     TEXT,
+    fingerprint       TEXT,
+    attempt_count     INTEGER NOT NULL DEFAULT 0,
+    worker_id         TEXT,
+    heartbeat_at      TEXT,
+    created_at        TEXT    NOT NULL,
+    started_at        TEXT,
+    failed_at         TEXT    NOT NULL,
+    duration_ms       REAL,
+    created_by        TEXT,
+    last_modified_by  TEXT
+);
+CREATE INDEX ix_jobs_dlq_failed ON jobs_dlq (failed_at, id);
+CREATE INDEX ix_jobs_dlq_reason ON jobs_dlq (failure_reason, failed_at, id);
+CREATE INDEX ix_jobs_dlq_queue_reason ON jobs_dlq (queue, failure_reason, failed_at, id);
+CREATE INDEX ix_jobs_dlq_queue ON jobs_dlq (queue, failed_at, id);
+CREATE INDEX ix_jobs_dlq_type ON jobs_dlq (type, failed_at, id);
+CREATE INDEX ix_jobs_dlq_fingerprint ON jobs_dlq (fingerprint, failed_at, id);
+CREATE INDEX ix_jobs_dlq_created ON jobs_dlq (created_at, id);
+
+CREATE TABLE queues (
+    name                    TEXT    NOT NULL PRIMARY KEY,
+    paused                  INTEGER NOT NULL DEFAULT 0,
+    active                  INTEGER NOT NULL DEFAULT 1,
+    zombie_timeout_seconds  INTEGER CHECK (zombie_timeout_seconds IS NULL OR zombie_timeout_seconds > 0),
+    max_workers             INTEGER CHECK (max_workers IS NULL OR max_workers > 0),
+    updated_at              TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now'))
+);
+INSERT INTO queues (name) VALUES ('default');
+
+CREATE TABLE stats_summary (
+    queue             TEXT    NOT NULL PRIMARY KEY,
+    enqueued_total    INTEGER NOT NULL DEFAULT 0,
+    succeeded_total   INTEGER NOT NULL DEFAULT 0,
+    failed_total      INTEGER NOT NULL DEFAULT 0,
+    retried_total     INTEGER NOT NULL DEFAULT 0,
+    last_activity_at  TEXT
+);
+INSERT INTO stats_summary (queue) VALUES ('default');
+
+CREATE TABLE metric_buckets (
+    bucket_start       TEXT    NOT NULL,
+    queue              TEXT    NOT NULL,
+    outcome            INTEGER NOT NULL CHECK (outcome IN (0, 1)),
+    failure_reason     INTEGER NOT NULL,
+    completed_count    INTEGER NOT NULL DEFAULT 0,
+    duration_count     INTEGER NOT NULL DEFAULT 0,
+    total_duration_ms  REAL    NOT NULL DEFAULT 0,
+    max_duration_ms    REAL,
+    PRIMARY KEY (bucket_start, queue, outcome, failure_reason)
+);
+
+CREATE TABLE audit_log (
+    id       INTEGER PRIMARY KEY AUTOINCREMENT,
+    at       TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')),
+    actor    TEXT    NOT NULL,
+    action   TEXT    NOT NULL,
+    job_id   TEXT,
+    plan_id  TEXT,
+    count    INTEGER NOT NULL DEFAULT 1,
+    details  TEXT
+);
+CREATE INDEX ix_audit_log_at ON audit_log (at);
+CREATE INDEX ix_audit_log_job ON audit_log (job_id) WHERE job_id IS NOT NULL;
+CREATE INDEX ix_audit_log_plan ON audit_log (plan_id) WHERE plan_id IS NOT NULL;
+CREATE INDEX ix_audit_log_actor ON audit_log (actor, at);
+
+-- SQLite has one writer at a time, so ids commit in order and readers need no extra guard.
+CREATE TABLE events (
+    id       INTEGER PRIMARY KEY AUTOINCREMENT,
+    at       TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')),
+    kind     TEXT NOT NULL,
+    message  TEXT NOT NULL,
+    data     TEXT
+);
+CREATE INDEX ix_events_at ON events (at);
+
+CREATE TABLE api_tokens (
+    name          TEXT NOT NULL PRIMARY KEY,
+    role          TEXT NOT NULL CHECK (role IN ('reader', 'operator', 'admin')),
+    token_hash    TEXT NOT NULL,
+    created_at    TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')),
+    created_by    TEXT,
+    revoked_at    TEXT,
+    last_used_at  TEXT
+);
+CREATE UNIQUE INDEX ux_api_tokens_hash ON api_tokens (token_hash);
+
+CREATE TABLE leases (
+    name        TEXT NOT NULL PRIMARY KEY,
+    holder      TEXT NOT NULL,
+    expires_at  TEXT NOT NULL
+);

@@ -1,0 +1,612 @@
+-- Named queries for SQLite. Format: see chokaq_ops/storage/queries.py.
+-- Multi-statement blocks run inside BEGIN IMMEDIATE: SQLite has one writer at a time, so staging the
+-- moved ids in a temporary table and then inserting/deleting is as atomic as PostgreSQL's single
+-- statement. Times are UTC text 'YYYY-MM-DD HH:MM:SS.fff' from the database clock.
+
+-- ---------------------------------------------------------------- fragments
+
+-- fragment: now
+strftime('%Y-%m-%d %H:%M:%f', 'now')
+
+-- fragment: staging
+CREATE TEMP TABLE IF NOT EXISTS staged (
+    id TEXT, queue TEXT, ord INTEGER, num REAL, reason INTEGER, error TEXT, fingerprint TEXT,
+    payload TEXT, tags TEXT, priority INTEGER, status TEXT, key TEXT, ref TEXT
+);
+CREATE INDEX IF NOT EXISTS temp.ix_staged_id ON staged (id)
+
+-- fragment: dlq_where
+(:queue IS NULL OR d.queue = :queue)
+AND (:type IS NULL OR d.type = :type)
+AND (:reason IS NULL OR d.failure_reason = :reason)
+AND (:fingerprint IS NULL OR d.fingerprint = :fingerprint)
+AND (:failed_from IS NULL OR d.failed_at >= :failed_from)
+AND (:failed_to IS NULL OR d.failed_at <= :failed_to)
+AND (:created_from IS NULL OR d.created_at >= :created_from)
+AND (:created_to IS NULL OR d.created_at <= :created_to)
+AND (:tag_like IS NULL OR (',' || replace(coalesce(d.tags, ''), ' ', '') || ',') LIKE :tag_like ESCAPE '\')
+AND (:search_like IS NULL OR d.id LIKE :search_like ESCAPE '\' OR d.type LIKE :search_like ESCAPE '\'
+     OR d.tags LIKE :search_like ESCAPE '\' OR d.error_details LIKE :search_like ESCAPE '\')
+
+-- fragment: archive_where
+(:queue IS NULL OR a.queue = :queue)
+AND (:type IS NULL OR a.type = :type)
+AND (:finished_from IS NULL OR a.finished_at >= :finished_from)
+AND (:finished_to IS NULL OR a.finished_at <= :finished_to)
+AND (:created_from IS NULL OR a.created_at >= :created_from)
+AND (:created_to IS NULL OR a.created_at <= :created_to)
+AND (:tag_like IS NULL OR (',' || replace(coalesce(a.tags, ''), ' ', '') || ',') LIKE :tag_like ESCAPE '\')
+AND (:search_like IS NULL OR a.id LIKE :search_like ESCAPE '\' OR a.type LIKE :search_like ESCAPE '\'
+     OR a.tags LIKE :search_like ESCAPE '\')
+
+-- fragment: hot_where
+(:status IS NULL OR h.status = :status)
+AND (:queue IS NULL OR h.queue = :queue)
+AND (:type IS NULL OR h.type = :type)
+AND (:tag_like IS NULL OR (',' || replace(coalesce(h.tags, ''), ' ', '') || ',') LIKE :tag_like ESCAPE '\')
+AND (:search_like IS NULL OR h.id LIKE :search_like ESCAPE '\' OR h.type LIKE :search_like ESCAPE '\'
+     OR h.tags LIKE :search_like ESCAPE '\')
+
+-- fragment: staged_to_dlq
+INSERT INTO jobs_dlq (id, queue, type, payload, tags, idempotency_key, priority, failure_reason, error_details,
+                      fingerprint, attempt_count, worker_id, heartbeat_at, created_at, started_at, failed_at,
+                      duration_ms, created_by, last_modified_by)
+SELECT h.id, h.queue, h.type, h.payload, h.tags, h.idempotency_key, h.priority, s.reason, s.error, s.fingerprint,
+       h.attempt_count, h.worker_id, h.heartbeat_at, h.created_at, h.started_at, {{now}}, s.num, h.created_by,
+       coalesce(s.payload, h.last_modified_by)
+FROM staged s JOIN jobs_hot h ON h.id = s.id
+
+-- fragment: staged_counters_failed
+INSERT INTO stats_summary (queue, failed_total, last_activity_at)
+SELECT queue, count(*), {{now}} FROM staged WHERE true GROUP BY queue
+ON CONFLICT (queue) DO UPDATE SET failed_total = failed_total + excluded.failed_total,
+                                  last_activity_at = excluded.last_activity_at
+
+-- fragment: staged_buckets_failed
+INSERT INTO metric_buckets (bucket_start, queue, outcome, failure_reason, completed_count, duration_count,
+                            total_duration_ms, max_duration_ms)
+SELECT strftime('%Y-%m-%d %H:%M:%S.000', 'now'), queue, 1, reason, count(*), count(num), coalesce(sum(num), 0), max(num)
+FROM staged WHERE true GROUP BY queue, reason
+ON CONFLICT (bucket_start, queue, outcome, failure_reason) DO UPDATE SET
+    completed_count = completed_count + excluded.completed_count,
+    duration_count = duration_count + excluded.duration_count,
+    total_duration_ms = total_duration_ms + excluded.total_duration_ms,
+    max_duration_ms = max(coalesce(max_duration_ms, excluded.max_duration_ms), coalesce(excluded.max_duration_ms, max_duration_ms))
+
+-- fragment: staged_counters_failed_down
+UPDATE stats_summary SET failed_total = max(0, failed_total - (SELECT count(*) FROM staged s WHERE s.queue = stats_summary.queue)),
+                         last_activity_at = {{now}}
+WHERE queue IN (SELECT queue FROM staged)
+
+-- fragment: staged_audit
+INSERT INTO audit_log (actor, action, job_id, plan_id, details)
+SELECT :actor, :action, id, :plan_id, :details FROM staged ORDER BY ord
+
+-- ---------------------------------------------------------------- schema ledger
+
+-- name: migrations_lock
+-- BEGIN IMMEDIATE already holds the single write lock.
+SELECT 1 AS locked;
+
+-- name: migrations_ensure_ledger
+CREATE TABLE IF NOT EXISTS schema_migrations (
+    version     INTEGER NOT NULL PRIMARY KEY,
+    name        TEXT    NOT NULL,
+    applied_at  TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now'))
+);
+
+-- name: migrations_applied
+SELECT version, name, applied_at FROM schema_migrations ORDER BY version;
+
+-- name: migrations_record
+INSERT INTO schema_migrations (version, name) VALUES (:version, :name);
+
+-- name: schema_has_jobs
+SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'jobs_hot';
+
+-- name: schema_ledger_exists
+SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations';
+
+-- name: db_now
+SELECT {{now}} AS now_at;
+
+-- ---------------------------------------------------------------- producer
+
+-- name: enqueue
+-- Inserts new jobs; an idempotency key already held by a hot job (or by an earlier item of the same
+-- batch), or an id already used anywhere, inserts nothing for that item.
+{{staging}};
+DELETE FROM staged;
+INSERT INTO staged (id, ord, key, status)
+SELECT json_extract(j.value, '$.id'), json_extract(j.value, '$.ord'), json_extract(j.value, '$.idempotency_key'), 'new'
+FROM json_each(:items) j;
+UPDATE staged SET status = 'duplicate', ref = (SELECT h.id FROM jobs_hot h WHERE h.idempotency_key = staged.key)
+WHERE key IS NOT NULL AND EXISTS (SELECT 1 FROM jobs_hot h WHERE h.idempotency_key = staged.key);
+UPDATE staged SET status = 'duplicate',
+                  ref = (SELECT s2.id FROM staged s2 WHERE s2.key = staged.key AND s2.status = 'new' ORDER BY s2.ord LIMIT 1)
+WHERE status = 'new' AND key IS NOT NULL
+  AND EXISTS (SELECT 1 FROM staged s2 WHERE s2.key = staged.key AND s2.status = 'new' AND s2.ord < staged.ord);
+UPDATE staged SET status = 'conflict'
+WHERE status = 'new' AND (EXISTS (SELECT 1 FROM jobs_hot h WHERE h.id = staged.id)
+                          OR EXISTS (SELECT 1 FROM jobs_archive a WHERE a.id = staged.id)
+                          OR EXISTS (SELECT 1 FROM jobs_dlq d WHERE d.id = staged.id));
+INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
+                      scheduled_at, due_at, created_at, updated_at, created_by)
+SELECT s.id, json_extract(j.value, '$.queue'), json_extract(j.value, '$.type'), json_extract(j.value, '$.payload'),
+       json_extract(j.value, '$.tags'), s.key, json_extract(j.value, '$.priority'), 0, 0,
+       coalesce(json_extract(j.value, '$.scheduled_at'),
+                strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || json_extract(j.value, '$.delay_s') || ' seconds')),
+       coalesce(json_extract(j.value, '$.scheduled_at'),
+                strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || json_extract(j.value, '$.delay_s') || ' seconds'),
+                {{now}}),
+       {{now}}, {{now}}, json_extract(j.value, '$.created_by')
+FROM json_each(:items) j JOIN staged s ON s.ord = json_extract(j.value, '$.ord')
+WHERE s.status = 'new'
+ORDER BY s.ord;
+INSERT INTO queues (name)
+SELECT DISTINCT h.queue FROM staged s JOIN jobs_hot h ON h.id = s.id WHERE s.status = 'new'
+ON CONFLICT DO NOTHING;
+INSERT INTO stats_summary (queue, enqueued_total, last_activity_at)
+SELECT h.queue, count(*), {{now}} FROM staged s JOIN jobs_hot h ON h.id = s.id WHERE s.status = 'new' GROUP BY h.queue
+ON CONFLICT (queue) DO UPDATE SET enqueued_total = enqueued_total + excluded.enqueued_total,
+                                  last_activity_at = excluded.last_activity_at;
+SELECT ord, coalesce(ref, id) AS id, status FROM staged ORDER BY ord;
+
+-- name: find_idempotency_keys
+SELECT idempotency_key, id FROM jobs_hot WHERE idempotency_key IN (SELECT value FROM json_each(:keys));
+
+-- ---------------------------------------------------------------- worker (every write is fenced by worker_id)
+
+-- name: lock_capped_queues
+-- Nothing to do: a SQLite fetch runs under the single write lock, so max_workers is always exact.
+SELECT name FROM queues WHERE 0;
+
+-- name: fetch
+-- Claims up to :limit due pending jobs, priority first then due time; queues with max_workers get at
+-- most (max_workers - fetched - processing) of them.
+WITH free AS (
+    SELECT h.id, h.priority, h.due_at FROM jobs_hot h
+    WHERE h.status = 0 AND h.due_at <= {{now}}
+      AND (:queues IS NULL OR h.queue IN (SELECT value FROM json_each(:queues)))
+      AND NOT EXISTS (SELECT 1 FROM queues q WHERE q.name = h.queue
+                      AND (q.paused OR NOT q.active OR q.max_workers IS NOT NULL))
+    ORDER BY h.priority DESC, h.due_at
+    LIMIT :limit
+),
+capped AS (
+    SELECT q.name, q.max_workers - (SELECT count(*) FROM jobs_hot a WHERE a.queue = q.name AND a.status IN (1, 2))
+           AS slots
+    FROM queues q
+    WHERE q.max_workers IS NOT NULL AND NOT q.paused AND q.active
+      AND (:queues IS NULL OR q.name IN (SELECT value FROM json_each(:queues)))
+),
+ranked AS (
+    SELECT h.id, h.priority, h.due_at, c.slots,
+           row_number() OVER (PARTITION BY h.queue ORDER BY h.priority DESC, h.due_at) AS rn
+    FROM capped c JOIN jobs_hot h ON h.queue = c.name
+    WHERE c.slots > 0 AND h.status = 0 AND h.due_at <= {{now}}
+),
+picked AS (
+    SELECT id FROM (SELECT id, priority, due_at FROM free
+                    UNION ALL SELECT id, priority, due_at FROM ranked WHERE rn <= slots)
+    ORDER BY priority DESC, due_at LIMIT :limit
+)
+UPDATE jobs_hot SET status = 1, worker_id = :worker_id, updated_at = {{now}}
+WHERE id IN (SELECT id FROM picked)
+RETURNING id, queue, type, payload, tags, priority, attempt_count, created_at, scheduled_at, due_at,
+          idempotency_key, created_by;
+
+-- name: mark_processing
+UPDATE jobs_hot SET status = 2, attempt_count = attempt_count + 1, started_at = {{now}}, heartbeat_at = {{now}},
+                    updated_at = {{now}}
+WHERE id IN (SELECT value FROM json_each(:ids)) AND worker_id = :worker_id AND status = 1
+RETURNING id, attempt_count, started_at;
+
+-- name: heartbeat
+UPDATE jobs_hot SET heartbeat_at = {{now}}, updated_at = {{now}}
+WHERE id IN (SELECT value FROM json_each(:ids)) AND worker_id = :worker_id AND status = 2
+RETURNING id;
+
+-- name: release
+UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = {{now}}
+WHERE id IN (SELECT value FROM json_each(:ids)) AND worker_id = :worker_id AND status = 1
+RETURNING id;
+
+-- name: archive_succeeded
+{{staging}};
+DELETE FROM staged;
+INSERT INTO staged (id, queue, num)
+SELECT h.id, h.queue, json_extract(j.value, '$.duration_ms')
+FROM json_each(:items) j JOIN jobs_hot h ON h.id = json_extract(j.value, '$.id')
+WHERE h.worker_id = :worker_id AND h.status = 2;
+INSERT INTO jobs_archive (id, queue, type, payload, tags, idempotency_key, priority, attempt_count, worker_id,
+                          created_at, started_at, finished_at, duration_ms, created_by, last_modified_by)
+SELECT h.id, h.queue, h.type, h.payload, h.tags, h.idempotency_key, h.priority, h.attempt_count, h.worker_id,
+       h.created_at, h.started_at, {{now}}, s.num, h.created_by, h.last_modified_by
+FROM staged s JOIN jobs_hot h ON h.id = s.id;
+INSERT INTO stats_summary (queue, succeeded_total, last_activity_at)
+SELECT queue, count(*), {{now}} FROM staged WHERE true GROUP BY queue
+ON CONFLICT (queue) DO UPDATE SET succeeded_total = succeeded_total + excluded.succeeded_total,
+                                  last_activity_at = excluded.last_activity_at;
+INSERT INTO metric_buckets (bucket_start, queue, outcome, failure_reason, completed_count, duration_count,
+                            total_duration_ms, max_duration_ms)
+SELECT strftime('%Y-%m-%d %H:%M:%S.000', 'now'), queue, 0, -1, count(*), count(num), coalesce(sum(num), 0), max(num)
+FROM staged WHERE true GROUP BY queue
+ON CONFLICT (bucket_start, queue, outcome, failure_reason) DO UPDATE SET
+    completed_count = completed_count + excluded.completed_count,
+    duration_count = duration_count + excluded.duration_count,
+    total_duration_ms = total_duration_ms + excluded.total_duration_ms,
+    max_duration_ms = max(coalesce(max_duration_ms, excluded.max_duration_ms), coalesce(excluded.max_duration_ms, max_duration_ms));
+DELETE FROM jobs_hot WHERE id IN (SELECT id FROM staged);
+SELECT id, queue FROM staged;
+
+-- name: move_to_dlq
+{{staging}};
+DELETE FROM staged;
+INSERT INTO staged (id, queue, reason, error, fingerprint, num)
+SELECT h.id, h.queue, json_extract(j.value, '$.reason'), json_extract(j.value, '$.error'),
+       json_extract(j.value, '$.fingerprint'), json_extract(j.value, '$.duration_ms')
+FROM json_each(:items) j JOIN jobs_hot h ON h.id = json_extract(j.value, '$.id')
+WHERE h.worker_id = :worker_id AND h.status = 2;
+{{staged_to_dlq}};
+{{staged_counters_failed}};
+{{staged_buckets_failed}};
+INSERT INTO events (kind, message, data)
+SELECT 'dlq', 'Job ' || h.id || ' (' || h.type || ') dead: reason ' || s.reason,
+       json_object('job_id', h.id, 'queue', h.queue, 'type', h.type, 'reason', s.reason)
+FROM staged s JOIN jobs_hot h ON h.id = s.id;
+DELETE FROM jobs_hot WHERE id IN (SELECT id FROM staged);
+SELECT id, queue, reason AS failure_reason FROM staged;
+
+-- name: reschedule
+{{staging}};
+DELETE FROM staged;
+INSERT INTO staged (id, queue, num, error)
+SELECT h.id, h.queue, json_extract(j.value, '$.delay_s'), json_extract(j.value, '$.error')
+FROM json_each(:items) j JOIN jobs_hot h ON h.id = json_extract(j.value, '$.id')
+WHERE h.worker_id = :worker_id AND h.status = 2;
+UPDATE jobs_hot SET status = 0, worker_id = NULL, heartbeat_at = NULL,
+    scheduled_at = (SELECT strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || s.num || ' seconds') FROM staged s WHERE s.id = jobs_hot.id),
+    due_at = (SELECT strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || s.num || ' seconds') FROM staged s WHERE s.id = jobs_hot.id),
+    last_error = (SELECT s.error FROM staged s WHERE s.id = jobs_hot.id),
+    updated_at = {{now}}
+WHERE id IN (SELECT id FROM staged);
+INSERT INTO stats_summary (queue, retried_total, last_activity_at)
+SELECT queue, count(*), {{now}} FROM staged WHERE true GROUP BY queue
+ON CONFLICT (queue) DO UPDATE SET retried_total = retried_total + excluded.retried_total,
+                                  last_activity_at = excluded.last_activity_at;
+SELECT s.id, s.queue, h.scheduled_at FROM staged s JOIN jobs_hot h ON h.id = s.id;
+
+-- ---------------------------------------------------------------- rescue
+
+-- name: recover_abandoned
+UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = {{now}}
+WHERE status = 1 AND updated_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :timeout_s || ' seconds')
+RETURNING id, queue;
+
+-- name: archive_zombies
+-- Timeout: queue row, else the configured per-queue value (:overrides, {"queue": seconds}), else :global_s.
+{{staging}};
+DELETE FROM staged;
+INSERT INTO staged (id, queue, reason, fingerprint, num, error)
+SELECT h.id, h.queue, 2, :fingerprint,
+       (julianday(coalesce(h.heartbeat_at, h.updated_at)) - julianday(h.started_at)) * 86400000.0,
+       'Zombie detected: heartbeat expired; last heartbeat '
+           || coalesce(replace(h.heartbeat_at, ' ', 'T') || 'Z', 'never')
+           || ' (' || round((julianday('now') - julianday(coalesce(h.heartbeat_at, h.updated_at))) * 86400.0, 1)
+           || 's before detection), worker ' || coalesce(h.worker_id, 'unknown')
+           || ', runtime ' || coalesce(round((julianday(coalesce(h.heartbeat_at, h.updated_at))
+                                               - julianday(h.started_at)) * 86400.0, 1) || 's', 'unknown')
+           || ', attempt ' || h.attempt_count
+FROM jobs_hot h
+LEFT JOIN queues q ON q.name = h.queue
+WHERE h.status = 2
+  AND coalesce(h.heartbeat_at, h.updated_at) < strftime('%Y-%m-%d %H:%M:%f', 'now',
+      '-' || coalesce(q.zombie_timeout_seconds, json_extract(:overrides, '$."' || h.queue || '"'), :global_s) || ' seconds');
+{{staged_to_dlq}};
+{{staged_counters_failed}};
+{{staged_buckets_failed}};
+DELETE FROM jobs_hot WHERE id IN (SELECT id FROM staged);
+SELECT s.id, s.queue, d.worker_id FROM staged s JOIN jobs_dlq d ON d.id = s.id;
+
+-- name: try_lease
+INSERT INTO leases (name, holder, expires_at)
+VALUES (:name, :holder, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :ttl_s || ' seconds'))
+ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+WHERE leases.expires_at <= {{now}} OR leases.holder = excluded.holder
+RETURNING holder, expires_at;
+
+-- name: release_lease
+DELETE FROM leases WHERE name = :name AND holder = :holder;
+
+-- name: add_event
+INSERT INTO events (kind, message, data) VALUES (:kind, :message, :data) RETURNING id;
+
+-- ---------------------------------------------------------------- operator mutations (audited)
+
+-- name: edit_pending
+INSERT INTO audit_log (actor, action, job_id, plan_id, details)
+SELECT :actor, 'edit_pending', id, :plan_id,
+       json_object('before', json_object('payload', payload, 'tags', tags, 'priority', priority),
+                   'after', json_object('payload', coalesce(:payload, payload), 'tags', coalesce(:tags, tags),
+                                        'priority', coalesce(:priority, priority)))
+FROM jobs_hot WHERE id = :id AND status = 0;
+UPDATE jobs_hot SET payload = coalesce(:payload, payload), tags = coalesce(:tags, tags),
+                    priority = coalesce(:priority, priority), last_modified_by = :actor, updated_at = {{now}}
+WHERE id = :id AND status = 0
+RETURNING id;
+
+-- name: edit_dlq
+INSERT INTO audit_log (actor, action, job_id, plan_id, details)
+SELECT :actor, 'edit_dlq', id, :plan_id,
+       json_object('before', json_object('payload', payload, 'tags', tags),
+                   'after', json_object('payload', coalesce(:payload, payload), 'tags', coalesce(:tags, tags)))
+FROM jobs_dlq WHERE id = :id;
+UPDATE jobs_dlq SET payload = coalesce(:payload, payload), tags = coalesce(:tags, tags), last_modified_by = :actor
+WHERE id = :id
+RETURNING id;
+
+-- name: resurrect
+{{staging}};
+DELETE FROM staged;
+INSERT INTO staged (id, queue, ord, payload, tags, priority, status)
+SELECT d.id, d.queue, j.key, json_extract(j.value, '$.payload'), json_extract(j.value, '$.tags'),
+       json_extract(j.value, '$.priority'),
+       CASE WHEN json_extract(j.value, '$.payload') IS NULL AND json_extract(j.value, '$.tags') IS NULL
+                 AND json_extract(j.value, '$.priority') IS NULL THEN 'plain' ELSE 'edited' END
+FROM json_each(:items) j JOIN jobs_dlq d ON d.id = json_extract(j.value, '$.id');
+INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
+                      due_at, created_at, updated_at, created_by, last_modified_by)
+SELECT d.id, d.queue, d.type, coalesce(s.payload, d.payload), coalesce(s.tags, d.tags), NULL,
+       coalesce(s.priority, 10), 0, 0, {{now}}, d.created_at, {{now}}, d.created_by, :actor
+FROM staged s JOIN jobs_dlq d ON d.id = s.id;
+INSERT INTO queues (name) SELECT DISTINCT queue FROM staged WHERE true ON CONFLICT DO NOTHING;
+{{staged_counters_failed_down}};
+INSERT INTO audit_log (actor, action, job_id, plan_id, details)
+SELECT :actor, 'resurrect', s.id, :plan_id,
+       CASE WHEN s.status = 'plain' THEN :details
+            ELSE json_object('filter', json(:details),
+                             'before', json_object('payload', d.payload, 'tags', d.tags),
+                             'after', json_object('payload', coalesce(s.payload, d.payload),
+                                                  'tags', coalesce(s.tags, d.tags),
+                                                  'priority', coalesce(s.priority, 10))) END
+FROM staged s JOIN jobs_dlq d ON d.id = s.id ORDER BY s.ord;
+INSERT INTO events (kind, message, data)
+SELECT 'resurrect', 'Resurrected ' || count(*) || ' job(s) by ' || :actor,
+       json_object('count', count(*), 'actor', :actor, 'plan_id', :plan_id)
+FROM staged HAVING count(*) > 0;
+DELETE FROM jobs_dlq WHERE id IN (SELECT id FROM staged);
+SELECT id, queue FROM staged ORDER BY ord;
+
+-- name: cancel
+{{staging}};
+DELETE FROM staged;
+INSERT INTO staged (id, queue, ord, reason, error, fingerprint, payload)
+SELECT h.id, h.queue, j.key, 1, 'Cancelled by admin: ' || :actor, :fingerprint, :actor
+FROM json_each(:ids) j JOIN jobs_hot h ON h.id = j.value
+WHERE h.status IN (0, 1);
+{{staged_to_dlq}};
+{{staged_counters_failed}};
+{{staged_buckets_failed}};
+{{staged_audit}};
+INSERT INTO events (kind, message, data)
+SELECT 'cancel', 'Cancelled ' || count(*) || ' job(s) by ' || :actor,
+       json_object('count', count(*), 'actor', :actor, 'plan_id', :plan_id)
+FROM staged HAVING count(*) > 0;
+DELETE FROM jobs_hot WHERE id IN (SELECT id FROM staged);
+SELECT id FROM staged ORDER BY ord;
+
+-- name: purge_dlq
+{{staging}};
+DELETE FROM staged;
+INSERT INTO staged (id, queue, ord)
+SELECT d.id, d.queue, row_number() OVER (ORDER BY d.failed_at, d.id)
+FROM jobs_dlq d WHERE d.id IN (SELECT value FROM json_each(:ids))
+ORDER BY d.failed_at, d.id LIMIT :batch;
+{{staged_counters_failed_down}};
+{{staged_audit}};
+INSERT INTO events (kind, message, data)
+SELECT 'purge', 'Purged ' || count(*) || ' dead job(s) by ' || :actor,
+       json_object('count', count(*), 'actor', :actor, 'plan_id', :plan_id)
+FROM staged HAVING count(*) > 0;
+DELETE FROM jobs_dlq WHERE id IN (SELECT id FROM staged);
+SELECT id FROM staged ORDER BY ord;
+
+-- name: purge_archive
+{{staging}};
+DELETE FROM staged;
+INSERT INTO staged (id, queue)
+SELECT id, queue FROM jobs_archive WHERE finished_at < :cutoff ORDER BY finished_at LIMIT :batch;
+UPDATE stats_summary
+SET succeeded_total = max(0, succeeded_total - (SELECT count(*) FROM staged s WHERE s.queue = stats_summary.queue))
+WHERE queue IN (SELECT queue FROM staged);
+INSERT INTO audit_log (actor, action, count, details)
+SELECT :actor, 'purge_archive', count(*), :details FROM staged HAVING count(*) > 0;
+DELETE FROM jobs_archive WHERE id IN (SELECT id FROM staged);
+SELECT count(*) AS purged FROM staged;
+
+-- name: set_queue
+INSERT INTO audit_log (actor, action, details)
+VALUES (:actor, 'set_queue', json_object('queue', :name, 'before',
+        (SELECT json_object('name', name, 'paused', json(CASE WHEN paused THEN 'true' ELSE 'false' END),
+                            'active', json(CASE WHEN active THEN 'true' ELSE 'false' END),
+                            'zombie_timeout_seconds', zombie_timeout_seconds, 'max_workers', max_workers)
+         FROM queues WHERE name = :name)));
+INSERT INTO queues (name, paused, active, zombie_timeout_seconds, max_workers, updated_at)
+VALUES (:name, coalesce(:paused, 0), coalesce(:active, 1), :zombie_timeout_seconds, :max_workers, {{now}})
+ON CONFLICT (name) DO UPDATE SET
+    paused = CASE WHEN :paused_set = 1 THEN excluded.paused ELSE paused END,
+    active = CASE WHEN :active_set = 1 THEN excluded.active ELSE active END,
+    zombie_timeout_seconds = CASE WHEN :zombie_set = 1 THEN excluded.zombie_timeout_seconds ELSE zombie_timeout_seconds END,
+    max_workers = CASE WHEN :max_workers_set = 1 THEN excluded.max_workers ELSE max_workers END,
+    updated_at = excluded.updated_at;
+UPDATE audit_log SET details = json_set(details, '$.after',
+       (SELECT json_object('name', name, 'paused', json(CASE WHEN paused THEN 'true' ELSE 'false' END),
+                           'active', json(CASE WHEN active THEN 'true' ELSE 'false' END),
+                           'zombie_timeout_seconds', zombie_timeout_seconds, 'max_workers', max_workers)
+        FROM queues WHERE name = :name))
+WHERE id = (SELECT max(id) FROM audit_log WHERE action = 'set_queue');
+INSERT INTO stats_summary (queue) VALUES (:name) ON CONFLICT DO NOTHING;
+INSERT INTO events (kind, message, data)
+SELECT 'queue', 'Queue ' || name || ' changed by ' || :actor,
+       json_object('name', name, 'paused', paused, 'active', active, 'zombie_timeout_seconds', zombie_timeout_seconds,
+                   'max_workers', max_workers)
+FROM queues WHERE name = :name;
+SELECT name, paused, active, zombie_timeout_seconds, max_workers, updated_at FROM queues WHERE name = :name;
+
+-- ---------------------------------------------------------------- reads
+
+-- name: get_hot
+SELECT h.*, 'hot' AS location FROM jobs_hot h WHERE h.id = :id;
+
+-- name: get_archive
+SELECT a.*, 'archive' AS location FROM jobs_archive a WHERE a.id = :id;
+
+-- name: get_dlq
+SELECT d.*, 'dlq' AS location FROM jobs_dlq d WHERE d.id = :id;
+
+-- name: list_hot
+-- order: created_at = h.created_at, h.id | priority = h.priority, h.due_at, h.id | due_at = h.due_at, h.id | id = h.id | queue = h.queue, h.created_at, h.id | type = h.type, h.created_at, h.id | status = h.status, h.created_at, h.id
+SELECT h.*, 'hot' AS location FROM jobs_hot h WHERE {{hot_where}}
+ORDER BY {{order}} LIMIT :limit OFFSET :offset;
+
+-- name: count_hot
+SELECT count(*) AS n FROM jobs_hot h WHERE {{hot_where}};
+
+-- name: list_archive
+-- order: finished_at = a.finished_at, a.id | created_at = a.created_at, a.id | duration_ms = a.duration_ms, a.id | queue = a.queue, a.finished_at, a.id | type = a.type, a.finished_at, a.id | attempt_count = a.attempt_count, a.finished_at, a.id | id = a.id
+SELECT a.*, 'archive' AS location FROM jobs_archive a
+WHERE a.id IN (SELECT a.id FROM jobs_archive a WHERE {{archive_where}} ORDER BY {{order}} LIMIT :limit OFFSET :offset)
+ORDER BY {{order}};
+
+-- name: count_archive
+SELECT count(*) AS n FROM jobs_archive a WHERE {{archive_where}};
+
+-- name: list_dlq
+-- order: failed_at = d.failed_at, d.id | created_at = d.created_at, d.id | queue = d.queue, d.failed_at, d.id | type = d.type, d.failed_at, d.id | reason = d.failure_reason, d.failed_at, d.id | attempt_count = d.attempt_count, d.failed_at, d.id | id = d.id
+SELECT d.*, 'dlq' AS location FROM jobs_dlq d
+WHERE d.id IN (SELECT d.id FROM jobs_dlq d WHERE {{dlq_where}} ORDER BY {{order}} LIMIT :limit OFFSET :offset)
+ORDER BY {{order}};
+
+-- name: count_dlq
+SELECT count(*) AS n FROM jobs_dlq d WHERE {{dlq_where}};
+
+-- name: dlq_ids
+SELECT d.id FROM jobs_dlq d WHERE {{dlq_where}} ORDER BY d.failed_at DESC, d.id LIMIT :limit;
+
+-- name: dlq_breakdown
+SELECT 'reason' AS dimension, CAST(d.failure_reason AS TEXT) AS value, count(*) AS n,
+       min(d.failed_at) AS first_at, max(d.failed_at) AS last_at
+FROM jobs_dlq d WHERE {{dlq_where}} GROUP BY d.failure_reason
+UNION ALL
+SELECT 'queue', d.queue, count(*), min(d.failed_at), max(d.failed_at) FROM jobs_dlq d WHERE {{dlq_where}} GROUP BY d.queue
+UNION ALL
+SELECT 'type', d.type, count(*), min(d.failed_at), max(d.failed_at) FROM jobs_dlq d WHERE {{dlq_where}} GROUP BY d.type;
+
+-- name: dlq_breakdown_ids
+SELECT 'reason' AS dimension, CAST(d.failure_reason AS TEXT) AS value, count(*) AS n
+FROM jobs_dlq d WHERE d.id IN (SELECT value FROM json_each(:ids)) GROUP BY d.failure_reason
+UNION ALL
+SELECT 'queue', d.queue, count(*) FROM jobs_dlq d WHERE d.id IN (SELECT value FROM json_each(:ids)) GROUP BY d.queue
+UNION ALL
+SELECT 'type', d.type, count(*) FROM jobs_dlq d WHERE d.id IN (SELECT value FROM json_each(:ids)) GROUP BY d.type;
+
+-- name: dlq_existing_ids
+SELECT d.id FROM jobs_dlq d WHERE d.id IN (SELECT value FROM json_each(:ids)) ORDER BY d.failed_at DESC, d.id;
+
+-- name: top_fingerprints
+SELECT t.fingerprint, t.failure_reason, count(*) AS n, min(t.failed_at) AS first_at, max(t.failed_at) AS last_at,
+       (SELECT x.id FROM jobs_dlq x WHERE x.fingerprint IS t.fingerprint AND x.failure_reason = t.failure_reason
+        ORDER BY x.failed_at DESC LIMIT 1) AS example_id,
+       max(t.queue) AS example_queue, max(t.type) AS example_type
+FROM (SELECT d.id, d.fingerprint, d.failure_reason, d.failed_at, d.queue, d.type FROM jobs_dlq d
+      WHERE {{dlq_where}} ORDER BY d.failed_at DESC LIMIT :sample) t
+GROUP BY t.fingerprint, t.failure_reason
+ORDER BY count(*) DESC, max(t.failed_at) DESC
+LIMIT :limit;
+
+-- name: errors_of
+SELECT id, error_details FROM jobs_dlq WHERE id IN (SELECT value FROM json_each(:ids));
+
+-- name: stats_totals
+SELECT coalesce(sum(enqueued_total), 0) AS enqueued_total, coalesce(sum(succeeded_total), 0) AS succeeded_total,
+       coalesce(sum(failed_total), 0) AS failed_total, coalesce(sum(retried_total), 0) AS retried_total,
+       max(last_activity_at) AS last_activity_at
+FROM stats_summary;
+
+-- name: hot_status_counts
+SELECT queue, status, count(*) AS n FROM jobs_hot GROUP BY queue, status;
+
+-- name: table_counts
+SELECT (SELECT count(*) FROM jobs_hot) AS hot, (SELECT count(*) FROM jobs_archive) AS archive,
+       (SELECT count(*) FROM jobs_dlq) AS dlq;
+
+-- name: queue_rows
+SELECT q.name, q.paused, q.active, q.zombie_timeout_seconds, q.max_workers, q.updated_at,
+       coalesce(s.enqueued_total, 0) AS enqueued_total, coalesce(s.succeeded_total, 0) AS succeeded_total,
+       coalesce(s.failed_total, 0) AS failed_total, coalesce(s.retried_total, 0) AS retried_total,
+       s.last_activity_at
+FROM queues q LEFT JOIN stats_summary s ON s.queue = q.name
+WHERE :name IS NULL OR q.name = :name
+ORDER BY q.name;
+
+-- name: queue_lag
+SELECT h.queue, count(*) AS due_pending,
+       (julianday('now') - julianday(min(h.due_at))) * 86400.0 AS max_lag_s,
+       (julianday('now') - avg(julianday(h.due_at))) * 86400.0 AS avg_lag_s
+FROM jobs_hot h WHERE h.status = 0 AND h.due_at <= {{now}}
+GROUP BY h.queue;
+
+-- name: throughput
+SELECT coalesce(sum(CASE WHEN bucket_start >= strftime('%Y-%m-%d %H:%M:%f', 'now', '-60 seconds') THEN completed_count END), 0)
+           AS processed_1m,
+       coalesce(sum(CASE WHEN bucket_start >= strftime('%Y-%m-%d %H:%M:%f', 'now', '-60 seconds') AND outcome = 1
+                         THEN completed_count END), 0) AS failed_1m,
+       coalesce(sum(completed_count), 0) AS processed_5m,
+       coalesce(sum(CASE WHEN outcome = 1 THEN completed_count END), 0) AS failed_5m
+FROM metric_buckets WHERE bucket_start >= strftime('%Y-%m-%d %H:%M:%f', 'now', '-300 seconds');
+
+-- name: prune_buckets
+DELETE FROM metric_buckets WHERE bucket_start < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :older_than_s || ' seconds');
+
+-- name: prune_events
+DELETE FROM events WHERE at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :older_than_s || ' seconds');
+
+-- name: list_audit
+SELECT id, at, actor, action, job_id, plan_id, count, details FROM audit_log
+WHERE (:actor IS NULL OR actor = :actor) AND (:action IS NULL OR action = :action)
+  AND (:job_id IS NULL OR job_id = :job_id) AND (:plan_id IS NULL OR plan_id = :plan_id)
+  AND (:since IS NULL OR at >= :since)
+ORDER BY id DESC LIMIT :limit OFFSET :offset;
+
+-- name: count_audit
+SELECT count(*) AS n FROM audit_log
+WHERE (:actor IS NULL OR actor = :actor) AND (:action IS NULL OR action = :action)
+  AND (:job_id IS NULL OR job_id = :job_id) AND (:plan_id IS NULL OR plan_id = :plan_id)
+  AND (:since IS NULL OR at >= :since);
+
+-- name: events_after
+SELECT id, at, kind, message, data FROM events WHERE id > :after_id ORDER BY id LIMIT :limit;
+
+-- name: last_event_id
+SELECT coalesce(max(id), 0) AS id FROM events;
+
+-- ---------------------------------------------------------------- tokens
+
+-- name: create_token
+INSERT INTO api_tokens (name, role, token_hash, created_by) VALUES (:name, :role, :token_hash, :actor)
+RETURNING name, role, created_at;
+
+-- name: token_by_hash
+UPDATE api_tokens SET last_used_at = {{now}} WHERE token_hash = :token_hash AND revoked_at IS NULL
+RETURNING name, role, token_hash;
+
+-- name: list_tokens
+SELECT name, role, created_at, created_by, revoked_at, last_used_at FROM api_tokens ORDER BY name;
+
+-- name: revoke_token
+UPDATE api_tokens SET revoked_at = {{now}} WHERE name = :name AND revoked_at IS NULL RETURNING name;
+
+-- name: audit_one
+INSERT INTO audit_log (actor, action, job_id, plan_id, count, details)
+VALUES (:actor, :action, :job_id, :plan_id, :count, :details);
