@@ -1,0 +1,130 @@
+"""Prometheus metrics for one process: job counters and durations recorded by the worker, plus queue
+depth and lag gauges read from the database when scraped (so they are right whoever did the work)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from chokaq_ops.storage import Store
+
+log = logging.getLogger("chokaq.metrics")
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+OTHER = "other"
+
+
+class LabelBudget:
+    """Caps the distinct values of a label (job types are user data): later values become "other"."""
+
+    def __init__(self, limit: int, max_len: int = 128) -> None:
+        self.limit, self.max_len = limit, max_len
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, value: str | None) -> str:
+        value = (value or "unknown").strip()[: self.max_len] or "unknown"
+        with self._lock:
+            if value in self._seen:
+                return value
+            if len(self._seen) >= self.limit:
+                return OTHER
+            self._seen.add(value)
+            return value
+
+
+class Metrics:
+    def __init__(self, store: Store | None = None, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.queue_label = LabelBudget(100)
+        self.type_label = LabelBudget(500)
+        r = self.registry
+        qt = ["queue", "type"]
+        self.enqueued = Counter("chokaq_jobs_enqueued", "Jobs enqueued by this process.", qt, registry=r)
+        self.started = Counter("chokaq_jobs_started", "Jobs whose handler started.", qt, registry=r)
+        self.succeeded = Counter("chokaq_jobs_succeeded", "Jobs archived as succeeded.", qt, registry=r)
+        self.failed = Counter(
+            "chokaq_jobs_failed",
+            "Jobs moved to the dead-letter queue, by reason.",
+            [*qt, "reason"],
+            registry=r,
+        )
+        self.retried = Counter(
+            "chokaq_jobs_retried", "Failed executions scheduled for a retry.", qt, registry=r
+        )
+        self.heartbeat_failures = Counter(
+            "chokaq_jobs_heartbeat_failures", "Heartbeat writes that failed, per running job.", qt, registry=r
+        )
+        self.conflicts = Counter(
+            "chokaq_jobs_state_transition_conflicts",
+            "Worker transitions that changed nothing because the worker no longer owned the job.",
+            ["transition"],
+            registry=r,
+        )
+        self.rescue_recovered = Counter(
+            "chokaq_rescue_recovered", "Abandoned fetched jobs returned to pending by the sweep.", registry=r
+        )
+        self.rescue_zombies = Counter(
+            "chokaq_rescue_zombies", "Zombie jobs moved to the DLQ by the sweep.", registry=r
+        )
+        self.rescue_failures = Counter(
+            "chokaq_rescue_failures", "Rescue sweeps that raised an error.", registry=r
+        )
+        self.duration = Histogram(
+            "chokaq_job_duration_seconds",
+            "Handler wall time.",
+            qt,
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600),
+            registry=r,
+        )
+        if store is not None:
+            r.register(QueueCollector(store))
+
+    def labels(self, queue: str | None, job_type: str | None) -> dict[str, str]:
+        return {"queue": self.queue_label(queue), "type": self.type_label(job_type)}
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class QueueCollector(Collector):
+    """Queue depth, lag and dead-letter counts, read from the database at scrape time."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        up = GaugeMetricFamily("chokaq_storage_up", "1 when the last scrape could read the database.")
+        try:
+            queues = self.store.queue_stats()
+        except Exception as exc:  # a scrape must never fail because the database is down
+            log.warning("metrics: cannot read queue stats: %s", exc)
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        yield up
+        depth = GaugeMetricFamily(
+            "chokaq_queue_jobs", "Hot jobs per queue and status.", labels=["queue", "status"]
+        )
+        lag = GaugeMetricFamily(
+            "chokaq_queue_lag_seconds", "Age of the oldest due pending job per queue.", labels=["queue"]
+        )
+        dead = GaugeMetricFamily(
+            "chokaq_queue_dead_jobs", "Failed total per queue (DLQ size).", labels=["queue"]
+        )
+        paused = GaugeMetricFamily("chokaq_queue_paused", "1 when the queue is paused.", labels=["queue"])
+        for q in queues:
+            for status in ("pending", "fetched", "processing"):
+                depth.add_metric([q["name"], status], q[status])
+            lag.add_metric([q["name"]], q["max_lag_seconds"])
+            dead.add_metric([q["name"]], q["failed_total"])
+            paused.add_metric([q["name"]], 1 if q["paused"] else 0)
+        yield from (depth, lag, dead, paused)
