@@ -8,6 +8,7 @@ CHOKAQ_TEST_DIALECTS=sqlite (or postgresql) limits the run to one dialect.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import uuid
@@ -21,7 +22,7 @@ from chokaq_ops.storage.migrate import migrate
 
 PG_ADMIN_URL = os.environ.get("CHOKAQ_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 REQUIRE_PG = os.environ.get("CHOKAQ_REQUIRE_PG", "") not in ("", "0", "false", "no")
-DIALECTS = [d.strip() for d in os.environ.get("CHOKAQ_TEST_DIALECTS", "sqlite,postgresql").split(",") if d.strip()]
+DIALECTS = [d.strip() for d in os.environ.get("CHOKAQ_TEST_DIALECTS", "sqlite,postgresql").split(",")]
 
 _counter = itertools.count()
 
@@ -64,10 +65,8 @@ class PgServer:
 
     def close(self) -> None:
         for name in [*self._created, self.template]:
-            try:
+            with contextlib.suppress(Exception):
                 self._exec(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-            except Exception:
-                pass
         self._admin.close()
 
 
@@ -80,7 +79,9 @@ def pg_server() -> Iterator[PgServer | None]:
         server = PgServer(PG_ADMIN_URL)
     except Exception as exc:
         if REQUIRE_PG:
-            pytest.fail(f"PostgreSQL is required (CHOKAQ_REQUIRE_PG) but unreachable at {PG_ADMIN_URL}: {exc}")
+            pytest.fail(
+                f"PostgreSQL is required (CHOKAQ_REQUIRE_PG) but unreachable at {PG_ADMIN_URL}: {exc}"
+            )  # noqa: E501
         yield None
         return
     yield server
