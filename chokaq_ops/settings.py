@@ -174,7 +174,8 @@ class Settings:
         _require(
             url.lower().startswith(_URL_SCHEMES),
             "Storage.Url",
-            f"scheme {scheme!r} is not one of {_URL_SCHEMES}",
+            f"scheme {scheme!r} is not one of {_URL_SCHEMES}"
+            + (" (SQL Server support is not built yet)" if scheme.lower() in ("mssql", "odbc") else ""),
         )
         zombies = {"Recovery.ProcessingZombieTimeout": self.recovery.processing_zombie_timeout}
         for name, q in self.queues.items():
@@ -195,7 +196,7 @@ class Settings:
         return self
 
 
-_URL_SCHEMES = ("sqlite://", "postgresql://", "postgres://", "mssql://", "odbc://")
+_URL_SCHEMES = ("sqlite://", "postgresql://", "postgres://")
 _ORDERED = (  # (must be >=, than)
     (("execution", "heartbeat_interval_max"), ("execution", "heartbeat_interval_min")),
     (("retry", "max_delay"), ("retry", "base_delay")),
