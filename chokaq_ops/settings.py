@@ -100,6 +100,10 @@ class ApiSettings:
     max_body_bytes: int = field(default=2_000_000, metadata=_limit(1))
     metrics_open: bool = False
     threads: int = field(default=8, metadata=_limit(1))
+    sse_keepalive: float = 15.0  # a comment line on idle event streams, so proxies keep them open
+    sse_poll_interval: float = 1.0  # how often an event stream reads the events table
+    sse_max_streams: int = field(default=4, metadata=_limit(1))  # each open stream holds a server thread
+    sse_max_duration: float = 600.0  # streams end after this; EventSource reconnects with Last-Event-ID
 
 
 @dataclass(frozen=True, slots=True)
