@@ -252,6 +252,7 @@ class AdminOps(StoreCore):
             raise errors.ValidationError("older_than must carry a time zone", field="older_than")
         details = {"older_than": older_than.isoformat()}
         done = batches = 0
+        after: dict[str, Any] = {"after_at": None, "after_id": None}  # keyset cursor: where a batch ended
         while True:
             rows = self.run(
                 "purge_archive",
@@ -259,10 +260,12 @@ class AdminOps(StoreCore):
                 batch=self.cleanup_batch_size,
                 actor=actor.name,
                 details=details,
+                **after,
             )
             n = int(rows[0]["purged"]) if rows else 0
             if n == 0:
                 break
+            after = {"after_at": rows[0]["last_at"], "after_id": rows[0]["last_id"]}
             done, batches = done + n, batches + 1
             if progress:
                 progress(done)

@@ -168,5 +168,8 @@ def parse(text: str) -> dict[str, Query]:
 
 
 @cache
-def load(dialect: str) -> dict[str, Query]:
-    return parse((sql_root() / dialect / "queries.sql").read_text(encoding="utf-8"))
+def load(dialect: str, name: str = "queries") -> dict[str, Query]:
+    """The blocks of sql/<dialect>/<name>.sql: queries.sql for the Store, bench.sql for `chokaq bench`."""
+    if not _IDENT.fullmatch(name):
+        raise ValueError(f"bad SQL file name {name!r}")
+    return parse((sql_root() / dialect / f"{name}.sql").read_text(encoding="utf-8"))

@@ -413,17 +413,23 @@ DELETE FROM jobs_dlq WHERE id IN (SELECT id FROM staged);
 SELECT id FROM staged ORDER BY ord;
 
 -- name: purge_archive
+-- :after_at/:after_id: the last (finished_at, id) of the previous batch, so each batch starts where the
+-- last one stopped.
 {{staging}};
 DELETE FROM staged;
-INSERT INTO staged (id, queue)
-SELECT id, queue FROM jobs_archive WHERE finished_at < :cutoff ORDER BY finished_at LIMIT :batch;
+INSERT INTO staged (id, queue, ref)
+SELECT id, queue, finished_at FROM jobs_archive
+WHERE finished_at < :cutoff AND (finished_at, id) > (coalesce(:after_at, ''), coalesce(:after_id, ''))
+ORDER BY finished_at, id LIMIT :batch;
 UPDATE stats_summary
 SET succeeded_total = max(0, succeeded_total - (SELECT count(*) FROM staged s WHERE s.queue = stats_summary.queue))
 WHERE queue IN (SELECT queue FROM staged);
 INSERT INTO audit_log (actor, action, count, details)
 SELECT :actor, 'purge_archive', count(*), :details FROM staged HAVING count(*) > 0;
 DELETE FROM jobs_archive WHERE id IN (SELECT id FROM staged);
-SELECT count(*) AS purged FROM staged;
+SELECT count(*) AS purged, (SELECT ref FROM staged ORDER BY ref DESC, id DESC LIMIT 1) AS last_at,
+       (SELECT id FROM staged ORDER BY ref DESC, id DESC LIMIT 1) AS last_id
+FROM staged;
 
 -- name: set_queue
 INSERT INTO audit_log (actor, action, details)

@@ -1,0 +1,58 @@
+"""The dead-letter queue the DLQ benches work on: N of "yesterday's zombies" among other dead jobs."""
+
+from __future__ import annotations
+
+import argparse
+
+from chokaq_ops.bench.harness import BenchDb, expect
+from chokaq_ops.models import DlqFilter, FailureReason
+
+QUEUES = 4
+TARGET = FailureReason.Zombie
+OTHER = FailureReason.MaxRetriesExceeded
+# What an operator types to select them; it leaves the other dead jobs alone.
+TARGET_FILTER = DlqFilter(reason=TARGET)
+
+
+def add_arguments(parser: argparse.ArgumentParser, *, by_default: str) -> None:
+    parser.set_defaults(rows=100_000)
+    parser.add_argument(
+        "--noise",
+        type=int,
+        default=None,
+        metavar="N",
+        help="other dead jobs (MaxRetriesExceeded) the filter must leave alone (default rows/10)",
+    )
+    parser.add_argument(
+        "--by",
+        choices=("filter", "ids", "both"),
+        default=by_default,
+        help=f"select the jobs by the filter reason=Zombie, by their ids, or both (default {by_default})",
+    )
+
+
+def modes(args: argparse.Namespace) -> list[str]:
+    return ["filter", "ids"] if args.by == "both" else [args.by]
+
+
+def noise_for(args: argparse.Namespace) -> int:
+    return int(args.rows) // 10 if args.noise is None else max(0, int(args.noise))
+
+
+def seed(db: BenchDb, rows: int, noise: int) -> float:
+    """A fresh DLQ: `rows` Zombie jobs interleaved with `noise` others over the last week; seconds taken."""
+    db.reset()
+    seconds = db.timed("bench_seed_dlq", rows=rows, noise=noise, reason=int(TARGET), days=7)
+    db.sql("bench_queues", queues=QUEUES, rows=rows + noise, succeeded=0, failed=rows + noise)
+    return seconds + db.vacuum()
+
+
+def target_ids(db: BenchDb) -> list[str]:
+    return [r["id"] for r in db.sql("bench_dlq_ids", reason=int(TARGET))]
+
+
+def check_left(db: BenchDb, noise: int) -> None:
+    """Every target job left the DLQ and every other one stayed."""
+    left = {int(r["reason"]): int(r["n"]) for r in db.sql("bench_count_dlq")}
+    expect(left.get(int(TARGET), 0) == 0, f"{left.get(int(TARGET))} target jobs still in the DLQ")
+    expect(left.get(int(OTHER), 0) == noise, f"{left.get(int(OTHER), 0)} of {noise} other dead jobs left")

@@ -1,0 +1,163 @@
+"""What every bench shares: a guarded scratch database, seeding by named SQL, records and medians."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import statistics
+import time
+from collections.abc import Iterable, Sequence
+from functools import cache
+from typing import Any
+
+from chokaq_ops import errors
+from chokaq_ops.settings import Settings
+from chokaq_ops.storage import Store, queries
+from chokaq_ops.storage.migrate import migrate
+
+
+class BenchRefused(errors.ValidationError):
+    """The bench would delete data it does not own."""
+
+
+class BenchFailed(errors.ChokaqError):
+    """A bench found the store doing something other than what it measures (a bug, not a slow run)."""
+
+
+@cache
+def machine() -> dict[str, Any]:
+    """The machine a figure was measured on: it means nothing without it."""
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.lower().startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "cpu_count": os.cpu_count(),
+        "cpu_model": model,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+    }
+
+
+def settings_for(args: argparse.Namespace) -> Settings:
+    """The CLI's settings (--db, else CHOKAQ_DB, else the config file, else the default)."""
+    settings = getattr(args, "settings", None)
+    if settings is not None:
+        return settings
+    from chokaq_ops.cli import common  # the one place that resolves --db/--config for every command
+
+    return common.settings_from(args)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Nearest-rank percentile (q in 0..100), the usual reading of p50/p95 for latencies."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(q / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+class BenchDb:
+    """A Store over a scratch database that also knows the bench SQL of its dialect.
+
+    Opening migrates the schema and refuses a database that holds jobs unless `force`; closing
+    empties the job tables again, so the next bench finds the database as it was (empty)."""
+
+    def __init__(self, args: argparse.Namespace, bench: str) -> None:
+        self.bench = bench
+        self.args = args
+        self.settings = settings_for(args)
+        self.store = Store.from_settings(self.settings.with_overrides({"storage.pool_size": 4}))
+        self.dialect = self.store.dialect.name
+        # The bench blocks join the Store's own, so they run through the same transactions and retries.
+        self.store.queries = self.store.queries | queries.load(self.dialect, "bench")
+        self._runs: list[dict[str, Any]] = []
+        try:
+            migrate(self.store)
+            counts = self.store.run("table_counts", write=False)[0]
+            held = sum(int(v) for v in counts.values())
+            if held and not getattr(args, "force", False):
+                raise BenchRefused(
+                    f"{self.store.dialect.redacted_url()} holds {held} jobs (hot {counts['hot']}, archive "
+                    f"{counts['archive']}, dlq {counts['dlq']}); benches delete every job: run them on a "
+                    "scratch database (e.g. `createdb chokaq_bench`) or pass --force",
+                    field="db",
+                )
+            self.db_version = str(self.store.run("bench_db_version", write=False)[0]["version"])
+        except BaseException:
+            self.store.close()
+            raise
+
+    def __enter__(self) -> BenchDb:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.reset()
+        finally:
+            self.store.close()
+
+    # ------------------------------------------------------------------ seeding
+
+    def sql(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
+        return self.store.run(name, **params)
+
+    def timed(self, name: str, /, **params: Any) -> float:
+        start = time.perf_counter()
+        self.store.run(name, **params)
+        return time.perf_counter() - start
+
+    def reset(self) -> None:
+        self.store.run("bench_reset")
+
+    def vacuum(self) -> float:
+        return self.timed("bench_vacuum")
+
+    # ------------------------------------------------------------------ records
+
+    def record(self, rows: int, *, rate: bool = True, **fields: Any) -> dict[str, Any]:
+        """One measurement; with `rate`, `per_second` is rows / `seconds` unless given."""
+        rec: dict[str, Any] = {"bench": self.bench, "db": self.dialect, "rows": rows}
+        rec.update(fields)
+        seconds = rec.get("seconds")
+        if seconds is not None:
+            rec["seconds"] = round(seconds, 4)
+            if rate and "per_second" not in rec:
+                rec["per_second"] = round(rows / seconds, 1) if seconds > 0 else None
+        rec.update(self._context())
+        self._runs.append(rec)
+        return rec
+
+    def summary(self, keys: Iterable[str], *, where: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The median over this bench's records (those matching `where`) of each numeric key in `keys`."""
+        runs = [r for r in self._runs if all(r.get(k) == v for k, v in (where or {}).items())]
+        if not runs:
+            raise BenchFailed(f"{self.bench}: no measurement to summarise")
+        out: dict[str, Any] = {"bench": self.bench, "db": self.dialect, "rows": runs[0]["rows"]}
+        out.update(where or {})
+        out["stat"] = "median"
+        out["runs"] = len(runs)
+        for key in keys:
+            values = [r[key] for r in runs if isinstance(r.get(key), int | float)]
+            if values:
+                median = statistics.median(values)
+                out[key] = int(median) if float(median).is_integer() else round(median, 4)
+                if key in ("seconds", "ms", "p50_ms", "p95_ms", "per_second"):
+                    out[f"{key}_all"] = [r[key] for r in runs]
+        out.update(self._context())
+        return out
+
+    def _context(self) -> dict[str, Any]:
+        return {"db_version": self.db_version, **machine()}
+
+
+def expect(condition: bool, message: str) -> None:
+    """Benches check that the store did the whole job: a fast wrong answer is no result."""
+    if not condition:
+        raise BenchFailed(message)

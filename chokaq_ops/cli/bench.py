@@ -1,0 +1,78 @@
+"""`chokaq bench <name>`: one subcommand per entry of chokaq_ops.bench.BENCHES.
+
+Benches delete data: run them on a scratch database (`createdb chokaq_bench`, or a new SQLite file).
+Each prints one JSON object per line on stdout: a line per measurement, then the median summary.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from chokaq_ops import bench
+from chokaq_ops.bench.harness import machine
+from chokaq_ops.cli import common
+
+
+def _positive(value: str) -> int:
+    try:
+        n = int(value.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="measure the storage hot paths (deletes data: use a scratch database)",
+        description="Benchmarks of PRODUCT §9. They delete every job in the database they run on: use a "
+        "scratch database (createdb chokaq_bench). Output: one JSON object per line.",
+    )
+    benches = p.add_subparsers(dest="bench", metavar="BENCH", parser_class=type(p))
+    benches.required = True
+    for name in bench.names():
+        try:
+            module = bench.load(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == bench.BENCHES[name]:
+                continue  # registered but not built yet: the other benches still work
+            raise
+        doc = (module.__doc__ or name).strip()
+        bp = benches.add_parser(name, help=doc.splitlines()[0], description=doc)
+        common.add_common(bp)
+        bp.add_argument("--rows", type=_positive, default=None, metavar="N", help="rows to seed")
+        bp.add_argument(
+            "--repeat", type=_positive, default=3, metavar="K", help="runs; the summary is their median"
+        )
+        bp.add_argument(
+            "--force", action="store_true", help="run even though the database holds jobs (they are deleted)"
+        )
+        module.add_arguments(bp)
+        bp.set_defaults(handler=_handler(name, module))
+
+
+def _handler(name: str, module: bench.BenchModule) -> Any:
+    def run(args: argparse.Namespace) -> int:
+        if args.rows is None:
+            raise common_usage(f"bench {name} needs --rows")
+        args.settings = common.settings_from(args)
+        for record in module.run(args):
+            out = {"bench": name, **record}
+            for key, value in machine().items():
+                out.setdefault(key, value)
+            sys.stdout.write(json.dumps(common.to_jsonable(out), ensure_ascii=False) + "\n")
+            sys.stdout.flush()
+        return 0
+
+    return run
+
+
+def common_usage(message: str) -> Exception:
+    from chokaq_ops.cli import UsageError
+
+    return UsageError(message)

@@ -1,0 +1,115 @@
+"""`chokaq bench <name>` end to end with tiny row counts: valid JSON lines with the keys of PRODUCT §9.
+
+No timing assertions: figures are for docs/benchmarks.md, not for tests.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import types
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from chokaq_ops import bench
+from chokaq_ops.cli import main
+from chokaq_ops.models import NewJob
+from chokaq_ops.storage import Store
+
+TINY = {
+    "purge-archive": ["--rows", "50"],
+    "purge-dlq": ["--rows", "40", "--noise", "7"],
+    "resurrect": ["--rows", "40", "--noise", "7", "--by", "both"],
+    "sweep": ["--rows", "300", "--zombies", "12", "--abandoned", "5", "--live", "10"],
+    "claim": ["--rows", "400", "--batch", "5", "--claims", "6", "--queues", "3"],
+}
+MACHINE_KEYS = {"cpu_count", "platform", "cpu_model"}
+
+
+def _lines(capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
+    out = capsys.readouterr().out
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def test_every_registered_bench_has_a_tiny_case() -> None:
+    assert set(TINY) == set(bench.names())
+
+
+@pytest.mark.parametrize("name", sorted(TINY))
+def test_bench_prints_measurements_and_median(
+    name: str, db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["bench", name, "--db", db_url, "--repeat", "2", *TINY[name]]) == 0
+    lines = _lines(capsys)
+    dialect = db_url.split(":", 1)[0]
+    measurements = [r for r in lines if "stat" not in r]
+    summaries = [r for r in lines if r.get("stat") == "median"]
+    assert measurements and summaries and lines[-1] in summaries
+    assert len(measurements) == 2 * len(summaries)  # two runs for each summarised measurement
+    rows = int(TINY[name][1])
+    for record in lines:
+        assert record["bench"] == name
+        assert record["db"] == dialect
+        assert record["rows"] == rows
+        assert set(record) >= MACHINE_KEYS
+        assert isinstance(record["cpu_count"], int) and record["cpu_model"]
+        timing = {"per_second", "p50_ms", "p95_ms", "ms"} & set(record)
+        assert timing, record
+        assert all(isinstance(record[k], int | float) and record[k] > 0 for k in timing)
+    for record in measurements:
+        assert isinstance(record["seconds"], float) and record["seconds"] > 0
+    for record in summaries:
+        assert record["runs"] == 2
+    # The bench leaves its scratch database empty again.
+    with Store(db_url, pool_size=1) as store:
+        assert store.run("table_counts") == [{"hot": 0, "archive": 0, "dlq": 0}]
+
+
+def test_bench_refuses_a_database_that_holds_jobs(db_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with Store(db_url, pool_size=1) as store:
+        store.enqueue([NewJob(type="keep.me.v1", id="keep-1")])
+    assert main(["bench", "purge-archive", "--db", db_url, "--rows", "20", "--repeat", "1"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "holds 1 jobs" in captured.err and "--force" in captured.err
+    with Store(db_url, pool_size=1) as store:
+        assert store.get_job("keep-1")["location"] == "hot"
+
+    assert main(["bench", "purge-archive", "--db", db_url, "--rows", "20", "--repeat", "1", "--force"]) == 0
+    assert _lines(capsys)[-1]["stat"] == "median"
+
+
+def test_a_registered_module_becomes_a_subcommand(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen: dict[str, Any] = {}
+
+    def add_arguments(parser: argparse.ArgumentParser) -> None:
+        parser.set_defaults(rows=7)
+        parser.add_argument("--concurrency", type=int, default=1)
+
+    def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
+        seen.update(
+            rows=args.rows, repeat=args.repeat, concurrency=args.concurrency, db=args.settings.storage.url
+        )
+        yield {"db": "sqlite", "rows": args.rows, "seconds": 1.0, "per_second": 7.0}
+
+    module = types.ModuleType("chokaq_ops.bench.fake_throughput", "throughput: a fake for the registry test")
+    module.add_arguments = add_arguments  # type: ignore[attr-defined]
+    module.run = run  # type: ignore[attr-defined]
+    monkeypatch.setitem(bench.BENCHES, "throughput", module.__name__)
+    monkeypatch.setitem(__import__("sys").modules, module.__name__, module)
+
+    assert main(["bench", "throughput", "--db", "sqlite:///unused.db", "--concurrency", "4"]) == 0
+    assert seen == {"rows": 7, "repeat": 3, "concurrency": 4, "db": "sqlite:///unused.db"}
+    (record,) = _lines(capsys)
+    assert record["bench"] == "throughput" and set(record) >= MACHINE_KEYS
+
+
+def test_bench_rejects_bad_flags(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["bench", "purge-archive", "--rows", "0"])
+    assert exc.value.code == 2
+    assert "--rows" in capsys.readouterr().err
