@@ -83,6 +83,7 @@ class RetentionSettings:
     archive: float | None = 30 * _DAY
     dlq: float | None = None  # the DLQ waits for a human unless told otherwise
     metric_buckets: float = 7 * _DAY
+    events: float = 7 * _DAY  # the live stream's outbox; readers reconnect within minutes, not weeks
     interval: float = 3600.0
 
 

@@ -1,0 +1,115 @@
+"""Retention: the scheduled clean-up of data nobody needs to keep forever.
+
+- archive rows finished before now - `Retention.Archive` (default 30 days; none disables it), deleted in
+  `Storage.CleanupBatchSize` transactions exactly like `chokaq archive purge`, audited as "system:retention";
+- DLQ rows failed before now - `Retention.Dlq`, only when that is configured (never by default: a dead job
+  waits for a human), deleted by the batched DLQ purge and audited the same way;
+- metric buckets older than `Retention.MetricBuckets` (7 days) and events older than `Retention.Events`
+  (7 days: the events table is the live stream's outbox, and a reader reconnects within minutes).
+
+Cutoffs come from the database clock. Each part runs on its own: one failing does not stop the others.
+A database lease ("retention") lets one of many hosting processes do the work per interval.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from chokaq_ops.engine.rescue import default_holder, lease_ttl
+from chokaq_ops.models import Actor, DlqFilter
+
+if TYPE_CHECKING:
+    from chokaq_ops.engine.metrics import Metrics
+    from chokaq_ops.settings import Settings
+    from chokaq_ops.storage import Store
+
+log = logging.getLogger("chokaq.retention")
+
+LEASE = "retention"
+ACTOR = Actor("system:retention")
+
+
+class Retention:
+    def __init__(
+        self,
+        store: Store,
+        settings: Settings,
+        metrics: Metrics | None = None,
+        holder: str | None = None,
+    ) -> None:
+        self.store = store
+        self.settings = settings
+        self.metrics = metrics
+        self.holder = (holder or default_holder())[:100]
+        self.last_result: dict[str, Any] | None = None
+
+    def run(self, force: bool = False) -> dict[str, Any]:
+        """One retention pass. Returns what it did: `skipped` (another process holds the lease),
+        `archive_purged`, `dlq_purged`, `batches`, `pruned` and `errors`. Never raises."""
+        result: dict[str, Any] = {
+            "skipped": False,
+            "archive_purged": 0,
+            "dlq_purged": 0,
+            "batches": 0,
+            "pruned": False,
+            "errors": [],
+        }
+        try:
+            if not force and not self._lease():
+                log.debug("retention: lease %r held by another process; skipping", LEASE)
+                return result | {"skipped": True}
+        except Exception as exc:
+            log.error("retention: cannot take the lease: %s", exc)
+            result["errors"].append(f"lease: {exc}")
+            return result
+        r = self.settings.retention
+        if r.archive is not None:
+            self._part(result, "archive", self._purge_archive, r.archive)
+        if r.dlq is not None:
+            self._part(result, "dlq", self._purge_dlq, r.dlq)
+        self._part(result, "prune", self._prune)
+        if result["archive_purged"] or result["dlq_purged"]:
+            log.info(
+                "retention: purged %d archived jobs and %d dead jobs in %d batches",
+                result["archive_purged"],
+                result["dlq_purged"],
+                result["batches"],
+            )
+        self.last_result = result
+        return result
+
+    def _lease(self) -> bool:
+        return self.store.try_lease(LEASE, self.holder, lease_ttl(self.settings.retention.interval))
+
+    def _renew(self, _done: int) -> None:
+        # Called after each committed batch: a long purge keeps the lease, so no second process joins it.
+        try:
+            self.store.try_lease(LEASE, self.holder, lease_ttl(self.settings.retention.interval))
+        except Exception as exc:  # the purge itself is fine; only the courtesy renewal failed
+            log.debug("retention: lease renewal failed: %s", exc)
+
+    def _part(self, result: dict[str, Any], name: str, fn: Any, *args: Any) -> None:
+        try:
+            fn(result, *args)
+        except Exception as exc:
+            result["errors"].append(f"{name}: {exc}")
+            log.error("retention %s failed; the next pass runs on schedule: %s", name, exc)
+
+    def _purge_archive(self, result: dict[str, Any], keep_s: float) -> None:
+        cutoff = self.store.now() - timedelta(seconds=keep_s)
+        done = self.store.purge_archive(cutoff, actor=ACTOR, progress=self._renew)
+        result["archive_purged"] += done.count
+        result["batches"] += done.batches
+
+    def _purge_dlq(self, result: dict[str, Any], keep_s: float) -> None:
+        cutoff = self.store.now() - timedelta(seconds=keep_s)
+        done = self.store.purge_dlq(actor=ACTOR, flt=DlqFilter(failed_to=cutoff), progress=self._renew)
+        result["dlq_purged"] += done.count
+        result["batches"] += done.batches
+
+    def _prune(self, result: dict[str, Any]) -> None:
+        r = self.settings.retention
+        self.store.prune(buckets_older_than_s=r.metric_buckets, events_older_than_s=r.events)
+        result["pruned"] = True
