@@ -158,8 +158,16 @@ ORDER BY name FOR UPDATE;
 
 -- name: fetch
 -- Claims up to :limit due pending jobs, priority first then due time, skipping rows other workers
--- hold; queues with max_workers get at most (max_workers - fetched - processing) of them.
-WITH capped AS (
+-- hold; queues with max_workers get at most (max_workers - fetched - processing) of them. Each source
+-- is read in index order and stops at :limit: any queue from ix_jobs_hot_fetch, named (:queues) and
+-- capped queues one by one from ix_jobs_hot_queue_fetch. (Filtering the any-queue scan by name walked
+-- every pending job of other queues: 160-620 ms per claim at a million pending jobs.)
+WITH named AS (
+    SELECT x.name FROM (SELECT DISTINCT jsonb_array_elements_text(CAST(:queues AS jsonb)) AS name) x
+    WHERE NOT EXISTS (SELECT 1 FROM queues q WHERE q.name = x.name
+                      AND (q.paused OR NOT q.active OR q.max_workers IS NOT NULL))
+),
+capped AS (
     SELECT q.name, greatest(q.max_workers - (SELECT count(*) FROM jobs_hot a
                                              WHERE a.queue = q.name AND a.status IN (1, 2)), 0) AS slots
     FROM queues q
@@ -168,13 +176,20 @@ WITH capped AS (
 ),
 free AS (
     SELECT h.id, h.priority, h.due_at FROM jobs_hot h
-    WHERE h.status = 0 AND h.due_at <= now()
-      AND (CAST(:queues AS jsonb) IS NULL OR h.queue IN (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb))))
+    WHERE CAST(:queues AS jsonb) IS NULL AND h.status = 0 AND h.due_at <= now()
       AND NOT EXISTS (SELECT 1 FROM queues q WHERE q.name = h.queue
                       AND (q.paused OR NOT q.active OR q.max_workers IS NOT NULL))
     ORDER BY h.priority DESC, h.due_at
     LIMIT CAST(:limit AS integer)
     FOR UPDATE OF h SKIP LOCKED
+),
+free_named AS (
+    SELECT p.id, p.priority, p.due_at FROM named n CROSS JOIN LATERAL (
+        SELECT h.id, h.priority, h.due_at FROM jobs_hot h
+        WHERE h.queue = n.name AND h.status = 0 AND h.due_at <= now()
+        ORDER BY h.priority DESC, h.due_at
+        LIMIT CAST(:limit AS integer)
+        FOR UPDATE OF h SKIP LOCKED) p
 ),
 limited AS (
     SELECT p.id, p.priority, p.due_at FROM capped c CROSS JOIN LATERAL (
@@ -185,7 +200,7 @@ limited AS (
         FOR UPDATE OF h SKIP LOCKED) p
 ),
 picked AS (
-    SELECT id FROM (SELECT * FROM free UNION ALL SELECT * FROM limited) u
+    SELECT id FROM (SELECT * FROM free UNION ALL SELECT * FROM free_named UNION ALL SELECT * FROM limited) u
     ORDER BY priority DESC, due_at LIMIT CAST(:limit AS integer)
 )
 UPDATE jobs_hot h SET status = 1, worker_id = CAST(:worker_id AS text), updated_at = now()

@@ -163,31 +163,46 @@ SELECT name FROM queues WHERE 0;
 
 -- name: fetch
 -- Claims up to :limit due pending jobs, priority first then due time; queues with max_workers get at
--- most (max_workers - fetched - processing) of them.
-WITH free AS (
-    SELECT h.id, h.priority, h.due_at FROM jobs_hot h
-    WHERE h.status = 0 AND h.due_at <= {{now}}
-      AND (:queues IS NULL OR h.queue IN (SELECT value FROM json_each(:queues)))
+-- most (max_workers - fetched - processing) of them. Each source is read in index order and stops at
+-- :limit: any queue from ix_jobs_hot_fetch; named queues (:queues) and capped queues one by one from
+-- ix_jobs_hot_queue_fetch (CROSS JOIN keeps the few queue names as the outer loop). Scanning all pending
+-- jobs for the few of a named or capped queue took up to 800 ms per claim at a million pending jobs.
+WITH named AS (SELECT DISTINCT value AS name FROM json_each(:queues)),
+free_any AS (
+    SELECT h.id, h.priority, h.due_at FROM jobs_hot h INDEXED BY ix_jobs_hot_fetch
+    WHERE :queues IS NULL AND h.status = 0 AND h.due_at <= {{now}}
       AND NOT EXISTS (SELECT 1 FROM queues q WHERE q.name = h.queue
                       AND (q.paused OR NOT q.active OR q.max_workers IS NOT NULL))
     ORDER BY h.priority DESC, h.due_at
     LIMIT :limit
+),
+free_named AS (
+    SELECT h.id, h.priority, h.due_at FROM named n CROSS JOIN jobs_hot h
+    WHERE NOT EXISTS (SELECT 1 FROM queues q WHERE q.name = n.name
+                      AND (q.paused OR NOT q.active OR q.max_workers IS NOT NULL))
+      AND h.id IN (SELECT x.id FROM jobs_hot x INDEXED BY ix_jobs_hot_queue_fetch
+                   WHERE x.queue = n.name AND x.status = 0 AND x.due_at <= {{now}}
+                   ORDER BY x.priority DESC, x.due_at LIMIT :limit)
 ),
 capped AS (
     SELECT q.name, q.max_workers - (SELECT count(*) FROM jobs_hot a WHERE a.queue = q.name AND a.status IN (1, 2))
            AS slots
     FROM queues q
     WHERE q.max_workers IS NOT NULL AND NOT q.paused AND q.active
-      AND (:queues IS NULL OR q.name IN (SELECT value FROM json_each(:queues)))
+      AND (:queues IS NULL OR q.name IN (SELECT name FROM named))
 ),
 ranked AS (
     SELECT h.id, h.priority, h.due_at, c.slots,
            row_number() OVER (PARTITION BY h.queue ORDER BY h.priority DESC, h.due_at) AS rn
-    FROM capped c JOIN jobs_hot h ON h.queue = c.name
-    WHERE c.slots > 0 AND h.status = 0 AND h.due_at <= {{now}}
+    FROM capped c CROSS JOIN jobs_hot h
+    WHERE c.slots > 0
+      AND h.id IN (SELECT x.id FROM jobs_hot x INDEXED BY ix_jobs_hot_queue_fetch
+                   WHERE x.queue = c.name AND x.status = 0 AND x.due_at <= {{now}}
+                   ORDER BY x.priority DESC, x.due_at LIMIT :limit)
 ),
 picked AS (
-    SELECT id FROM (SELECT id, priority, due_at FROM free
+    SELECT id FROM (SELECT id, priority, due_at FROM free_any
+                    UNION ALL SELECT id, priority, due_at FROM free_named
                     UNION ALL SELECT id, priority, due_at FROM ranked WHERE rn <= slots)
     ORDER BY priority DESC, due_at LIMIT :limit
 )
