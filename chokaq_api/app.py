@@ -1,0 +1,57 @@
+"""The application factory."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from threading import BoundedSemaphore
+from typing import Any
+
+from flask import Flask
+
+from chokaq_api import auth, errors
+from chokaq_api.config import DefaultConfig
+from chokaq_api.extensions import Api, Context
+from chokaq_api.resources import register_blueprints
+from chokaq_ops.engine.metrics import Metrics
+from chokaq_ops.settings import Settings, load_settings
+from chokaq_ops.storage import Store
+
+log = logging.getLogger("chokaq.api")
+
+
+def create_app(
+    settings: Settings | None = None,
+    *,
+    store: Store | None = None,
+    host: Any = None,
+    test_config: Mapping[str, Any] | None = None,
+) -> Flask:
+    """Build the API over `store` (else one opened from `settings`, else from the configuration).
+
+    `host` is an engine Host running in this process (`chokaq serve`): readiness then checks its worker
+    and /metrics shows its counters. Without one (gunicorn, tests) the app only serves the API.
+    """
+    settings = settings or load_settings()
+    app = Flask("chokaq_api", static_folder=None)
+    app.config.from_object(DefaultConfig)
+    app.config["MAX_CONTENT_LENGTH"] = settings.api.max_body_bytes
+    if test_config:
+        app.config.update(test_config)
+    owns_store = store is None
+    if store is None:
+        store = Store.from_settings(settings)
+    metrics = getattr(host, "metrics", None) or Metrics(store)
+    app.extensions["chokaq"] = Context(
+        settings=settings,
+        store=store,
+        host=host,
+        metrics=metrics,
+        owns_store=owns_store,
+        streams=BoundedSemaphore(settings.api.sse_max_streams),
+    )
+    errors.init_app(app)
+    auth.init_app(app)
+    api = Api(app)
+    register_blueprints(api)
+    return app

@@ -1,0 +1,17 @@
+"""One folder per resource, each with resources.py (Blueprint + MethodViews) and schemas.py."""
+
+from __future__ import annotations
+
+from chokaq_api.extensions import Api
+from chokaq_api.resources import archive, audit, dlq, events, health, jobs, queues, rescue, stats
+from chokaq_api.resources.events.schemas import EventSchema
+
+MODULES = (health, jobs, dlq, archive, queues, stats, rescue, events, audit)
+URL_PREFIX = "/api/v1"
+
+
+def register_blueprints(api: Api) -> None:
+    for module in MODULES:
+        api.register_blueprint(module.blp, url_prefix=URL_PREFIX + module.URL)
+    # The stream carries events as text; the schema documents the JSON in each `data:` line.
+    api.spec.components.schema("Event", schema=EventSchema)

@@ -1,0 +1,218 @@
+"""Dead-letter queue requests and responses."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import marshmallow as ma
+
+from chokaq_api import fields
+from chokaq_api.extensions import Schema
+from chokaq_api.resources.jobs.schemas import ORDERS, JobSchema
+from chokaq_ops import validation
+from chokaq_ops.models import DlqFilter
+from chokaq_ops.storage.read_ops import DLQ_SORTS
+
+PLAN_ID = ma.fields.String(
+    validate=ma.validate.Length(1, validation.MAX_ID),
+    metadata={"description": "Extension: a plan id recorded on every audit row (resumable bulk plans)."},
+)
+
+
+def _ids() -> ma.fields.List:
+    return ma.fields.List(
+        ma.fields.String(validate=ma.validate.Length(1, validation.MAX_ID)),
+        validate=ma.validate.Length(1, validation.MAX_BULK_IDS),
+        metadata={"description": f"At most {validation.MAX_BULK_IDS} ids; use a filter for more."},
+    )
+
+
+class DlqFilterSchema(Schema):
+    """Every given field narrows the match (AND); dates are inclusive."""
+
+    queue = ma.fields.String(validate=ma.validate.Length(1, validation.MAX_QUEUE))
+    type = ma.fields.String(validate=ma.validate.Length(1, validation.MAX_TYPE))
+    reason = fields.reason()
+    fingerprint = ma.fields.String(validate=ma.validate.Length(1, 64))
+    search = ma.fields.String(
+        validate=ma.validate.Length(1, validation.MAX_SEARCH),
+        metadata={"description": "Substring of id, type, tags or error details."},
+    )
+    tag = ma.fields.String(validate=ma.validate.Length(1, validation.MAX_TAGS))
+    failed_from = fields.UtcDateTime()
+    failed_to = fields.UtcDateTime()
+    created_from = fields.UtcDateTime()
+    created_to = fields.UtcDateTime()
+
+    @ma.post_load
+    def to_filter(self, data: dict[str, Any], **kwargs: Any) -> Any:
+        return DlqFilter(**data)
+
+
+class DlqListQuery(DlqFilterSchema):
+    sort = fields.choice(DLQ_SORTS, load_default="failed_at")
+    order = fields.choice(ORDERS, load_default="desc")
+
+    @ma.post_load
+    def to_filter(self, data: dict[str, Any], **kwargs: Any) -> Any:
+        sort, order = data.pop("sort"), data.pop("order")
+        return {"flt": DlqFilter(**data), "sort": sort, "descending": order == "desc"}
+
+
+class SummaryQuery(DlqFilterSchema):
+    top = ma.fields.Integer(
+        load_default=10, validate=ma.validate.Range(1, 100), metadata={"description": "Error groups to show"}
+    )
+
+    @ma.post_load
+    def to_filter(self, data: dict[str, Any], **kwargs: Any) -> Any:
+        top = data.pop("top")
+        return {"flt": DlqFilter(**data), "top": top}
+
+
+class SelectionSchema(Schema):
+    """`ids` or `filter`, not both."""
+
+    ids = _ids()
+    filter = ma.fields.Nested(DlqFilterSchema)
+
+    @ma.validates_schema
+    def ids_or_filter(self, data: dict[str, Any], **kwargs: Any) -> None:
+        if ("ids" in data) == ("filter" in data):
+            raise ma.ValidationError("give either ids or filter", "ids")
+
+
+class PreviewSchema(SelectionSchema):
+    sample = ma.fields.Integer(load_default=10, validate=ma.validate.Range(0, 100))
+
+    @ma.post_load
+    def to_call(self, data: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return {"ids": data.get("ids"), "flt": data.get("filter"), "sample": data["sample"]}
+
+
+class BulkSchema(SelectionSchema):
+    max_jobs = ma.fields.Integer(
+        validate=ma.validate.Range(min=1), metadata={"description": "Stop after this many jobs"}
+    )
+    plan_id = PLAN_ID
+
+    @ma.validates_schema
+    def narrow_filter(self, data: dict[str, Any], **kwargs: Any) -> None:
+        flt = data.get("filter")
+        if flt is not None and flt.is_empty():
+            # A bulk change of the whole DLQ must be asked for explicitly, e.g. {"failed_to": "<now>"}.
+            raise ma.ValidationError("filter must set at least one field", "filter")
+
+    @ma.post_load
+    def to_call(self, data: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return {
+            "ids": data.get("ids"),
+            "flt": data.get("filter"),
+            "max_jobs": data.get("max_jobs"),
+            "plan_id": data.get("plan_id"),
+        }
+
+
+class ResurrectedSchema(ma.Schema):
+    resurrected = ma.fields.Integer(required=True, metadata={"description": "Jobs moved back to hot"})
+    batches = ma.fields.Integer(
+        required=True, metadata={"description": "Committed transactions (≤ 1000 each)"}
+    )
+
+
+class PurgedSchema(ma.Schema):
+    purged = ma.fields.Integer(required=True, metadata={"description": "Rows deleted"})
+    batches = ma.fields.Integer(required=True, metadata={"description": "Committed transactions"})
+
+
+class PreviewResultSchema(ma.Schema):
+    matched = ma.fields.Integer(required=True)
+    sample_ids = ma.fields.List(ma.fields.String(), required=True)
+    by_reason = ma.fields.Dict(keys=ma.fields.String(), values=ma.fields.Integer(), required=True)
+    by_queue = ma.fields.Dict(keys=ma.fields.String(), values=ma.fields.Integer(), required=True)
+    by_type = ma.fields.Dict(keys=ma.fields.String(), values=ma.fields.Integer(), required=True)
+
+
+class BreakdownSchema(ma.Schema):
+    value = ma.fields.String(required=True)
+    count = ma.fields.Integer(required=True)
+    first_failed_at = fields.UtcDateTime(allow_none=True)
+    last_failed_at = fields.UtcDateTime(allow_none=True)
+
+
+class ErrorGroupSchema(ma.Schema):
+    fingerprint = ma.fields.String(allow_none=True)
+    failure_reason = ma.fields.String(required=True)
+    exception_type = ma.fields.String(allow_none=True)
+    template = ma.fields.String(allow_none=True, metadata={"description": "Normalised error message"})
+    frame = ma.fields.String(allow_none=True, metadata={"description": "Top stack frame"})
+    count = ma.fields.Integer(required=True)
+    first_seen = fields.UtcDateTime(allow_none=True)
+    last_seen = fields.UtcDateTime(allow_none=True)
+    example_id = ma.fields.String(allow_none=True)
+    example_queue = ma.fields.String(allow_none=True)
+    example_type = ma.fields.String(allow_none=True)
+
+
+class SummarySchema(ma.Schema):
+    total = ma.fields.Integer(required=True)
+    by_reason = ma.fields.List(ma.fields.Nested(BreakdownSchema), required=True)
+    by_queue = ma.fields.List(ma.fields.Nested(BreakdownSchema), required=True)
+    by_type = ma.fields.List(ma.fields.Nested(BreakdownSchema), required=True)
+    top_errors = ma.fields.List(
+        ma.fields.Nested(ErrorGroupSchema),
+        required=True,
+        metadata={"description": "Largest error groups over the newest 5000 matching dead jobs"},
+    )
+
+
+def _seconds(later: datetime | None, earlier: datetime | None) -> float | None:
+    if later is None or earlier is None:
+        return None
+    return round((later - earlier).total_seconds(), 3)
+
+
+class DeadJobSchema(JobSchema):
+    """A dead job with the evidence an operator needs to judge it (for zombies especially)."""
+
+    runtime_seconds = ma.fields.Method(
+        "runtime",
+        allow_none=True,
+        metadata={
+            "type": "number",
+            "description": "Handler run time: duration_ms, else failed_at - started_at",
+        },
+    )
+    heartbeat_age_seconds = ma.fields.Method(
+        "heartbeat_age",
+        allow_none=True,
+        metadata={"type": "number", "description": "failed_at - heartbeat_at: how long the job was silent"},
+    )
+
+    def runtime(self, row: dict[str, Any]) -> float | None:
+        if row.get("duration_ms") is not None:
+            return round(row["duration_ms"] / 1000, 3)
+        return _seconds(row.get("failed_at"), row.get("started_at"))
+
+    def heartbeat_age(self, row: dict[str, Any]) -> float | None:
+        return _seconds(row.get("failed_at"), row.get("heartbeat_at"))
+
+
+class EditDeadSchema(Schema):
+    payload = fields.Payload(metadata={"description": "New payload; must be valid JSON."})
+    tags = ma.fields.String(validate=ma.validate.Length(0, validation.MAX_TAGS))
+
+    @ma.validates_schema
+    def something(self, data: dict[str, Any], **kwargs: Any) -> None:
+        if not data:
+            raise ma.ValidationError("give payload or tags", "payload")
+
+
+class ResurrectOneSchema(Schema):
+    payload = fields.Payload(metadata={"description": "Replacement payload; must be valid JSON."})
+    tags = ma.fields.String(validate=ma.validate.Length(0, validation.MAX_TAGS))
+    priority = ma.fields.Integer(
+        validate=ma.validate.Range(validation.MIN_PRIORITY, validation.MAX_PRIORITY),
+        metadata={"description": "Default 10"},
+    )

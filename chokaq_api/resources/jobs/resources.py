@@ -1,0 +1,83 @@
+"""Hot jobs: enqueue, list, any job by id, edit while pending, bulk cancel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask.views import MethodView
+
+from chokaq_api.auth import actor
+from chokaq_api.extensions import Blueprint, store
+from chokaq_api.resources.jobs.schemas import (
+    CancelResultSchema,
+    CancelSchema,
+    EditJobSchema,
+    EnqueueSchema,
+    JobListQuery,
+    JobSchema,
+)
+from chokaq_ops import errors
+from chokaq_ops.models import NewJob
+
+URL = "/jobs"
+blp = Blueprint("jobs", __name__, description="Enqueue jobs, find any job by id, edit and cancel hot jobs.")
+
+
+def submit(job: NewJob) -> tuple[dict[str, Any], int]:
+    """Enqueue one job as the token's name: 201 new, 200 an active duplicate of its idempotency key."""
+    who = actor()
+    result = store().enqueue([NewJob(**{**job.__dict__, "created_by": who.name})])[0]
+    if result.status == "conflict":
+        raise errors.Conflict(f"a job with id {result.id} exists already", field="id")
+    if result.created:
+        store().audit(who, "enqueue", job_id=result.id)
+    return store().get_job(result.id), 201 if result.created else 200
+
+
+@blp.route("")
+class Jobs(MethodView):
+    @blp.arguments(JobListQuery, location="query")
+    @blp.response(200, JobSchema(many=True))
+    @blp.paginate()
+    def get(self, args: dict[str, Any], pagination_parameters: Any) -> Any:
+        """List hot jobs (pending, fetched, processing)"""
+        page = store().list_hot(
+            **args, page=pagination_parameters.page, page_size=pagination_parameters.page_size
+        )
+        pagination_parameters.item_count = page.total
+        return page.items
+
+    @blp.arguments(EnqueueSchema)
+    @blp.response(201, JobSchema, description="The new job.")
+    @blp.alt_response(200, schema=JobSchema, description="An active job already holds the idempotency key.")
+    @blp.alt_response(409, response="CONFLICT", description="The id is used by another job.")
+    def post(self, job: NewJob) -> Any:
+        """Enqueue a job"""
+        return submit(job)
+
+
+@blp.route("/cancel")
+class Cancel(MethodView):
+    @blp.arguments(CancelSchema)
+    @blp.response(200, CancelResultSchema)
+    def post(self, body: dict[str, Any]) -> Any:
+        """Cancel pending or fetched jobs (they move to the DLQ as Cancelled); running ones are skipped"""
+        cancelled, skipped = store().cancel_many(body["ids"], actor=actor(body.get("plan_id")))
+        return {"cancelled": cancelled, "skipped": skipped}
+
+
+@blp.route("/<job_id>")
+class JobById(MethodView):
+    @blp.response(200, JobSchema)
+    @blp.alt_response(404, response="NOT_FOUND")
+    def get(self, job_id: str) -> Any:
+        """Get any job by id: hot, archive or DLQ (see `location`)"""
+        return store().get_job(job_id)
+
+    @blp.arguments(EditJobSchema)
+    @blp.response(200, JobSchema)
+    @blp.alt_response(404, response="NOT_FOUND")
+    @blp.alt_response(409, response="CONFLICT", description="The job is not pending.")
+    def patch(self, body: dict[str, Any], job_id: str) -> Any:
+        """Edit a pending job's payload, tags or priority"""
+        return store().edit_pending(job_id, actor=actor(), **body)

@@ -1,0 +1,156 @@
+"""`chokaq serve`: the REST API on waitress plus the engine (worker, rescue sweep, retention) in one process.
+
+On SQLite (the embedded default `sqlite:///./chokaq.db`) the schema is created or upgraded at start, so
+`pip install chokaq && chokaq serve` works. On PostgreSQL the schema must be current (`chokaq migrate`),
+because several processes share that database and an upgrade should be a deliberate step; `--migrate`
+runs it at start instead. SIGTERM or SIGINT stop the server, then the engine (running handlers get
+Worker.ShutdownGracePeriod to finish).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+from typing import Any
+
+from chokaq_ops.cli import common
+from chokaq_ops.settings import Settings
+from chokaq_ops.storage import Store
+from chokaq_ops.storage.migrate import migrate, require_current
+
+log = logging.getLogger("chokaq.serve")
+
+
+class _Stop(Exception):
+    """Raised in the main thread by SIGTERM/SIGINT to leave the server loop."""
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="serve the REST API and run a worker, the rescue sweep and retention",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    common.add_common(p)
+    p.add_argument("--host", help="interface to listen on (default Api.Host, 127.0.0.1)")
+    p.add_argument("--port", type=int, help="port (default Api.Port, 8080; 0 picks a free one)")
+    p.add_argument("--threads", type=int, help="HTTP worker threads (default Api.Threads, 8)")
+    p.add_argument("--handlers", help="comma-separated modules holding @job handlers (Worker.Handlers)")
+    p.add_argument(
+        "--concurrency", type=int, help="handler threads of the hosted worker (Worker.Concurrency)"
+    )
+    p.add_argument("--no-worker", action="store_true", help="do not run a worker in this process")
+    p.add_argument("--no-rescue", action="store_true", help="do not run the rescue sweep in this process")
+    p.add_argument("--no-retention", action="store_true", help="do not run retention in this process")
+    p.add_argument("--migrate", action="store_true", help="create or upgrade the schema first (PostgreSQL)")
+    p.set_defaults(handler=run)
+
+
+def settings_for(args: argparse.Namespace) -> Settings:
+    settings = common.settings_from(
+        args,
+        {
+            "api.host": args.host,
+            "api.port": args.port,
+            "api.threads": args.threads,
+            "worker.handlers": args.handlers,
+            "worker.concurrency": args.concurrency,
+        },
+    )
+    # Each open event stream holds a server thread: always leave threads for ordinary requests.
+    streams = max(1, min(settings.api.sse_max_streams, settings.api.threads - 2))
+    if streams != settings.api.sse_max_streams:
+        settings = settings.with_overrides({"api.sse_max_streams": streams})
+    return settings
+
+
+def ensure_schema(store: Store, *, migrate_requested: bool) -> None:
+    """SQLite: migrate (the embedded default must work out of the box). PostgreSQL: require a current
+    schema unless asked to migrate (an upgrade of a shared database is an operator's decision)."""
+    if store.dialect.name == "sqlite" or migrate_requested:
+        result = migrate(store)
+        if result.applied:
+            log.info("schema at version %d (applied %s)", result.version, result.applied)
+        return
+    require_current(store)
+
+
+def run(args: argparse.Namespace) -> int:
+    from waitress import create_server
+
+    from chokaq_api import create_app
+
+    settings = settings_for(args)
+    api_store = Store.from_settings(settings)
+    host = None
+    try:
+        ensure_schema(api_store, migrate_requested=args.migrate)
+        host = start_engine(settings, args)
+        app = create_app(settings, store=api_store, host=host)
+        server = create_server(
+            app,
+            host=settings.api.host,
+            port=settings.api.port,
+            threads=settings.api.threads,
+            ident="chokaq",
+            # Bodies over Api.MaxBodyBytes get our 413 from Flask; waitress only refuses (with its own plain
+            # 413) bodies so large that buffering them would be a problem in itself.
+            max_request_body_size=2 * settings.api.max_body_bytes + 1_000_000,
+            clear_untrusted_proxy_headers=True,
+        )
+        where = f"http://{server.effective_host}:{server.effective_port}"  # type: ignore[union-attr]
+        parts = ", ".join(name for name, on in _engine_parts(args) if on) or "no engine"
+        print(f"chokaq: serving {where}/api/v1 on {api_store.dialect.redacted_url()} ({parts})", flush=True)
+        _install_signals()
+        try:
+            server.run()
+        except (_Stop, KeyboardInterrupt):
+            log.info("stopping")
+        finally:
+            server.close()
+            server.task_dispatcher.shutdown(timeout=5)  # type: ignore[union-attr]
+    finally:
+        if host is not None:
+            host.shutdown()
+        api_store.close()
+    return 0
+
+
+def _engine_parts(args: argparse.Namespace) -> list[tuple[str, bool]]:
+    return [
+        ("worker", not args.no_worker),
+        ("rescue", not args.no_rescue),
+        ("retention", not args.no_retention),
+    ]
+
+
+def start_engine(settings: Settings, args: argparse.Namespace) -> Any:
+    """The engine Host on its own store (its pool must not starve the API's), started in the background."""
+    if not any(on for _, on in _engine_parts(args)):
+        return None
+    from chokaq_ops.engine.hosting import Host
+
+    store = Store.from_settings(settings)
+    host = Host(
+        settings,
+        store,
+        run_worker=not args.no_worker,
+        run_rescue=not args.no_rescue,
+        run_retention=not args.no_retention,
+    )
+    try:
+        host.start()
+    except BaseException:
+        store.close()
+        raise
+    return host
+
+
+def _install_signals() -> None:
+    def stop(signum: int, frame: Any) -> None:
+        raise _Stop(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)

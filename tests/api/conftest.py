@@ -1,0 +1,119 @@
+"""Fixtures for the API tests: an app over the `store` fixture (SQLite and PostgreSQL), one token per
+role, and a client that speaks /api/v1 with a chosen role."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from chokaq_api import create_app
+from chokaq_ops.models import Actor, NewJob
+from chokaq_ops.settings import Settings
+from chokaq_ops.storage import Store
+
+PREFIX = "/api/v1"
+ROLES = ("reader", "operator", "admin")
+
+# Short stream timings so SSE tests end quickly.
+TEST_SETTINGS = {
+    "api.sse_keepalive": 0.2,
+    "api.sse_poll_interval": 0.05,
+    "api.sse_max_duration": 0.6,
+    "api.max_body_bytes": 200_000,
+}
+
+
+class ApiClient:
+    """The Flask test client with the /api/v1 prefix and a bearer token per role."""
+
+    def __init__(self, app: Any, tokens: dict[str, str]) -> None:
+        self.app = app
+        self.raw = app.test_client()
+        self.tokens = tokens
+
+    def request(
+        self, method: str, path: str, *, role: str | None = "admin", token: str | None = None, **kw: Any
+    ) -> Any:
+        headers = dict(kw.pop("headers", {}) or {})
+        token = token if token is not None else (self.tokens[role] if role else None)
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        return self.raw.open(PREFIX + path, method=method, headers=headers, **kw)
+
+    def get(self, path: str, **kw: Any) -> Any:
+        return self.request("GET", path, **kw)
+
+    def post(self, path: str, **kw: Any) -> Any:
+        return self.request("POST", path, **kw)
+
+    def patch(self, path: str, **kw: Any) -> Any:
+        return self.request("PATCH", path, **kw)
+
+
+@pytest.fixture
+def settings(db_url: str) -> Settings:
+    return Settings().with_overrides({"storage.url": db_url, **TEST_SETTINGS})
+
+
+@pytest.fixture
+def app(store: Store, settings: Settings) -> Any:
+    return create_app(settings, store=store)
+
+
+@pytest.fixture
+def tokens(store: Store) -> dict[str, str]:
+    return {role: store.create_token(role, role, actor=Actor("test-setup")) for role in ROLES}
+
+
+@pytest.fixture
+def client(app: Any, tokens: dict[str, str]) -> Iterator[ApiClient]:
+    yield ApiClient(app, tokens)
+
+
+def enqueue(store: Store, n: int = 1, **kw: Any) -> list[str]:
+    jobs = [
+        NewJob(type=kw.get("type", "email.send.v1"), **{k: v for k, v in kw.items() if k != "type"})
+        for _ in range(n)
+    ]
+    return [r.id for r in store.enqueue(jobs)]
+
+
+def pagination(response: Any) -> dict[str, Any]:
+    return json.loads(response.headers["X-Pagination"])
+
+
+WORKER = "test-worker-1"
+
+
+def to_dlq(
+    store: Store,
+    n: int = 1,
+    *,
+    reason: Any = None,
+    error: str = "ValueError: boom",
+    queue: str = "default",
+    **kw: Any,
+) -> list[str]:
+    """Enqueue n jobs in `queue` and kill them through the worker path (fetch, run, move to the DLQ)."""
+    from chokaq_ops.fingerprint import fingerprint_text
+    from chokaq_ops.models import FailureReason
+    from chokaq_ops.storage import Dead
+
+    ids = enqueue(store, n, queue=queue, **kw)
+    fetched = store.fetch(WORKER, n, queues=[queue])
+    assert sorted(r["id"] for r in fetched) == sorted(ids), "the queue held other due jobs"
+    store.mark_processing(WORKER, ids)
+    fp = fingerprint_text(error).id
+    store.move_to_dlq(WORKER, [Dead(i, reason or FailureReason.Fatal, error, fingerprint=fp) for i in ids])
+    return ids
+
+
+def to_archive(store: Store, n: int = 1, *, queue: str = "default", **kw: Any) -> list[str]:
+    ids = enqueue(store, n, queue=queue, **kw)
+    store.fetch(WORKER, n, queues=[queue])
+    store.mark_processing(WORKER, ids)
+    store.archive_succeeded(WORKER, [(i, 12.5) for i in ids])
+    return ids

@@ -1,0 +1,83 @@
+"""Probes and metrics through the Flask test client."""
+
+from __future__ import annotations
+
+import time
+
+from chokaq_api import create_app
+from chokaq_ops.settings import Settings
+from chokaq_ops.storage import Store
+from tests.api.conftest import ApiClient, enqueue
+
+
+def test_liveness_and_readiness_are_open_and_detailed(client):
+    assert client.get("/health/live", role=None).json == {"status": "ok"}
+    r = client.get("/health/ready", role=None)
+    assert r.status_code == 200 and r.json["status"] == "ok"
+    checks = r.json["checks"]
+    assert {name: c["status"] for name, c in checks.items()} == {
+        "storage": "ok",
+        "schema": "ok",
+        "worker": "skipped",
+        "queue_lag": "ok",
+    }
+
+
+def test_readiness_degrades_then_fails_on_queue_lag(store, settings, tokens):
+    enqueue(store, 1, queue="slow")
+    time.sleep(0.06)
+    degraded = settings.with_overrides(
+        {"health.queue_lag_degraded": 0.05, "health.queue_lag_unhealthy": 3600}
+    )
+    r = ApiClient(create_app(degraded, store=store), tokens).get("/health/ready", role=None)
+    assert r.status_code == 200 and r.json["status"] == "degraded"
+    assert r.json["checks"]["queue_lag"]["data"]["worst_queue"] == "slow"
+    failing = settings.with_overrides({"health.queue_lag_degraded": 0.01, "health.queue_lag_unhealthy": 0.05})
+    r = ApiClient(create_app(failing, store=store), tokens).get("/health/ready", role=None)
+    assert r.status_code == 503
+    assert r.json["code"] == 503 and r.json["status"] == "Service Unavailable"
+    assert list(r.json["errors"]["checks"]) == ["queue_lag"] and "slow" in r.json["message"] + str(r.json)
+    store.set_queue("slow", actor=_actor(), paused=True)  # a paused queue is allowed to wait
+    r = ApiClient(create_app(failing, store=store), tokens).get("/health/ready", role=None)
+    assert r.status_code == 200
+
+
+def _actor():
+    from chokaq_ops.models import Actor
+
+    return Actor("test")
+
+
+def test_readiness_fails_on_an_unmigrated_schema(tmp_path):
+    url = f"sqlite:///{tmp_path / 'empty.db'}"
+    with Store(url, pool_size=1) as empty:
+        app = create_app(Settings().with_overrides({"storage.url": url}), store=empty)
+        r = app.test_client().get("/api/v1/health/ready")
+    assert r.status_code == 503
+    assert r.json["checks"]["storage"]["status"] == "ok"
+    assert (
+        r.json["checks"]["schema"]["status"] == "unhealthy"
+        and "chokaq migrate" in r.json["checks"]["schema"]["detail"]
+    )
+
+
+def test_readiness_fails_when_the_database_is_unreachable(tmp_path):
+    url = f"sqlite:///{tmp_path}"  # a directory: every connection attempt fails
+    with Store(url, pool_size=1, max_transient_retries=0) as gone:
+        app = create_app(Settings().with_overrides({"storage.url": url}), store=gone)
+        r = app.test_client().get("/api/v1/health/ready")
+        assert app.test_client().get("/api/v1/health/live").status_code == 200
+    assert r.status_code == 503 and r.json["checks"]["storage"]["status"] == "unhealthy"
+    assert r.json["message"].startswith("not ready: storage")
+
+
+def test_metrics_need_a_reader_unless_configured_open(client, store, settings, tokens):
+    enqueue(store, 2, queue="mail")
+    assert client.get("/metrics", role=None).status_code == 401
+    r = client.get("/metrics", role="reader")
+    assert r.status_code == 200 and r.mimetype == "text/plain"
+    text = r.get_data(as_text=True)
+    assert 'chokaq_queue_jobs{queue="mail",status="pending"} 2.0' in text
+    assert "chokaq_storage_up 1.0" in text
+    open_app = create_app(settings.with_overrides({"api.metrics_open": True}), store=store)
+    assert open_app.test_client().get("/api/v1/metrics").status_code == 200
