@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from chokaq_ops.storage.plan_ops import PlanOps
 from chokaq_ops.storage.read_ops import ReadOps
 from chokaq_ops.storage.worker_ops import WorkerOps
 
@@ -11,8 +12,8 @@ if TYPE_CHECKING:
     from chokaq_ops.settings import Settings
 
 
-class Store(ReadOps, WorkerOps):
-    """Producer, worker, rescue, operator and read operations; safe to share between threads."""
+class Store(ReadOps, WorkerOps, PlanOps):
+    """Producer, worker, rescue, operator, read and bulk-plan operations; safe to share between threads."""
 
     @classmethod
     def from_settings(cls, settings: Settings, url: str | None = None) -> Store:

@@ -631,3 +631,200 @@ UPDATE api_tokens SET revoked_at = {{now}} WHERE name = :name AND revoked_at IS 
 -- name: audit_one
 INSERT INTO audit_log (actor, action, job_id, plan_id, count, details)
 VALUES (:actor, :action, :job_id, :plan_id, :count, :details);
+
+-- ---------------------------------------------------------------- analysis frames (chokaq_ops.analysis.frames)
+-- One keyset page of rows for a DataFrame: the rows after (:after_at, :after_id) in (time, id) order. The
+-- sqlite3 module builds rows in C, so plain rows are fast here (PostgreSQL sends CSV text instead). Every
+-- *_light variant leaves out payload and error details, which are most of a row's bytes.
+
+-- fragment: frame_common
+p.id, p.queue, p.type, p.tags, p.priority, p.attempt_count, p.worker_id, p.idempotency_key, p.created_at,
+p.started_at, p.created_by, p.last_modified_by
+
+-- fragment: frame_dlq_light
+{{frame_common}}, p.failure_reason, p.fingerprint, p.heartbeat_at, p.failed_at, p.duration_ms
+
+-- fragment: dlq_page
+FROM jobs_dlq p WHERE p.id IN (
+    SELECT d.id FROM jobs_dlq d
+    WHERE {{dlq_where}} AND (d.failed_at, d.id) > (coalesce(:after_at, ''), coalesce(:after_id, ''))
+    ORDER BY d.failed_at, d.id LIMIT :limit)
+ORDER BY p.failed_at, p.id
+
+-- name: frame_dlq
+SELECT {{frame_dlq_light}}, p.payload, p.error_details {{dlq_page}};
+
+-- name: frame_dlq_light
+SELECT {{frame_dlq_light}} {{dlq_page}};
+
+-- fragment: archive_page
+FROM jobs_archive p WHERE p.id IN (
+    SELECT a.id FROM jobs_archive a
+    WHERE {{archive_where}} AND (a.finished_at, a.id) > (coalesce(:after_at, ''), coalesce(:after_id, ''))
+    ORDER BY a.finished_at, a.id LIMIT :limit)
+ORDER BY p.finished_at, p.id
+
+-- name: frame_archive
+SELECT {{frame_common}}, p.finished_at, p.duration_ms, p.payload {{archive_page}};
+
+-- name: frame_archive_light
+SELECT {{frame_common}}, p.finished_at, p.duration_ms {{archive_page}};
+
+-- fragment: hot_page
+FROM jobs_hot p WHERE p.id IN (
+    SELECT h.id FROM jobs_hot h
+    WHERE {{hot_where}} AND (h.created_at, h.id) > (coalesce(:after_at, ''), coalesce(:after_id, ''))
+    ORDER BY h.created_at, h.id LIMIT :limit)
+ORDER BY p.created_at, p.id
+
+-- name: frame_hot
+-- Hot jobs carry the error of their last failed attempt (a retry waiting) as error_details.
+SELECT {{frame_common}}, p.status, p.heartbeat_at, p.scheduled_at, p.payload, p.last_error AS error_details
+{{hot_page}};
+
+-- name: frame_hot_light
+SELECT {{frame_common}}, p.status, p.heartbeat_at, p.scheduled_at {{hot_page}};
+
+-- ---------------------------------------------------------------- plans (chokaq_ops.storage.plan_ops)
+
+-- name: plan_create
+INSERT INTO plans (id, action, actor, chunk_size, details) VALUES (:id, :action, :actor, :chunk_size, :details);
+
+-- fragment: plan_insert_found
+INSERT INTO plan_items (plan_id, job_id, chunk, ord, payload, tags, priority)
+SELECT :plan_id, f.id, (:base + f.n - 1) / :chunk_size, :base + f.n - 1, f.payload, f.tags, f.priority
+FROM found f WHERE true ON CONFLICT DO NOTHING
+
+-- fragment: plan_found_ids
+SELECT json_extract(j.value, '$.id') AS id, json_extract(j.value, '$.payload') AS payload,
+       json_extract(j.value, '$.tags') AS tags, json_extract(j.value, '$.priority') AS priority,
+       row_number() OVER (ORDER BY json_extract(j.value, '$.ord')) AS n
+FROM json_each(:items) j
+
+-- name: plan_add_dlq_ids
+-- Freezes the given ids that are in the DLQ now, in the given order, as items :base.. of a plan (with
+-- the per-job payload/tags/priority a resurrect plan replaces).
+WITH found AS ({{plan_found_ids}} JOIN jobs_dlq d ON d.id = json_extract(j.value, '$.id'))
+{{plan_insert_found}};
+SELECT changes() AS n;
+
+-- name: plan_add_hot_ids
+-- Freezes the given ids that are hot jobs now (a cancel plan; running ones are skipped when it executes).
+WITH found AS ({{plan_found_ids}} JOIN jobs_hot h ON h.id = json_extract(j.value, '$.id'))
+{{plan_insert_found}};
+SELECT changes() AS n;
+
+-- name: plan_add_dlq_filter
+-- Freezes every dead job matching a filter (newest failure first, at most :limit) in one statement.
+WITH found AS (
+    SELECT d.id, NULL AS payload, NULL AS tags, NULL AS priority,
+           row_number() OVER (ORDER BY d.failed_at DESC, d.id) AS n
+    FROM jobs_dlq d WHERE {{dlq_where}}
+    ORDER BY d.failed_at DESC, d.id LIMIT :limit
+)
+{{plan_insert_found}};
+SELECT changes() AS n;
+
+-- name: plan_add_hot_filter
+-- Freezes the pending and fetched hot jobs matching a filter (oldest first, at most :limit).
+WITH found AS (
+    SELECT h.id, NULL AS payload, NULL AS tags, NULL AS priority,
+           row_number() OVER (ORDER BY h.created_at, h.id) AS n
+    FROM jobs_hot h WHERE {{hot_where}} AND h.status IN (0, 1)
+    ORDER BY h.created_at, h.id LIMIT :limit
+)
+{{plan_insert_found}};
+SELECT changes() AS n;
+
+-- name: plan_breakdown_dlq
+SELECT 'reason' AS dimension, CAST(d.failure_reason AS TEXT) AS value, count(*) AS n
+FROM plan_items i JOIN jobs_dlq d ON d.id = i.job_id WHERE i.plan_id = :plan_id GROUP BY d.failure_reason
+UNION ALL
+SELECT 'queue', d.queue, count(*)
+FROM plan_items i JOIN jobs_dlq d ON d.id = i.job_id WHERE i.plan_id = :plan_id GROUP BY d.queue
+UNION ALL
+SELECT 'type', d.type, count(*)
+FROM plan_items i JOIN jobs_dlq d ON d.id = i.job_id WHERE i.plan_id = :plan_id GROUP BY d.type;
+
+-- name: plan_breakdown_hot
+SELECT 'status' AS dimension, CAST(h.status AS TEXT) AS value, count(*) AS n
+FROM plan_items i JOIN jobs_hot h ON h.id = i.job_id WHERE i.plan_id = :plan_id GROUP BY h.status
+UNION ALL
+SELECT 'queue', h.queue, count(*)
+FROM plan_items i JOIN jobs_hot h ON h.id = i.job_id WHERE i.plan_id = :plan_id GROUP BY h.queue
+UNION ALL
+SELECT 'type', h.type, count(*)
+FROM plan_items i JOIN jobs_hot h ON h.id = i.job_id WHERE i.plan_id = :plan_id GROUP BY h.type;
+
+-- name: plan_sample_dlq
+SELECT d.id, d.queue, d.type, d.failure_reason, d.attempt_count, d.failed_at, d.fingerprint, d.error_details,
+       i.payload AS new_payload, i.tags AS new_tags, i.priority AS new_priority
+FROM plan_items i JOIN jobs_dlq d ON d.id = i.job_id
+WHERE i.plan_id = :plan_id ORDER BY i.ord LIMIT :limit;
+
+-- name: plan_sample_hot
+SELECT h.id, h.queue, h.type, h.status, h.attempt_count, h.created_at, h.scheduled_at
+FROM plan_items i JOIN jobs_hot h ON h.id = i.job_id
+WHERE i.plan_id = :plan_id ORDER BY i.ord LIMIT :limit;
+
+-- name: plan_seal
+-- Totals of a freshly frozen plan and its preview (breakdown and sample, JSON).
+UPDATE plans SET total = (SELECT count(*) FROM plan_items WHERE plan_id = :plan_id),
+                 chunks = (SELECT coalesce(max(chunk) + 1, 0) FROM plan_items WHERE plan_id = :plan_id),
+                 details = :details, updated_at = {{now}}
+WHERE id = :plan_id
+RETURNING *;
+
+-- name: plan_get
+SELECT * FROM plans WHERE id = :id;
+
+-- name: plan_lock
+-- BEGIN IMMEDIATE already serialises executors; this only reads the plan.
+SELECT * FROM plans WHERE id = :id;
+
+-- name: plan_list
+SELECT * FROM plans
+WHERE (:state IS NULL OR state = :state) AND (:action IS NULL OR action = :action)
+ORDER BY created_at DESC, id DESC LIMIT :limit OFFSET :offset;
+
+-- name: plan_count
+SELECT count(*) AS n FROM plans WHERE (:state IS NULL OR state = :state) AND (:action IS NULL OR action = :action);
+
+-- name: plan_claim_chunk
+-- Claims the lowest unfinished chunk: its items are stamped done in the transaction that then moves the
+-- jobs, so a crash rolls both back and a resumed plan never touches a job twice.
+UPDATE plan_items SET done_at = {{now}}
+WHERE plan_id = :plan_id AND done_at IS NULL
+  AND chunk = (SELECT min(chunk) FROM plan_items WHERE plan_id = :plan_id AND done_at IS NULL)
+RETURNING job_id, chunk, ord, payload, tags, priority;
+
+-- name: plan_chunk_done
+-- Records which claimed items were acted on (the ids in :moved) and which were skipped (no longer where
+-- the plan found them), and advances the plan's counters and state.
+UPDATE plan_items
+SET outcome = CASE WHEN job_id IN (SELECT value FROM json_each(:moved)) THEN 'done' ELSE 'skipped' END
+WHERE plan_id = :plan_id AND chunk = :chunk;
+UPDATE plans
+SET done = done + (SELECT count(*) FROM plan_items WHERE plan_id = :plan_id AND chunk = :chunk AND outcome = 'done'),
+    skipped = skipped + (SELECT count(*) FROM plan_items
+                         WHERE plan_id = :plan_id AND chunk = :chunk AND outcome = 'skipped'),
+    chunks_done = chunks_done + 1, updated_at = {{now}},
+    state = CASE WHEN chunks_done + 1 >= chunks THEN 'done' ELSE 'running' END,
+    finished_at = CASE WHEN chunks_done + 1 >= chunks THEN {{now}} END
+WHERE id = :plan_id
+RETURNING *;
+
+-- name: plan_finish
+-- A plan with nothing left to claim is done (an empty plan, or chunks finished by another executor).
+UPDATE plans SET state = 'done', updated_at = {{now}}, finished_at = coalesce(finished_at, {{now}})
+WHERE id = :plan_id AND state IN ('ready', 'running')
+  AND NOT EXISTS (SELECT 1 FROM plan_items WHERE plan_id = :plan_id AND done_at IS NULL)
+RETURNING *;
+
+-- name: plan_discard
+UPDATE plans SET state = 'discarded', updated_at = {{now}} WHERE id = :id AND state IN ('ready', 'running')
+RETURNING *;
+
+-- name: plan_items
+SELECT job_id, chunk, ord, done_at, outcome, payload, tags, priority FROM plan_items
+WHERE plan_id = :plan_id ORDER BY ord LIMIT :limit OFFSET :offset;

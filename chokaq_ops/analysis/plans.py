@@ -1,0 +1,270 @@
+"""Plan: a reviewed bulk decision (resurrect / purge / cancel) over a frozen set of jobs.
+
+    plan = client.plan_resurrect(zombies)      # frozen now; nothing has moved (a dry run)
+    plan                                        # counts by reason, queue, type and a sample
+    plan.execute()                              # chunks of 1000, a progress bar, audit rows with plan.id
+    client.plan(plan_id).execute()              # after an interruption: resumes, never touches a job twice
+
+The plan lives in the database (tables `plans` and `plan_items`), so it survives the process that made
+it: a notebook kernel that died mid-plan, or a scheduled script that was killed.
+"""
+
+from __future__ import annotations
+
+import html
+import sys
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Protocol
+
+import pandas as pd
+
+from chokaq_ops.analysis import columns as C
+
+SAMPLE_COLUMNS = ("id", "queue", "type", "failure_reason", "status", "attempt_count", "failed_at", "error")
+
+
+class PlanBackend(Protocol):
+    """What a client provides to a plan (DbClient and HttpClient both do)."""
+
+    def _plan_get(self, plan_id: str) -> dict[str, Any]: ...
+
+    def _plan_chunk(self, plan_id: str) -> tuple[dict[str, Any], dict[str, Any] | None]: ...
+
+    def _plan_items(self, plan_id: str) -> list[dict[str, Any]]: ...
+
+    def _plan_discard(self, plan_id: str) -> dict[str, Any]: ...
+
+    def audit(self, **filters: Any) -> pd.DataFrame: ...
+
+
+def interactive() -> bool:
+    """True on a terminal or in a Jupyter kernel: where a progress bar is read by someone."""
+    if "ipykernel" in sys.modules:
+        try:
+            from IPython import get_ipython
+
+            shell = get_ipython()
+        except ImportError:  # pragma: no cover - ipykernel without IPython does not exist
+            shell = None
+        if shell is not None and type(shell).__name__ == "ZMQInteractiveShell":
+            return True
+    try:
+        return sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def progress_bar(total: int, initial: int, desc: str) -> Any:
+    try:
+        import ipywidgets  # noqa: F401
+        from tqdm.auto import tqdm
+    except ImportError:
+        from tqdm import tqdm
+    return tqdm(total=total, initial=initial, desc=desc, unit="job", file=sys.stderr, leave=True)
+
+
+class Plan:
+    """A bulk decision frozen in the database. Build one with ``client.plan_resurrect / plan_purge /
+    plan_cancel``; load one by id with ``client.plan(plan_id)``.
+
+    Attributes mirror the stored plan: ``id``, ``action``, ``actor`` (who created it), ``state``
+    (ready = a dry run, running, done, discarded), ``total``, ``done`` (acted on), ``skipped`` (no longer
+    where the plan found them when their chunk ran), ``remaining``, ``chunks``, ``chunks_done``,
+    ``chunk_size``, ``created_at``, ``finished_at``, ``by_reason`` / ``by_status``, ``by_queue``,
+    ``by_type`` (counts when it was frozen) and ``filter``."""
+
+    def __init__(self, backend: PlanBackend, data: dict[str, Any]) -> None:
+        self._backend = backend
+        self._data: dict[str, Any] = {}
+        self._update(data)
+
+    def _update(self, data: dict[str, Any]) -> None:
+        data = dict(data)
+        for key in ("created_at", "updated_at", "finished_at"):
+            value = data.get(key)
+            if isinstance(value, str):
+                data[key] = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        self._data = data
+
+    def __getattr__(self, name: str) -> Any:
+        data = self.__dict__.get("_data", {})
+        if name in data:
+            return data[name]
+        raise AttributeError(f"Plan has no attribute {name!r}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self._data)
+
+    @property
+    def is_dry_run(self) -> bool:
+        """True until the first chunk runs."""
+        return self.state == "ready"
+
+    @property
+    def counts(self) -> pd.DataFrame:
+        """Counts when the plan was frozen. Columns: ``dimension`` (reason, status, queue, type), ``value``,
+        ``count`` (int64)."""
+        rows = [
+            {"dimension": dim, "value": value, C.COUNT: n}
+            for dim in ("reason", "status", "queue", "type")
+            for value, n in (self._data.get(f"by_{dim}") or {}).items()
+        ]
+        return pd.DataFrame(rows, columns=["dimension", "value", C.COUNT]).astype({C.COUNT: "int64"})
+
+    @property
+    def sample(self) -> pd.DataFrame:
+        """Up to 10 of the plan's jobs as they were when it was frozen: id, queue, type, failure_reason or
+        status, attempt_count, failed_at (UTC), the error line, and new_payload / new_tags / new_priority
+        for edited resurrect plans."""
+        frame = pd.DataFrame(self._data.get("sample") or [])
+        for col in ("failed_at", "created_at", "scheduled_at"):
+            if col in frame.columns:
+                frame[col] = pd.to_datetime(frame[col], utc=True, format="ISO8601")
+        return frame
+
+    # ------------------------------------------------------------------ actions
+
+    def refresh(self) -> Plan:
+        self._update(self._backend._plan_get(self.id))
+        return self
+
+    def execute(
+        self,
+        *,
+        progress: bool | None = None,
+        max_chunks: int | None = None,
+        on_chunk: Callable[[dict[str, Any]], None] | None = None,
+    ) -> Plan:
+        """Run the remaining chunks (all of them, or `max_chunks`), each in its own transaction.
+
+        Safe to call again after an interruption or on another machine: chunks already done are never run
+        again. `progress` shows a tqdm bar (default: only on a terminal or in a notebook). `on_chunk` is
+        called after each committed chunk with {chunk, claimed, done, skipped}. Returns the plan."""
+        if self.state == "discarded":
+            from chokaq_ops import errors
+
+            raise errors.InvalidState(f"plan {self.id} was discarded; make a new one")
+        show = interactive() if progress is None else progress
+        bar = (
+            progress_bar(self.total, self.total - self.remaining, f"{self.action} {self.id}")
+            if show
+            else None
+        )
+        ran = 0
+        try:
+            while max_chunks is None or ran < max_chunks:
+                data, chunk = self._backend._plan_chunk(self.id)
+                self._update(data)
+                if chunk is None:
+                    break
+                ran += 1
+                if bar is not None:
+                    bar.update(chunk["claimed"])
+                if on_chunk is not None:
+                    on_chunk(chunk)
+        finally:
+            if bar is not None:
+                bar.close()
+        return self
+
+    resume = execute
+
+    def discard(self) -> Plan:
+        """Stop the plan for good: chunks not yet run never will be. Audited."""
+        self._update(self._backend._plan_discard(self.id))
+        return self
+
+    def items(self) -> pd.DataFrame:
+        """The frozen jobs in plan order. Columns: ``job_id`` (str), ``chunk`` (int64), ``ord`` (int64),
+        ``done_at`` (datetime64[us, UTC], NaT until its chunk ran), ``outcome`` (done, skipped or NaN),
+        ``payload``, ``tags`` (str), ``priority`` (float64): the edits of a resurrect plan."""
+        frame = pd.DataFrame(
+            self._backend._plan_items(self.id),
+            columns=["job_id", "chunk", "ord", "done_at", "outcome", "payload", "tags", "priority"],
+        )
+        frame["done_at"] = pd.to_datetime(frame["done_at"], utc=True, format="ISO8601").astype(C.TIME_DTYPE)
+        frame["priority"] = pd.to_numeric(frame["priority"]).astype("float64")
+        return frame.astype({"chunk": "int64", "ord": "int64"})
+
+    def audit(self) -> pd.DataFrame:
+        """The audit rows carrying this plan's id (one per job acted on); see ``client.audit``."""
+        return self._backend.audit(plan_id=self.id)
+
+    # ------------------------------------------------------------------ display
+
+    def _headline(self) -> str:
+        state = {"ready": "ready — a dry run, nothing has changed", "running": "running (interrupted?)"}.get(
+            self.state, self.state
+        )
+        return (
+            f"Plan {self.id}: {self.action} {self.total:,} job(s) in {self.chunks} chunk(s) of "
+            f"≤ {self.chunk_size} — {state}"
+        )
+
+    def _progress_line(self) -> str:
+        return (
+            f"done {self.done:,}, skipped {self.skipped:,}, remaining {self.remaining:,}; chunks "
+            f"{self.chunks_done}/{self.chunks}; frozen {self.created_at:%Y-%m-%d %H:%M:%S} UTC "
+            f"by {self.actor}"
+        )
+
+    def _breakdowns(self) -> list[tuple[str, dict[str, int]]]:
+        out = []
+        for dim in ("reason", "status", "queue", "type"):
+            counts = self._data.get(f"by_{dim}") or {}
+            if counts:
+                out.append((dim, counts))
+        return out
+
+    def __repr__(self) -> str:
+        lines = [self._headline(), "  " + self._progress_line()]
+        if self._data.get("filter"):
+            lines.append(f"  filter: {self.filter}")
+        if self._data.get("edited"):
+            lines.append(f"  edits: {self.edited:,} job(s) get a new payload, tags or priority")
+        for dim, counts in self._breakdowns():
+            shown = ", ".join(f"{k} {v:,}" for k, v in list(counts.items())[:8])
+            more = f" (+{len(counts) - 8} more)" if len(counts) > 8 else ""
+            lines.append(f"  by {dim}: {shown}{more}")
+        sample = self.sample
+        if not sample.empty:
+            cols = [c for c in SAMPLE_COLUMNS if c in sample.columns]
+            lines.append("  sample:")
+            text = sample[cols].to_string(index=False, max_colwidth=60)
+            lines.extend("    " + ln for ln in text.splitlines())
+        if self.state in ("ready", "running"):
+            lines.append("  run it with plan.execute()")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        esc = html.escape
+        parts = [
+            f"<div><b>{esc(self._headline())}</b><br><small>{esc(self._progress_line())}</small>",
+        ]
+        if self._data.get("filter"):
+            parts.append(f"<br><small>filter: <code>{esc(str(self.filter))}</code></small>")
+        if self._data.get("edited"):
+            parts.append(
+                f"<br><small>edits: {self.edited:,} job(s) get a new payload, tags or priority</small>"
+            )
+        tables = []
+        for dim, counts in self._breakdowns():
+            rows = "".join(
+                f"<tr><td>{esc(str(k))}</td><td>{v:,}</td></tr>" for k, v in list(counts.items())[:12]
+            )
+            tables.append(
+                f"<table style='display:inline-block;vertical-align:top;margin-right:1em'>"
+                f"<thead><tr><th>{esc(dim)}</th><th>jobs</th></tr></thead><tbody>{rows}</tbody></table>"
+            )
+        parts.append("<div>" + "".join(tables) + "</div>")
+        sample = self.sample
+        if not sample.empty:
+            cols = [c for c in SAMPLE_COLUMNS if c in sample.columns]
+            parts.append(
+                "<details open><summary>sample</summary>" + sample[cols].to_html(index=False) + "</details>"
+            )
+        if self.state in ("ready", "running"):
+            parts.append("<small>Run it with <code>plan.execute()</code>.</small>")
+        parts.append("</div>")
+        return "".join(parts)

@@ -1,0 +1,408 @@
+"""DbClient: the toolkit straight on the database, through the Store (the API's SQL and audit rows)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pandas as pd
+
+from chokaq_ops import errors
+from chokaq_ops.analysis import frames
+from chokaq_ops.analysis.plans import interactive, progress_bar
+from chokaq_ops.client.base import (
+    QUEUE_COLUMNS,
+    BaseClient,
+    archive_filter,
+    audit_frame,
+    dlq_filter,
+    hot_filter,
+    parse_time,
+    records_frame,
+)
+from chokaq_ops.models import Actor, ArchiveFilter, DlqFilter, HotFilter
+from chokaq_ops.settings import Settings
+from chokaq_ops.storage import Store
+from chokaq_ops.storage.admin_ops import UNSET
+
+ACTOR_ENV = "CHOKAQ_ACTOR"
+
+
+class DbClient(BaseClient):
+    """Reads and changes jobs directly in the database.
+
+    Reads need nothing else. Changes are audited like the API's: they need an actor name, given as
+    ``connect(url, actor="alice")`` or in the CHOKAQ_ACTOR environment variable."""
+
+    def __init__(
+        self,
+        target: str | Store,
+        *,
+        actor: str | None = None,
+        settings: Settings | None = None,
+    ) -> None:
+        if isinstance(target, Store):
+            self.store, self._owns = target, False
+        else:
+            base = settings or Settings()
+            self.store, self._owns = Store.from_settings(base, url=target), True
+        self.settings = settings or Settings()
+        self._actor_name = actor or os.environ.get(ACTOR_ENV) or None
+
+    # ------------------------------------------------------------------ plumbing
+
+    def __repr__(self) -> str:
+        return f"DbClient({self.store.dialect.redacted_url()}, actor={self._actor_name!r})"
+
+    def close(self) -> None:
+        if self._owns:
+            self.store.close()
+
+    def __enter__(self) -> DbClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def actor(self) -> str | None:
+        return self._actor_name
+
+    def _who(self, plan_id: str | None = None) -> Actor:
+        if not self._actor_name:
+            raise errors.ValidationError(
+                "changes made directly on the database are audited under an actor name: "
+                "connect(url, actor='your-name') or set CHOKAQ_ACTOR",
+                field="actor",
+            )
+        return Actor(self._actor_name, plan_id)
+
+    def _progress(self, show: bool | None, total: int | None, desc: str) -> Any:
+        if not (interactive() if show is None else show):
+            return None, None
+        bar = progress_bar(total or 0, 0, desc)
+
+        def update(done: int) -> None:
+            bar.update(done - bar.n)
+
+        return bar, update
+
+    # ------------------------------------------------------------------ frames
+
+    def load_dlq(
+        self,
+        filters: DlqFilter | None = None,
+        *,
+        heavy: bool = True,
+        limit: int | None = None,
+        chunk_size: int = frames.DEFAULT_CHUNK,
+        progress: bool | None = None,
+        **kw: Any,
+    ) -> pd.DataFrame:
+        """Dead jobs as a DataFrame, oldest failure first.
+
+        Parameters
+        ----------
+        filters : DlqFilter, optional
+            Or keyword filters: ``queue``, ``type``, ``reason`` (name or number), ``fingerprint``,
+            ``search`` (substring of id, type, tags or error details), ``tag``, ``failed_from``,
+            ``failed_to``, ``created_from``, ``created_to`` (datetime, ISO text, or a timedelta meaning
+            "that long ago"). All are applied in SQL.
+        heavy : bool
+            Include ``payload`` and ``error_details`` (most of the memory); False leaves them out.
+        limit : int, optional
+            At most this many rows (the oldest matching).
+        chunk_size : int
+            Rows per keyset page (default 50,000).
+        progress : bool, optional
+            A row counter while loading (default: on a terminal or in a notebook).
+
+        Returns
+        -------
+        DataFrame
+            The job columns of `chokaq_ops.analysis.columns` (without payload and error_details when
+            ``heavy=False``): id, queue, type, payload, tags, priority, status, attempt_count, worker_id,
+            idempotency_key, heartbeat_at, scheduled_at, created_at, started_at, finished_at, failed_at,
+            duration_ms, created_by, last_modified_by, failure_reason, error_details, fingerprint, location.
+            Times are datetime64[us, UTC]; queue, type, failure_reason (all 11 reasons), status and
+            location are categorical.
+        """
+        flt = dlq_filter(filters, **kw)
+        params = frames.dlq_params(self.store, flt)
+        if params["failed_to"] is None:
+            # Freeze the end: jobs that die while a big load runs do not stretch it out.
+            params["failed_to"] = self.store.now()
+        return self._load("dlq", params, heavy=heavy, limit=limit, chunk_size=chunk_size, progress=progress)
+
+    def iter_dlq(
+        self,
+        filters: DlqFilter | None = None,
+        *,
+        heavy: bool = True,
+        chunk_size: int = frames.DEFAULT_CHUNK,
+        **kw: Any,
+    ) -> Iterator[pd.DataFrame]:
+        """`load_dlq` one page at a time (frames of at most `chunk_size` rows, same columns): for DLQs
+        too big to hold at once."""
+        params = frames.dlq_params(self.store, dlq_filter(filters, **kw))
+        if params["failed_to"] is None:
+            params["failed_to"] = self.store.now()
+        return frames.iter_job_pages(self.store, "dlq", params, heavy=heavy, chunk_size=chunk_size)
+
+    def load_archive(
+        self,
+        *,
+        heavy: bool = True,
+        limit: int | None = None,
+        chunk_size: int = frames.DEFAULT_CHUNK,
+        progress: bool | None = None,
+        **filters: Any,
+    ) -> pd.DataFrame:
+        """Succeeded jobs as a DataFrame, oldest finish first; filters ``queue``, ``type``, ``search``,
+        ``tag``, ``finished_from``, ``finished_to``, ``created_from``, ``created_to``. Columns as
+        `load_dlq` (``heavy`` adds payload; error_details is absent), status ``succeeded``."""
+        params = frames.archive_params(ArchiveFilter(**archive_filter(filters)))
+        return self._load(
+            "archive", params, heavy=heavy, limit=limit, chunk_size=chunk_size, progress=progress
+        )
+
+    def load_hot(
+        self,
+        filters: HotFilter | None = None,
+        *,
+        heavy: bool = True,
+        limit: int | None = None,
+        chunk_size: int = frames.DEFAULT_CHUNK,
+        progress: bool | None = None,
+        **kw: Any,
+    ) -> pd.DataFrame:
+        """A snapshot of hot jobs (pending, fetched, processing), oldest first; filters ``status``,
+        ``queue``, ``type``, ``tag``, ``search``. Columns as `load_dlq`; error_details holds the error of
+        the last failed attempt of a job waiting for its retry."""
+        params = frames.hot_params(hot_filter(filters, **kw))
+        return self._load("hot", params, heavy=heavy, limit=limit, chunk_size=chunk_size, progress=progress)
+
+    def _load(
+        self, location: str, params: dict[str, Any], *, progress: bool | None, **kw: Any
+    ) -> pd.DataFrame:
+        bar, update = self._progress(progress, None, f"loading {location}")
+        try:
+            return frames.load_job_frame(self.store, location, params, on_rows=update, **kw)
+        finally:
+            if bar is not None:
+                bar.close()
+
+    # ------------------------------------------------------------------ jobs
+
+    def get_job(self, job_id: str) -> dict[str, Any]:
+        """Any job by id, wherever it lives (`location` says where), with contract field names."""
+        return self.store.get_job(job_id)
+
+    def preview(
+        self, ids: Sequence[str] | None = None, *, sample: int = 10, **filters: Any
+    ) -> dict[str, Any]:
+        """What a bulk resurrect or purge would touch: matched, sample_ids, by_reason, by_queue, by_type."""
+        if ids is not None:
+            return self.store.preview_dlq(ids=list(ids), sample=sample)
+        return self.store.preview_dlq(flt=dlq_filter(**filters), sample=sample)
+
+    def summary(self, *, top: int = 10, **filters: Any) -> dict[str, Any]:
+        """Counts by reason, queue and type (with first/last failure) and the top error groups."""
+        return self.store.dlq_summary(dlq_filter(**filters), top=top)
+
+    def resurrect(
+        self,
+        ids: Sequence[str] | None = None,
+        *,
+        edits: dict[str, dict[str, Any]] | None = None,
+        max_jobs: int | None = None,
+        progress: bool | None = None,
+        **filters: Any,
+    ) -> dict[str, int]:
+        """Move dead jobs back to the queue by ids or filter, 1000 per transaction, now (no plan). Returns
+        {resurrected, batches}. For a reviewed, resumable change use `plan_resurrect`."""
+        flt = None if ids is not None else dlq_filter(**filters)
+        bar, update = self._progress(progress, len(ids) if ids is not None else None, "resurrect")
+        try:
+            result = self.store.resurrect_many(
+                actor=self._who(),
+                ids=list(ids) if ids is not None else None,
+                flt=flt,
+                max_jobs=max_jobs,
+                edits=edits,
+                progress=update,
+            )
+        finally:
+            if bar is not None:
+                bar.close()
+        return {"resurrected": result.count, "batches": result.batches}
+
+    def purge(
+        self,
+        ids: Sequence[str] | None = None,
+        *,
+        max_jobs: int | None = None,
+        progress: bool | None = None,
+        **filters: Any,
+    ) -> dict[str, int]:
+        """Delete dead jobs for good by ids or filter, in batches. Returns {purged, batches}."""
+        flt = None if ids is not None else dlq_filter(**filters)
+        bar, update = self._progress(progress, len(ids) if ids is not None else None, "purge")
+        try:
+            result = self.store.purge_dlq(
+                actor=self._who(),
+                ids=list(ids) if ids is not None else None,
+                flt=flt,
+                max_jobs=max_jobs,
+                progress=update,
+            )
+        finally:
+            if bar is not None:
+                bar.close()
+        return {"purged": result.count, "batches": result.batches}
+
+    def purge_archive(self, older_than: Any, *, progress: bool | None = None) -> dict[str, int]:
+        """Delete succeeded jobs finished before `older_than` (a time, or a timedelta meaning that long ago).
+        Returns {purged, batches}."""
+        cutoff = parse_time(older_than, "older_than")
+        assert cutoff is not None
+        bar, update = self._progress(progress, None, "purge archive")
+        try:
+            result = self.store.purge_archive(cutoff, actor=self._who(), progress=update)
+        finally:
+            if bar is not None:
+                bar.close()
+        return {"purged": result.count, "batches": result.batches}
+
+    def cancel(self, ids: Sequence[str]) -> dict[str, list[str]]:
+        """Pending or fetched jobs -> DLQ as Cancelled. Returns {cancelled: [...], skipped: [...]}."""
+        cancelled, skipped = self.store.cancel_many(list(ids), actor=self._who())
+        return {"cancelled": cancelled, "skipped": skipped}
+
+    def edit(
+        self, job_id: str, *, payload: Any = None, tags: Any = None, priority: int | None = None
+    ) -> dict[str, Any]:
+        """Edit a dead job (payload, tags) or a pending hot job (payload, tags, priority); audited with the
+        before/after payload."""
+        job = self.store.get_job(job_id)
+        if job["location"] == "dlq":
+            if priority is not None:
+                raise errors.ValidationError(
+                    "a dead job's priority is set when it is resurrected", field="priority"
+                )
+            return self.store.edit_dlq(job_id, actor=self._who(), payload=payload, tags=tags)
+        return self.store.edit_pending(
+            job_id, actor=self._who(), payload=payload, tags=tags, priority=priority
+        )
+
+    # ------------------------------------------------------------------ queues, stats, audit
+
+    def queues(self) -> pd.DataFrame:
+        """Every queue: name, paused, active, zombie_timeout_seconds, max_workers, pending, fetched,
+        processing, due_pending, max_lag_seconds, avg_lag_seconds, the four totals and updated_at (UTC)."""
+        rows = self.store.queue_stats()
+        return records_frame(rows, QUEUE_COLUMNS, ("updated_at",))
+
+    def queue(self, name: str) -> dict[str, Any]:
+        return self.store.queue_stats(name)[0]
+
+    def pause(self, name: str) -> dict[str, Any]:
+        return self.store.set_queue(name, actor=self._who(), paused=True)
+
+    def resume(self, name: str) -> dict[str, Any]:
+        return self.store.set_queue(name, actor=self._who(), paused=False)
+
+    def set_queue(
+        self,
+        name: str,
+        *,
+        paused: bool = UNSET,
+        active: bool = UNSET,
+        zombie_timeout_seconds: int | None = UNSET,
+        max_workers: int | None = UNSET,
+    ) -> dict[str, Any]:
+        """Change a queue's control row; None clears an override (zombie timeout, max workers)."""
+        return self.store.set_queue(
+            name,
+            actor=self._who(),
+            paused=paused,
+            active=active,
+            zombie_timeout_seconds=zombie_timeout_seconds,
+            max_workers=max_workers,
+            min_zombie_timeout=3 * self.settings.execution.heartbeat_interval_max,
+        )
+
+    def stats(self) -> dict[str, Any]:
+        """Totals, per-status counts, throughput and failure rate over 1 and 5 minutes."""
+        return self.store.stats()
+
+    def audit(
+        self,
+        *,
+        actor: str | None = None,
+        action: str | None = None,
+        job_id: str | None = None,
+        plan_id: str | None = None,
+        since: Any = None,
+        limit: int = 100_000,
+    ) -> pd.DataFrame:
+        """Audit rows, newest first. Columns: id (int64), at (UTC), actor, action, job_id, plan_id, count
+        (int64), details (parsed JSON)."""
+        rows: list[dict[str, Any]] = []
+        page = 1
+        while len(rows) < limit:
+            size = min(1000, limit - len(rows))
+            got = self.store.list_audit(
+                actor=actor,
+                action=action,
+                job_id=job_id,
+                plan_id=plan_id,
+                since=parse_time(since, "since"),
+                page=page,
+                page_size=size,
+            )
+            rows.extend(got.items)
+            if len(got.items) < size:
+                break
+            page += 1
+        return audit_frame(rows)
+
+    # ------------------------------------------------------------------ plans
+
+    def _plan_create(
+        self,
+        action: str,
+        *,
+        ids: list[str] | None,
+        flt: Any,
+        edits: dict[str, dict[str, Any]] | None,
+        max_jobs: int | None,
+        chunk_size: int,
+    ) -> dict[str, Any]:
+        return self.store.create_plan(
+            action, actor=self._who(), ids=ids, flt=flt, edits=edits, max_jobs=max_jobs, chunk_size=chunk_size
+        )
+
+    def _plan_get(self, plan_id: str) -> dict[str, Any]:
+        return self.store.get_plan(plan_id)
+
+    def _plan_chunk(self, plan_id: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        return self.store.execute_plan_chunk(plan_id, actor=self._who(plan_id))
+
+    def _plan_items(self, plan_id: str) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        page = 1
+        while True:
+            got = self.store.plan_items(plan_id, page=page, page_size=50_000)
+            rows.extend(got)
+            if len(got) < 50_000:
+                return rows
+            page += 1
+
+    def _plan_discard(self, plan_id: str) -> dict[str, Any]:
+        return self.store.discard_plan(plan_id, actor=self._who(plan_id))
+
+    def _plan_list(self, *, state: str | None, action: str | None, limit: int) -> list[dict[str, Any]]:
+        rows, _ = self.store.list_plans(state=state, action=action, page_size=min(limit, 1000))
+        return rows

@@ -1,0 +1,329 @@
+"""Bulk-decision plans: a frozen set of jobs for one resurrect / purge / cancel, executed in chunks.
+
+A plan is created from ids (optionally with per-job edits) or a filter; its items are frozen in the
+`plan_items` table at once, so later arrivals never join it. Executing claims the lowest unfinished chunk,
+acts on exactly those jobs and records the outcome, all in one transaction: a process killed mid-plan
+leaves every chunk either wholly done or wholly untouched, and a resumed plan never touches a job twice,
+even one that has re-entered the dead-letter queue since. Every audit row carries the plan id.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from chokaq_ops import errors, validation
+from chokaq_ops.fingerprint import fingerprint_text
+from chokaq_ops.models import Actor, DlqFilter, FailureReason, HotFilter, Status
+from chokaq_ops.storage.admin_ops import CANCELLED_FINGERPRINT, AdminOps, _actor, filter_json
+
+ACTIONS = ("resurrect", "purge", "cancel")
+PLAN_CHUNK = 1000  # the seeds' rule for bulk moves: at most 1000 jobs per transaction
+SAMPLE_SIZE = 10
+_ID_BATCH = 5000  # ids frozen per statement when a plan is built from a list
+MAX_PLAN_JOBS = 10_000_000
+
+
+def new_plan_id() -> str:
+    """Sortable and unguessable: creation time, then randomness."""
+    return "plan-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(4)
+
+
+class PlanNotFound(errors.JobNotFound):
+    """No such plan."""
+
+
+class PlanOps(AdminOps):
+    # ------------------------------------------------------------------ creation
+
+    def create_plan(
+        self,
+        action: str,
+        *,
+        actor: Actor,
+        ids: Sequence[str] | None = None,
+        flt: DlqFilter | HotFilter | None = None,
+        edits: Mapping[str, Mapping[str, Any]] | None = None,
+        max_jobs: int | None = None,
+        chunk_size: int = PLAN_CHUNK,
+    ) -> dict[str, Any]:
+        """Freeze the jobs of a plan and return it (a dry run: nothing moves until it is executed).
+
+        `ids` or `flt` chooses the jobs: dead jobs for resurrect and purge (a `DlqFilter`), pending or
+        fetched hot jobs for cancel (a `HotFilter`). Ids not found there now are left out. `edits` maps a
+        job id to replacement `payload`/`tags`/`priority` (resurrect only); they are validated here."""
+        actor = _actor(actor)
+        if action not in ACTIONS:
+            raise errors.ValidationError(f"action must be one of {', '.join(ACTIONS)}", field="action")
+        if (ids is None) == (flt is None):
+            raise errors.ValidationError("give either ids or a filter", field="ids")
+        if max_jobs is not None and (
+            isinstance(max_jobs, bool) or not isinstance(max_jobs, int) or max_jobs < 1
+        ):
+            raise errors.ValidationError("max_jobs must be a whole number of at least 1", field="max_jobs")
+        if not isinstance(chunk_size, int) or not 1 <= chunk_size <= PLAN_CHUNK:
+            raise errors.ValidationError(f"chunk_size must be between 1 and {PLAN_CHUNK}", field="chunk_size")
+        if edits and action != "resurrect":
+            raise errors.ValidationError("only resurrect plans take edits", field="edits")
+        hot = action == "cancel"
+        if flt is not None and not isinstance(flt, HotFilter if hot else DlqFilter):
+            want = "HotFilter" if hot else "DlqFilter"
+            raise errors.ValidationError(f"a {action} plan takes a {want}", field="filter")
+        items = self._plan_items(ids, edits or {}, max_jobs) if ids is not None else None
+        plan_id = new_plan_id()
+        filter_details = filter_json(flt) if flt is not None else None
+
+        def build(tx: Any) -> dict[str, Any]:
+            tx.run(
+                "plan_create",
+                id=plan_id,
+                action=action,
+                actor=actor.name,
+                chunk_size=chunk_size,
+                details=None,
+            )
+            common = {"plan_id": plan_id, "chunk_size": chunk_size}
+            if items is not None:
+                base = 0
+                for start in range(0, len(items), _ID_BATCH):
+                    rows = tx.run(
+                        "plan_add_hot_ids" if hot else "plan_add_dlq_ids",
+                        items=items[start : start + _ID_BATCH],
+                        base=base,
+                        **common,
+                    )
+                    base += int(rows[0]["n"])
+            elif hot:
+                tx.run(
+                    "plan_add_hot_filter",
+                    base=0,
+                    limit=max_jobs or MAX_PLAN_JOBS,
+                    **self._hot_params(flt),
+                    **common,
+                )  # type: ignore[arg-type]
+            else:
+                tx.run(
+                    "plan_add_dlq_filter",
+                    base=0,
+                    limit=max_jobs or MAX_PLAN_JOBS,
+                    **self.dlq_filter_params(flt),
+                    **common,
+                )  # type: ignore[arg-type]
+            details = self._preview(tx, plan_id, hot)
+            details["filter"] = filter_details
+            details["max_jobs"] = max_jobs
+            details["edited"] = sum(1 for i in items or () if _has_edit(i))
+            return _decode(tx.run("plan_seal", plan_id=plan_id, details=details)[0])
+
+        return self.transaction(build)
+
+    def _plan_items(
+        self, ids: Sequence[str], edits: Mapping[str, Mapping[str, Any]], max_jobs: int | None
+    ) -> list[dict[str, Any]]:
+        wanted = validation.ids(ids, max_count=MAX_PLAN_JOBS)[: max_jobs or None]
+        unknown = set(edits) - set(wanted)
+        if unknown:
+            raise errors.ValidationError(
+                f"edits name {len(unknown)} job(s) that are not in the plan, e.g. {sorted(unknown)[0]}",
+                field="edits",
+            )
+        out = []
+        for ord_, job_id in enumerate(wanted):
+            e = edits.get(job_id) or {}
+            bad = set(e) - {"payload", "tags", "priority"}
+            if bad:
+                raise errors.ValidationError(
+                    f"edits for {job_id} may only set payload, tags, priority (not {sorted(bad)[0]})",
+                    field="edits",
+                )
+            out.append(
+                {
+                    "ord": ord_,
+                    "id": job_id,
+                    "payload": self._edit_payload(e.get("payload")),
+                    "tags": validation.tags(e.get("tags")),
+                    "priority": validation.priority(e.get("priority")),
+                }
+            )
+        return out
+
+    def _hot_params(self, flt: HotFilter) -> dict[str, Any]:
+        if flt.status is not None and flt.status not in (Status.pending, Status.fetched):
+            raise errors.ValidationError("only pending or fetched jobs can be cancelled", field="status")
+        return {
+            "status": int(flt.status) if flt.status is not None else None,
+            "queue": validation.text(flt.queue, "queue", max_len=validation.MAX_QUEUE, required=False),
+            "type": validation.text(flt.type, "type", max_len=validation.MAX_TYPE, required=False),
+            "tag_like": validation.tag_pattern(flt.tag),
+            "search_like": validation.like_pattern(flt.search),
+        }
+
+    def _preview(self, tx: Any, plan_id: str, hot: bool) -> dict[str, Any]:
+        """Counts by reason (or status), queue and type and a sample, taken while the set is frozen."""
+        out: dict[str, Any] = {"by_queue": {}, "by_type": {}}
+        out["by_status" if hot else "by_reason"] = {}
+        for r in tx.run("plan_breakdown_hot" if hot else "plan_breakdown_dlq", plan_id=plan_id):
+            value = r["value"]
+            if r["dimension"] == "reason":
+                value = FailureReason(int(value)).name
+            elif r["dimension"] == "status":
+                value = Status(int(value)).name
+            out[f"by_{r['dimension']}"][value] = int(r["n"])
+        for key in list(out):
+            out[key] = dict(sorted(out[key].items(), key=lambda kv: (-kv[1], str(kv[0]))))
+        sample = []
+        for r in tx.run("plan_sample_hot" if hot else "plan_sample_dlq", plan_id=plan_id, limit=SAMPLE_SIZE):
+            row = {k: v for k, v in r.items() if k != "error_details"}
+            if not hot:
+                row["failure_reason"] = FailureReason(int(r["failure_reason"])).name
+                row["error"] = _error_line(r.get("error_details"))
+            else:
+                row["status"] = Status(int(r["status"])).name
+            sample.append({k: v.isoformat() if isinstance(v, datetime) else v for k, v in row.items()})
+        out["sample"] = sample
+        return out
+
+    # ------------------------------------------------------------------ reading
+
+    def get_plan(self, plan_id: str) -> dict[str, Any]:
+        plan_id = validation.text(plan_id, "plan_id", max_len=validation.MAX_ID)  # type: ignore[assignment]
+        rows = self.run("plan_get", write=False, id=plan_id)
+        if not rows:
+            raise PlanNotFound(f"no plan with id {plan_id}")
+        return _decode(rows[0])
+
+    def list_plans(
+        self, *, state: str | None = None, action: str | None = None, page: int = 1, page_size: int = 100
+    ) -> tuple[list[dict[str, Any]], int]:
+        """Plans, newest first, and how many match."""
+        if not isinstance(page, int) or page < 1:
+            raise errors.ValidationError("page must be 1 or more", field="page")
+        if not isinstance(page_size, int) or not 1 <= page_size <= 1000:
+            raise errors.ValidationError("page_size must be between 1 and 1000", field="page_size")
+        params = {"state": state, "action": action}
+        total = int(self.run("plan_count", write=False, **params)[0]["n"])
+        rows = self.run("plan_list", write=False, limit=page_size, offset=(page - 1) * page_size, **params)
+        return [_decode(r) for r in rows], total
+
+    def plan_items(self, plan_id: str, *, page: int = 1, page_size: int = 1000) -> list[dict[str, Any]]:
+        """The frozen items of a plan in plan order: job_id, chunk, ord, done_at, outcome and edits."""
+        self.get_plan(plan_id)
+        if not isinstance(page_size, int) or not 1 <= page_size <= 100_000:
+            raise errors.ValidationError("page_size must be between 1 and 100000", field="page_size")
+        return self.run(
+            "plan_items", write=False, plan_id=plan_id, limit=page_size, offset=(page - 1) * page_size
+        )
+
+    # ------------------------------------------------------------------ execution
+
+    def execute_plan_chunk(
+        self, plan_id: str, *, actor: Actor
+    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        """Run the plan's next chunk in one transaction: claim its items, act on them, record the outcome.
+
+        Returns (plan, chunk) where chunk is {chunk, claimed, done, skipped}, or None when nothing was left
+        to run (the plan is then done, or discarded). The audit rows carry `actor` and the plan id."""
+        actor = _actor(actor)
+        actor = Actor(actor.name, plan_id)
+
+        def step(tx: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
+            rows = tx.run("plan_lock", id=plan_id)
+            if not rows:
+                raise PlanNotFound(f"no plan with id {plan_id}")
+            plan = _decode(rows[0])
+            if plan["state"] in ("done", "discarded"):
+                return plan, None
+            claimed = tx.run("plan_claim_chunk", plan_id=plan_id)
+            if not claimed:
+                done = tx.run("plan_finish", plan_id=plan_id)
+                return (_decode(done[0]) if done else plan), None
+            chunk = int(claimed[0]["chunk"])
+            moved = self._act(tx, plan, claimed, actor)
+            after = _decode(tx.run("plan_chunk_done", plan_id=plan_id, chunk=chunk, moved=moved)[0])
+            return after, {
+                "chunk": chunk,
+                "claimed": len(claimed),
+                "done": len(moved),
+                "skipped": len(claimed) - len(moved),
+            }
+
+        return self.transaction(step)
+
+    def _act(self, tx: Any, plan: dict[str, Any], claimed: list[dict[str, Any]], actor: Actor) -> list[str]:
+        claimed = sorted(claimed, key=lambda r: r["ord"])
+        ids = [r["job_id"] for r in claimed]
+        details = {"filter": plan["filter"]} if plan.get("filter") else None
+        common = {"actor": actor.name, "plan_id": actor.plan_id}
+        if plan["action"] == "resurrect":
+            items = [
+                {"id": r["job_id"], "payload": r["payload"], "tags": r["tags"], "priority": r["priority"]}
+                for r in claimed
+            ]
+            rows = tx.run("resurrect", items=items, details=details, **common)
+        elif plan["action"] == "purge":
+            rows = tx.run("purge_dlq", ids=ids, batch=len(ids), action="purge_dlq", details=details, **common)
+        else:
+            rows = tx.run(
+                "cancel",
+                ids=ids,
+                action="cancel",
+                details=details,
+                fingerprint=CANCELLED_FINGERPRINT,
+                **common,
+            )
+        return [r["id"] for r in rows]
+
+    def discard_plan(self, plan_id: str, *, actor: Actor) -> dict[str, Any]:
+        """Stop a plan for good: its unexecuted chunks will never run. Audited."""
+        actor = _actor(actor)
+        rows = self.run("plan_discard", id=plan_id)
+        if not rows:
+            plan = self.get_plan(plan_id)
+            raise errors.InvalidState(
+                f"plan {plan_id} is {plan['state']}; only ready or running plans can be discarded"
+            )
+        self.audit(Actor(actor.name, plan_id), "plan_discard", details={"plan_id": plan_id})
+        return _decode(rows[0])
+
+
+def _has_edit(item: Mapping[str, Any]) -> bool:
+    return any(item.get(k) is not None for k in ("payload", "tags", "priority"))
+
+
+def _error_line(text: str | None) -> str | None:
+    """The exception line of stored error text, for a one-line sample."""
+    if not text:
+        return None
+    fp = fingerprint_text(text)
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    if fp.exception_type != "Error":
+        for line in reversed(lines):
+            if line.startswith(fp.exception_type):
+                return line[:200]
+    return lines[-1][:200] if lines else None
+
+
+def _decode(row: dict[str, Any]) -> dict[str, Any]:
+    """A plan row with its JSON details spread into the plan."""
+    out = {k: v for k, v in row.items() if k != "details"}
+    details = row.get("details")
+    extra = json.loads(details) if isinstance(details, str) and details else {}
+    out.update(
+        {
+            "by_reason": extra.get("by_reason", {}),
+            "by_status": extra.get("by_status", {}),
+            "by_queue": extra.get("by_queue", {}),
+            "by_type": extra.get("by_type", {}),
+            "sample": extra.get("sample", []),
+            "filter": extra.get("filter"),
+            "max_jobs": extra.get("max_jobs"),
+            "edited": extra.get("edited", 0),
+        }
+    )
+    for key in ("total", "chunks", "chunks_done", "done", "skipped", "chunk_size"):
+        out[key] = int(out.get(key) or 0)
+    out["remaining"] = out["total"] - out["done"] - out["skipped"]
+    return out
