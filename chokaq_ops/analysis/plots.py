@@ -48,7 +48,7 @@ def plot_timeline(
         return ax
     data = counts.copy()
     data.index = data.index.tz_convert("UTC").tz_localize(None)  # matplotlib date axis, labelled UTC
-    if kind == "bar":
+    if kind == "bar" or len(data) == 1:  # one period has no extent to draw an area over
         data.plot.bar(stacked=True, ax=ax, width=0.9)
     elif kind == "line":
         data.plot.line(ax=ax)

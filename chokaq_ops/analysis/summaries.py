@@ -112,8 +112,8 @@ def count_by_period(
     -------
     DataFrame
         Index ``period`` (DatetimeIndex, UTC, every period from the first to the last, empty ones
-        included); one int64 column per group value (or ``count``), the number of jobs whose
-        `time_column` falls in the period. Jobs without that time are left out.
+        included); one int64 column per group value (or ``count``), largest group first: the number
+        of jobs whose `time_column` falls in the period. Jobs without that time are left out.
     """
     times = jobs[time_column]
     keep = times.notna()
@@ -133,6 +133,8 @@ def count_by_period(
             full = pd.date_range(out.index.min(), out.index.max(), freq=freq, tz="UTC")
             out = out.reindex(full, fill_value=0)
         out.columns = [str(c) for c in out.columns]
+        totals = out.sum()
+        out = out[sorted(out.columns, key=lambda c: (-totals[c], c))]
         out.columns.name = by
     out = out.astype("int64")
     out.index.name = C.PERIOD
