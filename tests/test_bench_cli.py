@@ -33,8 +33,9 @@ def _lines(capsys: pytest.CaptureFixture[str]) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.splitlines() if line.strip()]
 
 
-def test_every_registered_bench_has_a_tiny_case() -> None:
-    assert set(TINY) == set(bench.names())
+def test_the_storage_benches_are_registered() -> None:
+    # Other benches (throughput, api, load) are registered by their owners and tested with their code.
+    assert set(TINY) <= set(bench.names())
 
 
 @pytest.mark.parametrize("name", sorted(TINY))
