@@ -33,7 +33,8 @@ class DbClient(BaseClient):
     """Reads and changes jobs directly in the database.
 
     Reads need nothing else. Changes are audited like the API's: they need an actor name, given as
-    ``connect(url, actor="alice")`` or in the CHOKAQ_ACTOR environment variable."""
+    ``connect(url, actor="alice")`` or in the CHOKAQ_ACTOR environment variable. A client opened on a URL
+    closes its store with `close()`; one given a Store closes it only with ``close_store=True``."""
 
     def __init__(
         self,
@@ -41,9 +42,10 @@ class DbClient(BaseClient):
         *,
         actor: str | None = None,
         settings: Settings | None = None,
+        close_store: bool = False,
     ) -> None:
         if isinstance(target, Store):
-            self.store, self._owns = target, False
+            self.store, self._owns = target, close_store
         else:
             base = settings or Settings()
             self.store, self._owns = Store.from_settings(base, url=target), True

@@ -179,7 +179,7 @@ class PlanOps(AdminOps):
             row = {k: v for k, v in r.items() if k != "error_details"}
             if not hot:
                 row["failure_reason"] = FailureReason(int(r["failure_reason"])).name
-                row["error"] = _error_line(r.get("error_details"))
+                row["error"] = error_line(r.get("error_details"))
             else:
                 row["status"] = Status(int(r["status"])).name
             sample.append({k: v.isoformat() if isinstance(v, datetime) else v for k, v in row.items()})
@@ -293,7 +293,7 @@ def _has_edit(item: Mapping[str, Any]) -> bool:
     return any(item.get(k) is not None for k in ("payload", "tags", "priority"))
 
 
-def _error_line(text: str | None) -> str | None:
+def error_line(text: str | None) -> str | None:
     """The exception line of stored error text, for a one-line sample."""
     if not text:
         return None

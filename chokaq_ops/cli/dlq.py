@@ -1,0 +1,382 @@
+"""`chokaq dlq ls|show|summary|resurrect|purge`: find, judge, resurrect and purge dead jobs.
+
+Filters are the API's: --queue --type --reason --fingerprint --search --tag, --failed-from/--failed-to and
+--created-from/--created-to (an ISO 8601 time, or a duration such as 24h meaning that long ago).
+resurrect and purge act on --ids (comma-separated, or - to read one id per line from stdin) or on the
+filters; they freeze the matching set as a plan first (chunks of 1000, resumable with --resume PLAN_ID
+if interrupted) and print its id. --dry-run shows what would be touched and changes nothing.
+Changes are audited under --actor (default CHOKAQ_ACTOR, else cli:<your OS user name>).
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import sys
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from chokaq_ops import errors
+from chokaq_ops.cli import common
+from chokaq_ops.client import DbClient
+from chokaq_ops.fingerprint import fingerprint_text
+from chokaq_ops.models import FailureReason
+from chokaq_ops.settings import parse_duration
+from chokaq_ops.storage.migrate import require_current
+from chokaq_ops.storage.plan_ops import error_line
+from chokaq_ops.storage.read_ops import DLQ_SORTS
+
+JOB_FIELDS = (
+    "id",
+    "location",
+    "status",
+    "queue",
+    "type",
+    "payload",
+    "tags",
+    "priority",
+    "attempt_count",
+    "idempotency_key",
+    "worker_id",
+    "heartbeat_at",
+    "scheduled_at",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "failed_at",
+    "duration_ms",
+    "created_by",
+    "last_modified_by",
+    "failure_reason",
+    "fingerprint",
+    "error_details",
+)
+LS_COLUMNS = ("id", "queue", "type", "failure_reason", "attempt_count", "failed_at", "error")
+FILTERS = ("queue", "type", "reason", "fingerprint", "search", "tag")
+TIMES = ("failed_from", "failed_to", "created_from", "created_to")
+
+
+# ---------------------------------------------------------------------- shared by dlq, archive, queues
+
+
+def add_actor(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--actor", help="name written to the audit log (default: CHOKAQ_ACTOR, else cli:<OS user name>)"
+    )
+
+
+def actor_of(args: argparse.Namespace) -> str:
+    name = getattr(args, "actor", None) or os.environ.get("CHOKAQ_ACTOR")
+    if name:
+        return name
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    return f"cli:{user}"
+
+
+def client_of(args: argparse.Namespace) -> DbClient:
+    settings = common.settings_from(args)
+    client = DbClient(
+        common.open_store(args, settings), actor=actor_of(args), settings=settings, close_store=True
+    )
+    require_current(client.store)
+    return client
+
+
+def when(text: str) -> datetime:
+    """An ISO 8601 time (UTC when it has no zone) or a duration meaning that long ago (24h, 7d, 90m)."""
+    try:
+        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        try:
+            return datetime.now(UTC) - timedelta(seconds=parse_duration(text))
+        except errors.ConfigError:
+            raise argparse.ArgumentTypeError(
+                f"expected an ISO 8601 time or a duration such as 24h, got {text!r}"
+            ) from None
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def positive(text: str) -> int:
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def progress_wanted() -> bool:
+    return sys.stderr.isatty()
+
+
+# ---------------------------------------------------------------------- parser
+
+
+def add_filters(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("filters (every one given narrows the match)")
+    g.add_argument("--queue")
+    g.add_argument("--type")
+    g.add_argument("--reason", help=f"one of {', '.join(r.name for r in FailureReason)}")
+    g.add_argument("--fingerprint", help="an error group id (see `chokaq dlq summary`)")
+    g.add_argument("--search", help="substring of id, type, tags or error details")
+    g.add_argument("--tag")
+    for name in TIMES:
+        g.add_argument(
+            "--" + name.replace("_", "-"), type=when, metavar="TIME", help="ISO 8601, or e.g. 24h ago"
+        )
+
+
+def filters_of(args: argparse.Namespace) -> dict[str, Any]:
+    out = {k: getattr(args, k) for k in (*FILTERS, *TIMES) if getattr(args, k, None) is not None}
+    if "reason" in out:
+        try:
+            out["reason"] = FailureReason.parse(out["reason"])
+        except ValueError as exc:
+            raise errors.ValidationError(str(exc), field="reason") from None
+    return out
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "dlq",
+        help="list, inspect, resurrect and purge dead jobs",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    cmds = p.add_subparsers(dest="dlq_command", metavar="COMMAND", parser_class=type(p))
+    cmds.required = True
+
+    ls = cmds.add_parser("ls", help="list dead jobs (newest failure first)")
+    common.add_common(ls)
+    common.add_format(ls)
+    add_filters(ls)
+    ls.add_argument("--sort", choices=DLQ_SORTS, default="failed_at")
+    ls.add_argument("--order", choices=("asc", "desc"), default="desc")
+    ls.add_argument("--limit", type=positive, default=50, help="jobs per page (default 50, at most 1000)")
+    ls.add_argument("--page", type=positive, default=1)
+    ls.set_defaults(handler=run_ls)
+
+    show = cmds.add_parser("show", help="one dead job with its error and heartbeat evidence")
+    common.add_common(show)
+    common.add_format(show)
+    show.add_argument("id")
+    show.set_defaults(handler=run_show)
+
+    summary = cmds.add_parser("summary", help="counts by reason, queue and type, and the top error groups")
+    common.add_common(summary)
+    common.add_format(summary)
+    add_filters(summary)
+    summary.add_argument("--top", type=positive, default=10, help="error groups to show (default 10)")
+    summary.set_defaults(handler=run_summary)
+
+    for name, verb in (
+        ("resurrect", "move dead jobs back to the queue"),
+        ("purge", "delete dead jobs for good"),
+    ):
+        b = cmds.add_parser(name, help=f"{verb}, by --ids or filters, in chunks of 1000")
+        common.add_common(b)
+        common.add_format(b)
+        add_filters(b)
+        add_actor(b)
+        b.add_argument("--ids", action="append", metavar="IDS", help="comma-separated ids, or - for stdin")
+        b.add_argument("--all", action="store_true", help="every dead job (when no filter or ids are given)")
+        b.add_argument("--max-jobs", type=positive, metavar="N", help="at most N jobs")
+        b.add_argument("--dry-run", action="store_true", help="show what would be touched; change nothing")
+        b.add_argument("--resume", metavar="PLAN_ID", help="finish an interrupted run (its plan id)")
+        if name == "resurrect":
+            b.add_argument("--payload", help="replacement payload (JSON) for every job of --ids")
+            b.add_argument(
+                "--set-tags", dest="tags", metavar="TAGS", help="replacement tags for every job of --ids"
+            )
+            b.add_argument("--priority", type=int, help="priority after resurrection (default 10)")
+        b.set_defaults(handler=run_bulk, action=name)
+
+
+# ---------------------------------------------------------------------- commands
+
+
+def _jsonable_job(job: dict[str, Any]) -> dict[str, Any]:
+    return {k: job.get(k) for k in JOB_FIELDS}
+
+
+def run_ls(args: argparse.Namespace) -> int:
+    if args.limit > 1000:
+        raise errors.ValidationError("--limit is at most 1000", field="limit")
+    with client_of(args) as client:
+        from chokaq_ops.client.base import dlq_filter
+
+        page = client.store.list_dlq(
+            dlq_filter(**filters_of(args)),
+            sort=args.sort,
+            descending=args.order == "desc",
+            page=args.page,
+            page_size=args.limit,
+        )
+    if args.format == "json":
+        common.print_json([_jsonable_job(j) for j in page.items])
+        return 0
+    rows = [j | {"error": error_line(j.get("error_details"))} for j in page.items]
+    common.print_table(rows, LS_COLUMNS)
+    shown = len(page.items)
+    first = (args.page - 1) * args.limit
+    print(f"-- {first + 1 if shown else 0}-{first + shown} of {page.total} dead job(s)", file=sys.stderr)
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    with client_of(args) as client:
+        job = client.get_job(args.id)
+    if job["location"] != "dlq":
+        raise errors.JobNotFound(f"job {args.id} is in {job['location']}, not in the dead-letter queue")
+    evidence = {
+        "runtime_seconds": _seconds(job.get("failed_at"), job.get("started_at")),
+        "heartbeat_age_seconds": _seconds(job.get("failed_at"), job.get("heartbeat_at")),
+    }
+    if args.format == "json":
+        common.print_json(_jsonable_job(job) | evidence)
+        return 0
+    fp = fingerprint_text(job.get("error_details"))
+    fields = [f for f in JOB_FIELDS if f not in ("error_details",)]
+    width = max(len(f) for f in (*fields, *evidence, "error group"))
+    for f in fields:
+        value = job.get(f)
+        print(f"{f.ljust(width)}  {common.to_jsonable(value) if value is not None else '-'}")
+    for f, value in evidence.items():
+        print(f"{f.ljust(width)}  {value if value is not None else '-'}")
+    print(f"{'error group'.ljust(width)}  {fp.exception_type}: {fp.template} @ {fp.frame or '-'}")
+    print("\n" + (job.get("error_details") or "(no error details)").rstrip())
+    return 0
+
+
+def _seconds(later: datetime | None, earlier: datetime | None) -> float | None:
+    if later is None or earlier is None:
+        return None
+    return round((later - earlier).total_seconds(), 3)
+
+
+def run_summary(args: argparse.Namespace) -> int:
+    with client_of(args) as client:
+        summary = client.summary(top=args.top, **filters_of(args))
+    if args.format == "json":
+        common.print_json(summary)
+        return 0
+    print(f"{summary['total']} dead job(s)\n")
+    for key in ("by_reason", "by_queue", "by_type"):
+        rows = [
+            {key[3:]: e["value"], "count": e["count"], "last_failed_at": e["last_failed_at"]}
+            for e in summary[key]
+        ]
+        common.print_table(rows, (key[3:], "count", "last_failed_at"))
+        print()
+    rows = [
+        {
+            "count": e["count"],
+            "fingerprint": e["fingerprint"],
+            "reason": e["failure_reason"],
+            "error": f"{e['exception_type']}: {e['template']}",
+            "frame": e["frame"],
+            "last_seen": e["last_seen"],
+        }
+        for e in summary["top_errors"]
+    ]
+    print("top error groups (filter with --fingerprint):")
+    common.print_table(rows, ("count", "fingerprint", "reason", "error", "frame", "last_seen"))
+    return 0
+
+
+def run_bulk(args: argparse.Namespace) -> int:
+    action: str = args.action
+    filters = filters_of(args)
+    ids = common.read_ids(args.ids) if args.ids else None
+    edits = {
+        k: v
+        for k, v in {
+            "payload": getattr(args, "payload", None),
+            "tags": getattr(args, "tags", None),
+            "priority": getattr(args, "priority", None),
+        }.items()
+        if v is not None
+    }
+    if args.ids is not None and not ids:
+        raise errors.ValidationError("--ids gave no ids", field="ids")
+    if args.resume:
+        if ids or filters or args.all or edits or args.max_jobs:
+            raise errors.ValidationError(
+                "--resume takes no selection: the plan already has its jobs", field="resume"
+            )
+    elif ids is not None and (filters or args.all):
+        raise errors.ValidationError("give --ids or filters, not both", field="ids")
+    elif ids is None and not filters and not args.all:
+        raise errors.ValidationError(
+            f"{action} needs --ids, a filter, or --all (every dead job)", field="ids"
+        )
+    if edits and ids is None:
+        raise errors.ValidationError("--payload/--set-tags/--priority need --ids", field="payload")
+    with client_of(args) as client:
+        if args.dry_run:
+            if args.resume:
+                plan = client.plan(args.resume)
+                out: dict[str, Any] = {"plan_id": plan.id, "state": plan.state, "remaining": plan.remaining}
+            else:
+                out = client.preview(ids, **({} if ids is not None else filters))
+                if args.max_jobs is not None:
+                    out["matched"] = min(out["matched"], args.max_jobs)
+            return _print_result(args, out, dry_run=True)
+        if args.resume:
+            plan = client.plan(args.resume)
+            if plan.action != action:
+                raise errors.ValidationError(
+                    f"plan {plan.id} is a {plan.action} plan, not {action}", field="resume"
+                )
+        else:
+            selection = ids if ids is not None else None
+            plan_edits = dict.fromkeys(ids, edits) if edits and ids is not None else None
+            make = client.plan_resurrect if action == "resurrect" else client.plan_purge
+            kwargs: dict[str, Any] = {"max_jobs": args.max_jobs}
+            if plan_edits:
+                kwargs["edits"] = plan_edits
+            if selection is None and not filters:
+                from chokaq_ops.models import DlqFilter
+
+                selection = DlqFilter()
+            plan = make(selection, **kwargs, **({} if ids is not None or not filters else filters))
+            if args.format != "json":
+                print(f"plan {plan.id}: {plan.total} job(s) in {plan.chunks} chunk(s)", file=sys.stderr)
+        before = plan.chunks_done
+        try:
+            plan.execute(progress=progress_wanted())
+        except KeyboardInterrupt:
+            print(
+                f"\ninterrupted; finish with: chokaq dlq {action} --resume {plan.id}",
+                file=sys.stderr,
+            )
+            return 130
+        key = "resurrected" if action == "resurrect" else "purged"
+        out = {
+            key: plan.done,
+            "batches": plan.chunks_done - before,
+            "skipped": plan.skipped,
+            "plan_id": plan.id,
+        }
+        return _print_result(args, out, dry_run=False)
+
+
+def _print_result(args: argparse.Namespace, out: dict[str, Any], *, dry_run: bool) -> int:
+    if args.format == "json":
+        common.print_json(out)
+        return 0
+    if dry_run and "matched" in out:
+        print(f"would {args.action} {out['matched']} dead job(s) (dry run: nothing changed)")
+        for key in ("by_reason", "by_queue", "by_type"):
+            if out.get(key):
+                print(f"  {key.replace('_', ' ')}: " + ", ".join(f"{k} {v}" for k, v in out[key].items()))
+        if out.get("sample_ids"):
+            print("  sample: " + ", ".join(out["sample_ids"]))
+        return 0
+    common.print_table([out], list(out))
+    return 0

@@ -1,0 +1,219 @@
+"""`chokaq dlq|archive|queues` end to end: argv in, database changed, output and exit code out."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from chokaq_ops.cli import main
+from chokaq_ops.client import DbClient
+from chokaq_ops.models import FailureReason
+from chokaq_ops.storage import Store
+from chokaq_ops.storage.migrate import migrate
+from tests.analysis.conftest import seed_archive, seed_dlq, table_counts
+
+CHOKAQ = str(Path(sys.executable).with_name("chokaq"))
+
+
+def chokaq(capsys: pytest.CaptureFixture[str], db_url: str, *argv: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    code = main([*argv, "--db", db_url])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_dlq_ls_show_summary(capsys, store, db_url) -> None:
+    zombies = seed_dlq(store, 3, queue="media", type="media.resize.v1", reason=FailureReason.Zombie)
+    seed_dlq(store, 2, queue="billing")
+    code, out, _ = chokaq(capsys, db_url, "dlq", "ls", "--reason", "Zombie", "--format", "json")
+    assert code == 0
+    listed = json.loads(out)
+    assert {j["id"] for j in listed} == set(zombies)
+    assert {j["failure_reason"] for j in listed} == {"Zombie"} and listed[0]["location"] == "dlq"
+    code, out, err = chokaq(capsys, db_url, "dlq", "ls", "--queue", "billing")
+    assert code == 0 and out.splitlines()[0].split()[:3] == ["ID", "QUEUE", "TYPE"]
+    assert len(out.splitlines()) == 3 and "TimeoutError: order" in out and "of 2 dead job(s)" in err
+
+    code, out, _ = chokaq(capsys, db_url, "dlq", "show", zombies[0])
+    assert code == 0 and "heartbeat_age_seconds" in out and "TimeoutError: order" in out
+    code, out, _ = chokaq(capsys, db_url, "dlq", "show", zombies[0], "--format", "json")
+    shown = json.loads(out)
+    assert shown["id"] == zombies[0] and shown["failure_reason"] == "Zombie" and shown["runtime_seconds"] >= 0
+
+    code, out, _ = chokaq(capsys, db_url, "dlq", "summary", "--format", "json")
+    summary = json.loads(out)
+    assert summary["total"] == 5 and {e["value"] for e in summary["by_reason"]} == {
+        "Zombie",
+        "MaxRetriesExceeded",
+    }
+    assert [e["count"] for e in summary["top_errors"]] == [3, 2]  # error groups per reason
+    assert {e["template"] for e in summary["top_errors"]} == {"order <n> timed out"}
+    code, out, _ = chokaq(capsys, db_url, "dlq", "summary")
+    assert code == 0 and "top error groups" in out
+
+
+def test_dlq_resurrect_dry_run_then_for_real_as_an_audited_plan(capsys, store, db_url, monkeypatch) -> None:
+    monkeypatch.delenv("CHOKAQ_ACTOR", raising=False)
+    zombies = seed_dlq(store, 4, queue="media", reason=FailureReason.Zombie)
+    seed_dlq(store, 2, queue="billing")
+    code, out, _ = chokaq(
+        capsys, db_url, "dlq", "resurrect", "--reason", "zombie", "--dry-run", "--format", "json"
+    )
+    preview = json.loads(out)
+    assert code == 0 and preview["matched"] == 4 and preview["by_reason"] == {"Zombie": 4}
+    assert table_counts(store)["dlq"] == 6
+    code, out, _ = chokaq(capsys, db_url, "dlq", "resurrect", "--reason", "Zombie", "--dry-run")
+    assert "would resurrect 4 dead job(s)" in out
+
+    code, out, _ = chokaq(capsys, db_url, "dlq", "resurrect", "--reason", "Zombie", "--format", "json")
+    result = json.loads(out)
+    assert code == 0 and (result["resurrected"], result["batches"], result["skipped"]) == (4, 1, 0)
+    assert {store.get_job(i)["location"] for i in zombies} == {"hot"}
+    audit = store.list_audit(plan_id=result["plan_id"]).items
+    assert len(audit) == 4 and {a["actor"] for a in audit} == {
+        f"cli:{os.environ.get('USER') or __import__('getpass').getuser()}"
+    }
+
+
+def test_dlq_resurrect_ids_from_stdin_with_a_fixed_payload(store, db_url) -> None:
+    ids = seed_dlq(store, 3, reason=FailureReason.Fatal, payload=lambda i: '{"order": 1,}')
+    env = {**os.environ, "PYTHONPATH": os.getcwd(), "CHOKAQ_ACTOR": "night-shift"}
+    done = subprocess.run(
+        [
+            CHOKAQ,
+            "dlq",
+            "resurrect",
+            "--db",
+            db_url,
+            "--ids",
+            "-",
+            "--payload",
+            '{"order": 1}',
+            "--priority",
+            "5",
+            "--format",
+            "json",
+        ],
+        input="\n".join(ids[:2]) + "\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["resurrected"] == 2
+    assert "\r" not in done.stderr, "no progress bar when stderr is not a terminal"
+    for job_id in ids[:2]:
+        job = store.get_job(job_id)
+        assert (job["location"], job["payload"], job["priority"], job["last_modified_by"]) == (
+            "hot",
+            '{"order": 1}',
+            5,
+            "night-shift",
+        )
+    assert store.get_job(ids[2])["location"] == "dlq"
+
+
+def test_dlq_purge_and_resume(capsys, store, db_url) -> None:
+    ids = seed_dlq(store, 5)
+    code, out, _ = chokaq(
+        capsys, db_url, "dlq", "purge", "--ids", f"{ids[0]},{ids[1]}", "--actor", "eve", "--format", "json"
+    )
+    assert code == 0 and json.loads(out)["purged"] == 2 and table_counts(store)["dlq"] == 3
+    assert store.list_audit(job_id=ids[0]).items[0]["actor"] == "eve"
+
+    client = DbClient(store, actor="eve")
+    plan = client.plan_purge(ids[2:], chunk_size=1)
+    plan.execute(progress=False, max_chunks=1)  # then the operator's laptop went to sleep
+    code, out, _ = chokaq(capsys, db_url, "dlq", "purge", "--resume", plan.id, "--format", "json")
+    result = json.loads(out)
+    assert code == 0 and (result["purged"], result["batches"]) == (3, 2) and table_counts(store)["dlq"] == 0
+    code, _, err = chokaq(capsys, db_url, "dlq", "resurrect", "--resume", plan.id)
+    assert code == 2 and "purge plan" in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["dlq", "resurrect"],  # no selection
+        ["dlq", "resurrect", "--ids", "a", "--queue", "q"],
+        ["dlq", "purge", "--reason", "Exploded"],
+        ["dlq", "ls", "--failed-from", "yesterday-ish"],
+        ["dlq", "ls", "--limit", "5000"],
+        ["dlq", "resurrect", "--queue", "q", "--payload", "{}"],
+        ["dlq", "resurrect", "--ids", "a", "--payload", "{not json"],
+        ["archive", "purge"],
+        ["archive", "purge", "--older-than", "soon"],
+        ["queues", "set", "default", "--zombie-timeout", "1s"],
+        ["queues", "set", "default", "--max-workers", "0"],
+    ],
+)
+def test_bad_input_exits_2_with_a_message(capsys, tmp_path, argv) -> None:
+    # Argument checks come before any dialect-specific work, so one database is enough here.
+    url = f"sqlite:///{tmp_path / 'cli.db'}"
+    with Store(url, pool_size=1) as store:
+        migrate(store)
+        seed_dlq(store, 1)
+        before = table_counts(store)
+        with pytest.raises(SystemExit) as exited:
+            code = main([*argv, "--db", url])
+            raise SystemExit(code)
+        assert exited.value.code == 2
+        assert "error" in capsys.readouterr().err
+        assert table_counts(store) == before
+
+
+def test_missing_job_exits_1(capsys, store, db_url) -> None:
+    code, _, err = chokaq(capsys, db_url, "dlq", "show", "no-such-job")
+    assert code == 1 and "no-such-job" in err
+
+
+def test_archive_purge(capsys, store, db_url) -> None:
+    seed_archive(store, 7)
+    code, out, _ = chokaq(capsys, db_url, "archive", "purge", "--older-than", "30d", "--format", "json")
+    assert json.loads(out)["purged"] == 0
+    future = (store.now() + timedelta(seconds=5)).isoformat()
+    code, out, _ = chokaq(
+        capsys, db_url, "archive", "purge", "--older-than", future, "--dry-run", "--format", "json"
+    )
+    assert code == 0 and json.loads(out)["would_purge"] == 7 and table_counts(store)["archive"] == 7
+    code, out, _ = chokaq(capsys, db_url, "archive", "purge", "--older-than", future, "--format", "json")
+    assert code == 0 and json.loads(out)["purged"] == 7 and table_counts(store)["archive"] == 0
+
+
+def test_queues_ls_pause_resume_set(capsys, store, db_url) -> None:
+    seed_dlq(store, 1, queue="media")
+    code, out, _ = chokaq(capsys, db_url, "queues", "pause", "media", "--actor", "ops", "--format", "json")
+    assert code == 0 and json.loads(out)[0]["paused"] is True
+    code, out, _ = chokaq(capsys, db_url, "queues", "ls", "--format", "json")
+    assert {q["name"]: q["paused"] for q in json.loads(out)}["media"] is True
+    chokaq(capsys, db_url, "queues", "resume", "media")
+    code, out, _ = chokaq(
+        capsys,
+        db_url,
+        "queues",
+        "set",
+        "media",
+        "--max-workers",
+        "4",
+        "--zombie-timeout",
+        "10m",
+        "--format",
+        "json",
+    )
+    row = json.loads(out)[0]
+    assert (row["paused"], row["max_workers"], row["zombie_timeout_seconds"]) == (False, 4, 600)
+    code, out, _ = chokaq(
+        capsys, db_url, "queues", "set", "media", "--max-workers", "none", "--format", "json"
+    )
+    assert json.loads(out)[0]["max_workers"] is None and json.loads(out)[0]["zombie_timeout_seconds"] == 600
+    code, out, _ = chokaq(capsys, db_url, "queues", "ls")
+    assert code == 0 and out.startswith("NAME")
+    actions = [a["action"] for a in store.list_audit(action="set_queue").items]
+    assert len(actions) == 4
