@@ -30,6 +30,7 @@ BENCHES: dict[str, str] = {
     "resurrect": "chokaq_ops.bench.resurrect",
     "sweep": "chokaq_ops.bench.sweep",
     "claim": "chokaq_ops.bench.claim",
+    "api": "chokaq_ops.bench.api",
 }
 
 

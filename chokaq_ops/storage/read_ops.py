@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from chokaq_ops import errors, validation
@@ -16,6 +16,7 @@ HOT_SORTS = ("created_at", "priority", "due_at", "id", "queue", "type", "status"
 ARCHIVE_SORTS = ("finished_at", "created_at", "duration_ms", "queue", "type", "attempt_count", "id")
 DLQ_SORTS = ("failed_at", "created_at", "queue", "type", "reason", "attempt_count", "id")
 TOP_ERROR_SAMPLE = 5000
+DEEP_PAGE_OFFSET = 2000  # below this, OFFSET over the index is as cheap as locating the hour first
 
 
 def decode_job(row: dict[str, Any]) -> dict[str, Any]:
@@ -35,6 +36,11 @@ def _sort(name: str, sort: str, descending: bool, allowed: Sequence[str]) -> str
     if sort not in allowed:
         raise errors.ValidationError(f"sort must be one of {', '.join(allowed)}", field="sort")
     return f"{name}@{sort}:{'desc' if descending else 'asc'}"
+
+
+def _counted(params: dict[str, Any]) -> bool:
+    """True when a DLQ filter sets nothing but queue and reason: dlq_counts answers it exactly."""
+    return all(v is None for k, v in params.items() if k not in ("queue", "reason"))
 
 
 def _paging(page: int, page_size: int) -> dict[str, int]:
@@ -116,12 +122,48 @@ class ReadOps(AdminOps):
         page_size: int = 100,
     ) -> Page:
         params = self.dlq_filter_params(flt)
-        return self._page(
-            _sort("list_dlq", sort, descending, DLQ_SORTS), "count_dlq", params, page, page_size
+        name = _sort("list_dlq", sort, descending, DLQ_SORTS)
+        if not _counted(params):
+            return self._page(name, "count_dlq", params, page, page_size)
+        # Filters the trigger-kept dlq_counts cover: an exact total without counting, and a deep page of
+        # the failed_at order starts at the hour that holds its first row instead of OFFSET-scanning the
+        # newer (or older) rows before it: O(page + one hour of rows) instead of O(position).
+        paging = _paging(page, page_size)
+        total = self._dlq_count_fast(params)
+        if paging["offset"] >= total:
+            return Page(items=[], total=total, page=page, page_size=page_size)
+        if sort == "failed_at" and paging["offset"] > DEEP_PAGE_OFFSET:
+            self._seek_hour(params, paging, descending)
+        items = self.run(name, write=False, **params, **paging)
+        return Page(items=[decode_job(r) for r in items], total=total, page=page, page_size=page_size)
+
+    def _seek_hour(self, params: dict[str, Any], paging: dict[str, int], descending: bool) -> None:
+        """Narrow a deep failed_at page to start in the hour holding its first row (params, paging edited)."""
+        rows = self.run(
+            f"dlq_locate@hour:{'desc' if descending else 'asc'}",
+            write=False,
+            queue=params["queue"],
+            reason=params["reason"],
+            offset=paging["offset"],
         )
+        if not rows:
+            return  # the list changed under us; plain OFFSET is still right
+        hour = rows[0]["hour_at"]
+        if descending:
+            params["failed_to"] = hour + timedelta(hours=1) - timedelta(microseconds=1)
+        else:
+            params["failed_from"] = hour
+        paging["offset"] = int(rows[0]["skip"])
+
+    def _dlq_count_fast(self, params: dict[str, Any]) -> int:
+        rows = self.run("dlq_count_fast", write=False, queue=params["queue"], reason=params["reason"])
+        return int(rows[0]["n"])
 
     def count_dlq(self, flt: DlqFilter | None = None) -> int:
-        return int(self.run("count_dlq", write=False, **self.dlq_filter_params(flt))[0]["n"])
+        params = self.dlq_filter_params(flt)
+        if _counted(params):
+            return self._dlq_count_fast(params)
+        return int(self.run("count_dlq", write=False, **params)[0]["n"])
 
     def dlq_ids(self, flt: DlqFilter | None = None, *, limit: int = 10_000_000) -> list[str]:
         """Every id matching a filter, newest failure first: the frozen set behind a bulk plan."""

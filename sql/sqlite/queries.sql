@@ -512,6 +512,26 @@ ORDER BY {{order}};
 -- name: count_dlq
 SELECT count(*) AS n FROM jobs_dlq d WHERE {{dlq_where}};
 
+-- name: dlq_count_fast
+-- Exact number of dead jobs for a queue and/or reason filter (or none), from the trigger-kept counts.
+SELECT coalesce(sum(c.n), 0) AS n FROM dlq_counts c
+WHERE (:queue IS NULL OR c.queue = :queue)
+  AND (:reason IS NULL OR c.failure_reason = :reason);
+
+-- name: dlq_locate
+-- The hour of failure holding position :offset of the failed_at-ordered list (ascending or descending)
+-- and how many of that hour's rows come before it: a deep page reads from there, not from the top.
+-- order: hour = hour
+SELECT hour AS hour_at, :offset - (cum - n) AS skip FROM (
+    SELECT hour, n, sum(n) OVER (ORDER BY {{order}}) AS cum FROM (
+        SELECT c.hour, sum(c.n) AS n FROM dlq_counts c
+        WHERE (:queue IS NULL OR c.queue = :queue)
+          AND (:reason IS NULL OR c.failure_reason = :reason)
+        GROUP BY c.hour
+    ) h
+) w
+WHERE cum > :offset ORDER BY {{order}} LIMIT 1;
+
 -- name: dlq_ids
 SELECT d.id FROM jobs_dlq d WHERE {{dlq_where}} ORDER BY d.failed_at DESC, d.id LIMIT :limit;
 
