@@ -84,6 +84,14 @@ ROUTES: Mapping[tuple[str, str], Rule] = {
     ("POST", "/rescue"): OPERATOR,
     ("GET", "/events"): READER,
     ("GET", "/audit"): READER,
+    # Bulk-decision plans (chokaq_api/resources/plans): operator for resurrect and cancel plans; the view
+    # raises the requirement to admin for purge plans (the action is in the body or the stored plan).
+    ("GET", "/plans"): READER,
+    ("POST", "/plans"): OPERATOR,
+    ("GET", "/plans/<plan_id>"): READER,
+    ("GET", "/plans/<plan_id>/items"): READER,
+    ("POST", "/plans/<plan_id>/execute"): OPERATOR,
+    ("POST", "/plans/<plan_id>/discard"): OPERATOR,
 }
 
 

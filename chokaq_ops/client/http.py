@@ -127,15 +127,17 @@ class HttpClient(BaseClient):
     def _patch(self, path: str, body: Any) -> Any:
         return self._call("PATCH", path, body=body).json()
 
-    def _pages(self, path: str, params: dict[str, Any], limit: int | None) -> Iterator[list[dict[str, Any]]]:
+    def _pages(
+        self, path: str, params: dict[str, Any], limit: int | None, key: str = "id"
+    ) -> Iterator[list[dict[str, Any]]]:
         """Every page of a list endpoint, oldest first; ids already seen are dropped (rows that move while
         paging can shift OFFSET pages)."""
         seen: set[str] = set()
         page, loaded = 1, 0
         while limit is None or loaded < limit:
             response = self._call("GET", path, params={**params, "page": page, "page_size": PAGE})
-            items = [i for i in response.json() if i.get("id") not in seen]
-            seen.update(i["id"] for i in items)
+            items = [i for i in response.json() if i.get(key) not in seen]
+            seen.update(i[key] for i in items)
             if limit is not None:
                 items = items[: limit - loaded]
             loaded += len(items)
@@ -163,7 +165,7 @@ class HttpClient(BaseClient):
             for items in self._pages(path, params, limit):
                 raw = pd.DataFrame(items)
                 if location == "hot" and "last_error" in raw.columns:
-                    raw = raw.rename(columns={"last_error": C.ERROR_DETAILS})
+                    raw[C.ERROR_DETAILS] = raw.pop("last_error")  # a waiting retry's last error
                 pages.append(C.normalise(raw, location, heavy=heavy))
                 if bar is not None:
                     bar.update(len(items))
@@ -419,7 +421,9 @@ class HttpClient(BaseClient):
 
     def _plan_items(self, plan_id: str) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
-        for items in self._pages(f"/plans/{requests.utils.quote(plan_id, safe='')}/items", {}, None):
+        for items in self._pages(
+            f"/plans/{requests.utils.quote(plan_id, safe='')}/items", {}, None, "job_id"
+        ):
             rows.extend(items)
         return rows
 

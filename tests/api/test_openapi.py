@@ -66,7 +66,16 @@ def fuzz_app(tmp_path_factory):
         token = store.create_token("fuzzer", "admin", actor=Actor("test"))
         app = create_app(
             Settings().with_overrides(
-                {"storage.url": url, **TEST_SETTINGS, "api.sse_max_duration": 0.05, "api.sse_max_streams": 64}
+                {
+                    "storage.url": url,
+                    **TEST_SETTINGS,
+                    "api.sse_max_duration": 0.05,
+                    "api.sse_max_streams": 64,
+                    # The seeded pending jobs wait for the whole fuzz run: readiness must not turn 503 on
+                    # their lag once the run takes longer than the default 10 s threshold.
+                    "health.queue_lag_degraded": 86_400,
+                    "health.queue_lag_unhealthy": 86_400,
+                }
             ),
             store=store,
         )

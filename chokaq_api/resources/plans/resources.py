@@ -1,0 +1,128 @@
+"""Bulk-decision plans: freeze a set of jobs, review it, execute it in chunks, resume it after a failure.
+
+A plan is a resumable background-safe operation: its items and progress live in the database, each chunk
+is one transaction that claims its items, acts on them and records the outcome, so a request, a client
+or the server itself can die at any point and `POST /plans/{id}/execute` continues where it stopped
+without touching a job twice. Every audit row carries the plan id and the executing token's name.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from flask import g
+from flask.views import MethodView
+
+from chokaq_api.auth import actor
+from chokaq_api.extensions import Blueprint, store
+from chokaq_api.resources.plans.schemas import (
+    CreatePlanSchema,
+    ExecutedSchema,
+    ExecuteSchema,
+    PlanItemSchema,
+    PlanListQuery,
+    PlanSchema,
+)
+from chokaq_ops import errors
+
+URL = "/plans"
+blp = Blueprint(
+    "plans", __name__, description="Reviewed bulk decisions: resurrect, purge or cancel in chunks."
+)
+
+# Purging is an admin operation everywhere (POST /dlq/purge); a purge plan is too. The route table lets an
+# operator reach these routes (resurrect and cancel plans), so the action decides the rest here.
+_RANK = {"reader": 0, "operator": 1, "admin": 2}
+
+
+def require_role_for(action: str) -> None:
+    needed = "admin" if action == "purge" else "operator"
+    principal = g.principal
+    if _RANK[principal["role"]] < _RANK[needed]:
+        raise errors.Forbidden(
+            f"a {action} plan needs the {needed} role; token {principal['name']!r} is {principal['role']}"
+        )
+
+
+@blp.route("")
+class Plans(MethodView):
+    @blp.arguments(PlanListQuery, location="query")
+    @blp.response(200, PlanSchema(many=True))
+    @blp.paginate()
+    def get(self, args: dict[str, Any], pagination_parameters: Any) -> Any:
+        """Plans, newest first; filter by state and action"""
+        rows, total = store().list_plans(
+            **args, page=pagination_parameters.page, page_size=pagination_parameters.page_size
+        )
+        pagination_parameters.item_count = total
+        return rows
+
+    @blp.arguments(CreatePlanSchema)
+    @blp.response(201, PlanSchema, description="The frozen plan: a dry run until executed.")
+    def post(self, body: dict[str, Any]) -> Any:
+        """Freeze the jobs of a resurrect, purge or cancel plan (by `ids` or `filter`) and preview them"""
+        require_role_for(body["action"])
+        action = body.pop("action")
+        return store().create_plan(action, actor=actor(), **body)
+
+
+@blp.route("/<plan_id>")
+class OnePlan(MethodView):
+    @blp.response(200, PlanSchema)
+    @blp.alt_response(404, response="NOT_FOUND")
+    def get(self, plan_id: str) -> Any:
+        """One plan with its progress, its counts when frozen and a sample"""
+        return store().get_plan(plan_id)
+
+
+@blp.route("/<plan_id>/execute")
+class Execute(MethodView):
+    @blp.arguments(ExecuteSchema, required=False)
+    @blp.response(200, ExecutedSchema, description="The plan after this request, and the chunks it ran.")
+    @blp.alt_response(404, response="NOT_FOUND")
+    @blp.alt_response(409, response="CONFLICT", description="The plan was discarded.")
+    def post(self, body: dict[str, Any], plan_id: str) -> Any:
+        """Run the plan's next chunks (each one transaction of at most 1000 jobs); call again to continue"""
+        st = store()
+        plan = st.get_plan(plan_id)
+        require_role_for(plan["action"])
+        if plan["state"] == "discarded":
+            raise errors.InvalidState(f"plan {plan_id} was discarded")
+        max_chunks = body.get("max_chunks")
+        deadline = time.monotonic() + body.get("max_seconds", 30.0)
+        executed: list[dict[str, Any]] = []
+        while max_chunks is None or len(executed) < max_chunks:
+            plan, chunk = st.execute_plan_chunk(plan_id, actor=actor(plan_id))
+            if chunk is None:
+                break
+            executed.append(chunk)
+            if time.monotonic() >= deadline:
+                break
+        return plan | {"executed": executed}
+
+
+@blp.route("/<plan_id>/discard")
+class Discard(MethodView):
+    @blp.response(200, PlanSchema)
+    @blp.alt_response(404, response="NOT_FOUND")
+    @blp.alt_response(409, response="CONFLICT", description="The plan is done or already discarded.")
+    def post(self, plan_id: str) -> Any:
+        """Stop a plan for good: chunks not yet run never will be"""
+        st = store()
+        require_role_for(st.get_plan(plan_id)["action"])
+        return st.discard_plan(plan_id, actor=actor(plan_id))
+
+
+@blp.route("/<plan_id>/items")
+class Items(MethodView):
+    @blp.response(200, PlanItemSchema(many=True))
+    @blp.alt_response(404, response="NOT_FOUND")
+    @blp.paginate()
+    def get(self, plan_id: str, pagination_parameters: Any) -> Any:
+        """The plan's frozen jobs in plan order with their chunk and outcome"""
+        plan = store().get_plan(plan_id)
+        pagination_parameters.item_count = plan["total"]
+        return store().plan_items(
+            plan_id, page=pagination_parameters.page, page_size=pagination_parameters.page_size
+        )
