@@ -31,6 +31,7 @@ BENCHES: dict[str, str] = {
     "sweep": "chokaq_ops.bench.sweep",
     "claim": "chokaq_ops.bench.claim",
     "api": "chokaq_ops.bench.api",
+    "load": "chokaq_ops.bench.frame_load",  # not bench/load.py: it would shadow bench.load()
 }
 
 
