@@ -55,13 +55,15 @@ def interactive() -> bool:
         return False
 
 
-def progress_bar(total: int, initial: int, desc: str) -> Any:
+def progress_bar(total: int, initial: int, desc: str, *, delay: float = 0.0) -> Any:
+    """A tqdm bar on stderr (a widget in Jupyter when ipywidgets is installed); `delay` hides it for work
+    that finishes sooner."""
     try:
         import ipywidgets  # noqa: F401
         from tqdm.auto import tqdm
     except ImportError:
         from tqdm import tqdm
-    return tqdm(total=total, initial=initial, desc=desc, unit="job", file=sys.stderr, leave=True)
+    return tqdm(total=total, initial=initial, desc=desc, unit="job", file=sys.stderr, leave=True, delay=delay)
 
 
 class Plan:

@@ -7,7 +7,7 @@ report says whether the job type declared itself idempotent (``@job(..., idempot
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -62,19 +62,13 @@ def idempotency_lookup(registry: Any = None) -> Callable[[str], bool | None]:
 
 
 def _default_registry() -> Any:
+    """The worker's module-level registry: the handlers imported in this process (import your handler
+    modules first, as a worker does with Worker.Handlers)."""
     try:
         from chokaq_ops.engine import handlers
     except ImportError:
         return None
-    for name in ("registry", "REGISTRY", "default_registry"):
-        found = getattr(handlers, name, None)
-        if found is not None:
-            return (
-                found()
-                if callable(found) and not isinstance(found, Mapping) and name == "default_registry"
-                else found
-            )
-    return None
+    return getattr(handlers, "registry", None)
 
 
 def zombie_report(jobs: pd.DataFrame, registry: Any = None) -> pd.DataFrame:

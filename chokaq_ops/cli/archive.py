@@ -69,4 +69,3 @@ def run_purge(args: argparse.Namespace) -> int:
     else:
         common.print_table([out], ["purged", "batches", "older_than"])
     return 0
-

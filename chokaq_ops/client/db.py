@@ -83,7 +83,7 @@ class DbClient(BaseClient):
     def _progress(self, show: bool | None, total: int | None, desc: str) -> Any:
         if not (interactive() if show is None else show):
             return None, None
-        bar = progress_bar(total or 0, 0, desc)
+        bar = progress_bar(total or 0, 0, desc, delay=1.0)  # quick loads and changes show no bar
 
         def update(done: int) -> None:
             bar.update(done - bar.n)

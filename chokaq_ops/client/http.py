@@ -159,7 +159,7 @@ class HttpClient(BaseClient):
         progress: bool | None,
     ) -> pd.DataFrame:
         show = interactive() if progress is None else progress
-        bar = progress_bar(0, 0, f"loading {location}") if show else None
+        bar = progress_bar(0, 0, f"loading {location}", delay=1.0) if show else None
         pages = []
         try:
             for items in self._pages(path, params, limit):
