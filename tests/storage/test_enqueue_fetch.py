@@ -1,0 +1,229 @@
+"""Enqueue and fetch (PRODUCT §4.1-§4.2, reference §11.1-4, 20-21) on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+from storage_factories import OPS, age, archived, counters, dead, enqueue, processing, scalar, sql
+
+from chokaq_ops.models import NewJob
+
+# ------------------------------------------------------------------------------------ enqueue
+
+
+def test_idempotency_key_dedupes_against_hot_only_and_is_reusable_after_archive_and_dlq(store):
+    [first] = store.enqueue([NewJob(type="t", idempotency_key="k-arch", queue="qa")])
+    assert first.status == "new" and first.created
+    [again] = store.enqueue([NewJob(type="t", idempotency_key="k-arch", queue="qa", payload='{"x":2}')])
+    assert (again.status, again.created, again.id) == ("duplicate", False, first.id)
+    assert scalar(store, "SELECT count(*) FROM jobs_hot") == 1
+
+    # Still a duplicate while fetched and while processing: the key belongs to the active job.
+    store.fetch("w", 1, ["qa"])
+    assert store.enqueue([NewJob(type="t", idempotency_key="k-arch")])[0].id == first.id
+    store.mark_processing("w", [first.id])
+    assert store.enqueue([NewJob(type="t", idempotency_key="k-arch")])[0].status == "duplicate"
+
+    store.archive_succeeded("w", [(first.id, 1.0)])
+    [after_archive] = store.enqueue([NewJob(type="t", idempotency_key="k-arch", queue="qa")])
+    assert after_archive.status == "new" and after_archive.id != first.id
+
+    [dead_id] = dead(store, 1, prefix="d", queue="qd", idempotency_key="k-dead")
+    [after_dlq] = store.enqueue([NewJob(type="t", idempotency_key="k-dead", queue="qd")])
+    assert after_dlq.status == "new" and after_dlq.id != dead_id
+    assert counters(store)["enqueued"] == 4
+
+
+def test_duplicate_key_within_one_batch_inserts_once(store):
+    res = store.enqueue(
+        [
+            NewJob(type="t", id="a1", idempotency_key="same"),
+            NewJob(type="t", id="a2", idempotency_key="same"),
+            NewJob(type="t", id="a3", idempotency_key="other"),
+            NewJob(type="t", id="a4"),
+        ]
+    )
+    assert [(r.id, r.status) for r in res] == [
+        ("a1", "new"),
+        ("a1", "duplicate"),
+        ("a3", "new"),
+        ("a4", "new"),
+    ]
+    assert [r[0] for r in sql(store, "SELECT id FROM jobs_hot ORDER BY id")] == ["a1", "a3", "a4"]
+    assert counters(store)["enqueued"] == 3
+
+
+def test_ids_used_by_archive_or_dlq_or_hot_report_conflict_and_insert_nothing(store):
+    [arch] = archived(store, 1, prefix="arch")
+    [dlq] = dead(store, 1, prefix="dlq")
+    [hot] = enqueue(store, 1, prefix="hot")
+    before = counters(store)
+    res = store.enqueue(
+        [
+            NewJob(type="x", id=arch),
+            NewJob(type="x", id=dlq),
+            NewJob(type="x", id=hot),
+            NewJob(type="x", id="fresh"),
+        ]
+    )
+    assert [(r.id, r.status, r.created) for r in res] == [
+        (arch, "conflict", False),
+        (dlq, "conflict", False),
+        (hot, "conflict", False),
+        ("fresh", "new", True),
+    ]
+    assert scalar(store, "SELECT count(*) FROM jobs_hot WHERE type = 'x'") == 1
+    assert counters(store)["enqueued"] == before["enqueued"] + 1
+    assert store.get_job(arch)["location"] == "archive" and store.get_job(dlq)["location"] == "dlq"
+
+
+def test_enqueue_creates_queue_and_stats_rows_once(store):
+    for _ in range(3):
+        store.enqueue([NewJob(type="t", queue="brand-new"), NewJob(type="t", queue="brand-new")])
+    assert scalar(store, "SELECT count(*) FROM queues WHERE name = 'brand-new'") == 1
+    rows = sql(store, "SELECT enqueued_total FROM stats_summary WHERE queue = 'brand-new'")
+    assert [int(r[0]) for r in rows] == [6]
+    q = store.queue_stats("brand-new")[0]
+    assert (q["paused"], q["active"], q["max_workers"], q["pending"]) == (False, True, None, 6)
+
+
+def test_enqueue_fields_defaults_and_generated_ids(store):
+    res = store.enqueue([NewJob(type="t"), NewJob(type="t")])
+    a, b = (store.get_job(r.id) for r in res)
+    assert a["id"] != b["id"] and len(a["id"]) <= 50
+    assert (a["status"], a["priority"], a["attempt_count"], a["queue"], a["worker_id"]) == (
+        "pending",
+        10,
+        0,
+        "default",
+        None,
+    )
+    [r] = store.enqueue(
+        [
+            NewJob(
+                type="t", payload="not json", tags="a,b", created_by="me", priority=7, idempotency_key="  k  "
+            )
+        ]
+    )
+    job = store.get_job(r.id)
+    # Producers may store invalid JSON (the worker fails it as Fatal); keys are trimmed.
+    assert (job["payload"], job["tags"], job["created_by"], job["priority"], job["idempotency_key"]) == (
+        "not json",
+        "a,b",
+        "me",
+        7,
+        "k",
+    )
+
+
+# ------------------------------------------------------------------------------------ fetch
+
+
+def test_fetch_orders_by_priority_then_due_time_and_claims_for_one_worker(store):
+    now = store.now()
+    store.enqueue(
+        [
+            NewJob(type="t", id="low-old", priority=1, scheduled_at=now - timedelta(seconds=50)),
+            NewJob(type="t", id="hi-late", priority=20, scheduled_at=now - timedelta(seconds=5)),
+            NewJob(type="t", id="hi-early", priority=20, scheduled_at=now - timedelta(seconds=10)),
+            NewJob(type="t", id="mid-old", priority=10, scheduled_at=now - timedelta(seconds=40)),
+            NewJob(type="t", id="mid-new", priority=10, scheduled_at=now - timedelta(seconds=30)),
+        ]
+    )
+    # One at a time: the order is the database's, not a sort of the returned batch.
+    order = [store.fetch(f"w{i}", 1)[0]["id"] for i in range(5)]
+    assert order == ["hi-early", "hi-late", "mid-old", "mid-new", "low-old"]
+    assert store.fetch("w9", 10) == []
+    rows = sql(store, "SELECT id, status, worker_id, attempt_count FROM jobs_hot ORDER BY id")
+    owners = {r[0]: r[2] for r in rows}
+    assert owners == {"hi-early": "w0", "hi-late": "w1", "mid-old": "w2", "mid-new": "w3", "low-old": "w4"}
+    assert {(int(r[1]), int(r[3])) for r in rows} == {(1, 0)}  # fetched, attempts untouched
+
+
+def test_batch_fetch_returns_the_best_jobs_in_order(store):
+    now = store.now()
+    store.enqueue(
+        [NewJob(type="t", id=f"p{p}", priority=p, scheduled_at=now - timedelta(seconds=p)) for p in range(10)]
+    )
+    got = store.fetch("w", 4)
+    assert [r["id"] for r in got] == ["p9", "p8", "p7", "p6"]
+    assert {r["id"] for r in store.fetch("w2", 100)} == {f"p{p}" for p in range(6)}
+
+
+def test_future_jobs_wait_for_the_database_clock(store):
+    now = store.now()
+    store.enqueue(
+        [
+            NewJob(type="t", id="later", scheduled_at=now + timedelta(hours=1)),
+            NewJob(type="t", id="soon", delay_seconds=0.4),
+            NewJob(type="t", id="past", scheduled_at=now - timedelta(seconds=1)),
+        ]
+    )
+    due = {r[0]: r[1] for r in sql(store, "SELECT id, due_at FROM jobs_hot")}
+    assert [r["id"] for r in store.fetch("w", 10)] == ["past"]
+    time.sleep(0.5)
+    assert [r["id"] for r in store.fetch("w", 10)] == ["soon"]
+    assert store.fetch("w", 10) == []
+    assert store.get_job("later")["status"] == "pending" and due["later"] is not None
+    # Due once the database clock passes it: move it into the past on that clock.
+    age(store, "jobs_hot", ["later"], 1, "due_at", "scheduled_at")
+    assert [r["id"] for r in store.fetch("w", 10)] == ["later"]
+
+
+def test_paused_and_inactive_queues_are_skipped_and_resume(store):
+    for q in ("open", "paused", "off"):
+        enqueue(store, 2, queue=q, prefix=f"{q}-")
+    store.set_queue("paused", actor=OPS, paused=True)
+    store.set_queue("off", actor=OPS, active=False)
+    assert {r["queue"] for r in store.fetch("w", 10)} == {"open"}
+    assert store.fetch("w", 10, ["paused", "off"]) == []  # a named queue is skipped as well
+    store.set_queue("paused", actor=OPS, paused=False)
+    assert {r["queue"] for r in store.fetch("w", 10)} == {"paused"}
+    store.set_queue("off", actor=OPS, active=True)
+    assert {r["queue"] for r in store.fetch("w", 10, ["off"])} == {"off"}
+
+
+def test_queue_filter_fetches_only_named_queues(store):
+    for q in ("a", "b", "c"):
+        enqueue(store, 3, queue=q, prefix=f"{q}-")
+    got = store.fetch("w", 10, ["a", "c", "missing"])
+    assert sorted(r["queue"] for r in got) == ["a"] * 3 + ["c"] * 3
+    assert {r["queue"] for r in store.fetch("w", 10, ["b"])} == {"b"}
+    assert store.fetch("w", 10) == []
+
+
+def test_max_workers_caps_fetched_plus_processing_across_workers_and_others_fill_the_batch(store):
+    store.set_queue("capped", actor=OPS, max_workers=2)
+    now = store.now()
+    store.enqueue(
+        [
+            NewJob(
+                type="t", id=f"c{i}", queue="capped", priority=50, scheduled_at=now - timedelta(seconds=9 - i)
+            )
+            for i in range(6)
+        ]
+        + [NewJob(type="t", id=f"o{i}", queue="other", priority=1) for i in range(6)]
+    )
+    first = store.fetch("w1", 4)
+    # The capped queue is the most urgent but gives only 2; the other queue fills the batch.
+    assert [r["id"] for r in first[:2]] == ["c0", "c1"]
+    assert [r["queue"] for r in first[2:]] == ["other", "other"]
+    store.mark_processing("w1", ["c0"])  # processing counts against the cap too
+    assert all(r["queue"] == "other" for r in store.fetch("w2", 10))
+    assert store.fetch("w3", 10, ["capped"]) == []
+    store.archive_succeeded("w1", [("c0", 1.0)])  # a finished job frees a slot
+    assert [r["id"] for r in store.fetch("w3", 10)] == ["c2"]
+    store.release("w1", ["c1"])  # so does a released one
+    assert [r["id"] for r in store.fetch("w4", 10, ["capped"])] == ["c1"]
+    assert scalar(store, "SELECT count(*) FROM jobs_hot WHERE queue = 'capped' AND status IN (1, 2)") == 2
+    # Lifting the cap releases the rest.
+    store.set_queue("capped", actor=OPS, max_workers=None)
+    assert sorted(r["id"] for r in store.fetch("w5", 10)) == ["c3", "c4", "c5"]
+
+
+def test_fetch_leaves_processing_and_other_workers_jobs_alone(store):
+    mine = processing(store, "w1", 2, prefix="run")
+    assert store.fetch("w2", 10) == []
+    assert {r[0] for r in sql(store, "SELECT worker_id FROM jobs_hot")} == {"w1"}
+    assert store.get_job(mine[0])["status"] == "processing"
