@@ -6,12 +6,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from copy import deepcopy
 from dataclasses import dataclass, field
+from functools import wraps
 from threading import BoundedSemaphore
 from typing import TYPE_CHECKING, Any
 
 import flask_smorest
 import marshmallow as ma
 from flask import current_app
+from flask_smorest import abort as smorest_abort
 from flask_smorest.utils import deepupdate
 
 from chokaq_api.errors import ErrorSchema, from_http_exception
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
     from chokaq_ops.storage import Store
 
 MAX_PAGE_SIZE = 1000
+MAX_PAGE = 10_000_000
 DEFAULT_PAGE_SIZE = 100
 QUERY_FIELDS = "_chokaq_query_fields"
 
@@ -64,6 +67,24 @@ def _allow_query(wrapper: Callable[..., Any], names: Iterable[str]) -> Callable[
     return wrapper
 
 
+def _bounded_page(func: Callable[..., Any]) -> Callable[..., Any]:
+    """flask-smorest bounds page_size but not page; a page far past any data must still be a 422, not an
+    OFFSET too large for the database's integers."""
+
+    @wraps(func)
+    def view(*args: Any, **kwargs: Any) -> Any:
+        page = kwargs["pagination_parameters"].page
+        if page > MAX_PAGE:
+            smorest_abort(
+                422,
+                message=f"invalid query.page: Must be less than or equal to {MAX_PAGE}.",
+                errors={"query": {"page": [f"Must be less than or equal to {MAX_PAGE}."]}},
+            )
+        return func(*args, **kwargs)
+
+    return view
+
+
 def query_fields(view: Callable[..., Any]) -> frozenset[str]:
     """The query parameters a view declared (its query schema and pagination); others are rejected."""
     return getattr(view, QUERY_FIELDS, frozenset())
@@ -85,7 +106,7 @@ class Blueprint(flask_smorest.Blueprint):
 
     def paginate(self, pager: Any = None, **kwargs: Any) -> Callable[..., Any]:
         decorator = super().paginate(pager, **kwargs)
-        return lambda func: _allow_query(decorator(func), ("page", "page_size"))
+        return lambda func: _allow_query(decorator(_bounded_page(func)), ("page", "page_size"))
 
     def register_views_in_doc(self, api: Any, app: Any, spec: Any, *, name: str, parameters: Any) -> None:
         # Document each operation's role from auth.ROUTES, so the spec and the enforcement cannot differ.

@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
             server.task_dispatcher.shutdown(timeout=5)  # type: ignore[union-attr]
     finally:
         if host is not None:
-            host.shutdown()
+            stop_engine(host)
         api_store.close()
     return 0
 
@@ -130,8 +130,11 @@ def start_engine(settings: Settings, args: argparse.Namespace) -> Any:
     """The engine Host on its own store (its pool must not starve the API's), started in the background."""
     if not any(on for _, on in _engine_parts(args)):
         return None
+    from chokaq_ops.engine.handlers import load_handler_modules
     from chokaq_ops.engine.hosting import Host
 
+    if not args.no_worker:
+        load_handler_modules(settings.worker.handlers)
     store = Store.from_settings(settings)
     host = Host(
         settings,
@@ -146,6 +149,14 @@ def start_engine(settings: Settings, args: argparse.Namespace) -> Any:
         store.close()
         raise
     return host
+
+
+def stop_engine(host: Any) -> None:
+    """The worker first (running handlers get Worker.ShutdownGracePeriod), then the scheduler."""
+    try:
+        host.shutdown()
+    finally:
+        host.store.close()
 
 
 def _install_signals() -> None:

@@ -81,6 +81,19 @@ def enqueue(store: Store, n: int = 1, **kw: Any) -> list[str]:
     return [r.id for r in store.enqueue(jobs)]
 
 
+def events_settled(store: Store, n: int, timeout: float = 10.0) -> list[dict[str, Any]]:
+    """The first n events once readable. On PostgreSQL a fresh event waits while an older writing
+    transaction runs anywhere on the server (up to 5 s; see events_after), e.g. another test's."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        events = store.events_after(0, 1000)
+        if len(events) >= n or time.monotonic() > deadline:
+            return events
+        time.sleep(0.05)
+
+
 def pagination(response: Any) -> dict[str, Any]:
     return json.loads(response.headers["X-Pagination"])
 

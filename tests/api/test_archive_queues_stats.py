@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from tests.api.conftest import enqueue, pagination, to_archive, to_dlq
+from tests.api.conftest import enqueue, events_settled, pagination, to_archive, to_dlq
 
 
 def test_archive_lists_gets_and_filters(client, store):
@@ -70,7 +70,7 @@ def test_pause_resume_as_operator_and_limits_as_admin_with_null_clearing(client,
     assert (r.json["max_workers"], r.json["zombie_timeout_seconds"]) == (None, 120)
     changes = store.list_audit(action="set_queue").items
     assert [a["actor"] for a in changes] == ["admin", "admin", "operator"]
-    assert {e["kind"] for e in store.events_after(0)} >= {"queue"}
+    assert {e["kind"] for e in events_settled(store, 3)} >= {"queue"}
 
 
 def test_queue_patch_validates_each_field(client, store):
@@ -123,4 +123,4 @@ def test_rescue_sweeps_now_and_announces_it(store, settings, tokens):
     assert store.get_job(abandoned)["status"] == "pending"
     dead = client.get(f"/dlq/{zombie}", role="reader").json
     assert dead["failure_reason"] == "Zombie" and dead["worker_id"] == WORKER
-    assert [e["kind"] for e in store.events_after(0)][-1] == "rescue"
+    assert [e["kind"] for e in events_settled(store, 3)][-1] == "rescue"

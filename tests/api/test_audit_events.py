@@ -7,7 +7,7 @@ import threading
 import time
 
 from chokaq_api import create_app
-from tests.api.conftest import ApiClient, pagination, to_dlq
+from tests.api.conftest import ApiClient, events_settled, pagination, to_dlq
 
 
 def test_audit_filters_by_actor_action_job_plan_and_time(client, store):
@@ -42,6 +42,7 @@ def _events(body: bytes) -> list[dict]:
 def test_events_replay_from_an_id_and_resume_from_last_event_id(client, store):
     to_dlq(store, 2, queue="mail")
     client.post("/dlq/purge", role="admin", json={"filter": {"queue": "mail"}})
+    events_settled(store, 3)
     r = client.get("/events?after=0", role="reader")
     assert r.status_code == 200 and r.mimetype == "text/event-stream"
     body = r.get_data()
@@ -62,8 +63,10 @@ def test_events_replay_from_an_id_and_resume_from_last_event_id(client, store):
     assert bad.status_code == 422 and "Last-Event-ID" in bad.json["errors"]["headers"]
 
 
-def test_a_new_stream_starts_at_now_sends_live_events_and_keep_alives(client, store):
+def test_a_new_stream_starts_at_now_sends_live_events_and_keep_alives(store, settings, tokens):
+    client = ApiClient(create_app(settings.with_overrides({"api.sse_max_duration": 10}), store=store), tokens)
     to_dlq(store, 1, queue="old")
+    events_settled(store, 1)
     r = client.get("/events", role="reader", buffered=False)
     chunks = iter(r.response)
     assert next(chunks).startswith(b"retry:")
@@ -78,7 +81,8 @@ def test_a_new_stream_starts_at_now_sends_live_events_and_keep_alives(client, st
             break
     else:
         raise AssertionError("the rescue event never arrived")
-    assert time.monotonic() - started < 1.0
+    # Within a poll interval; on PostgreSQL up to 5 s while another writing transaction runs on the server.
+    assert time.monotonic() - started < 7.0
     r.close()
 
 

@@ -93,7 +93,7 @@ class PreviewSchema(SelectionSchema):
 
 class BulkSchema(SelectionSchema):
     max_jobs = ma.fields.Integer(
-        validate=ma.validate.Range(min=1), metadata={"description": "Stop after this many jobs"}
+        validate=ma.validate.Range(1, 100_000_000), metadata={"description": "Stop after this many jobs"}
     )
     plan_id = PLAN_ID
 

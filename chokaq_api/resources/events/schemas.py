@@ -9,7 +9,7 @@ from chokaq_api.extensions import Schema
 
 class EventsQuery(Schema):
     after = ma.fields.Integer(
-        validate=ma.validate.Range(min=0),
+        validate=ma.validate.Range(min=0, max=2**63 - 1),
         metadata={
             "description": "Replay events after this id (0: every retained event). Default: the "
             "Last-Event-ID header, else only new events."

@@ -38,21 +38,34 @@ def schema(c: Context) -> dict[str, Any]:
 
 
 def worker(c: Context) -> dict[str, Any]:
+    """The hosted worker's loop must have turned within Health.WorkerHeartbeatTimeout (a stuck or dead
+    worker thread keeps the process alive but processes nothing)."""
     if c.host is None or getattr(c.host, "worker", None) is None:
         return check(SKIPPED, "no worker runs in this process")
     timeout = c.settings.health.worker_heartbeat_timeout
     try:
-        age = c.host.worker.loop_age()
+        state = c.host.health()
     except Exception as exc:
         return check(UNHEALTHY, f"cannot read the worker's state ({type(exc).__name__}: {exc})")
+    age = state.get("worker_heartbeat_age_seconds")
+    data = {
+        "worker_id": (state.get("worker") or {}).get("worker_id"),
+        "loop_age_seconds": age,
+        "timeout_seconds": timeout,
+        "running_jobs": state.get("running_jobs"),
+        "prefetched_jobs": state.get("prefetched_jobs"),
+        "scheduler_running": state.get("scheduler_running"),
+    }
+    if not state.get("worker_running") or not state.get("scheduler_running"):
+        return check(UNHEALTHY, "the hosted worker or its scheduler is not running", **data)
     if age is None or age > timeout:
         shown = "never" if age is None else f"{age:.1f}s ago"
         return check(
-            UNHEALTHY, f"the worker loop last ran {shown} (Health.WorkerHeartbeatTimeout {timeout:g}s)"
+            UNHEALTHY,
+            f"the worker loop last ran {shown} (Health.WorkerHeartbeatTimeout {timeout:g}s)",
+            **data,
         )
-    return check(
-        OK, f"the worker loop ran {age:.1f}s ago", age_seconds=round(age, 3), timeout_seconds=timeout
-    )
+    return check(OK, f"the worker loop ran {age:.1f}s ago", **data)
 
 
 def queue_lag(c: Context) -> dict[str, Any]:
