@@ -61,9 +61,11 @@ class PlanOps(AdminOps):
         if (ids is None) == (flt is None):
             raise errors.ValidationError("give either ids or a filter", field="ids")
         if max_jobs is not None and (
-            isinstance(max_jobs, bool) or not isinstance(max_jobs, int) or max_jobs < 1
+            isinstance(max_jobs, bool) or not isinstance(max_jobs, int) or not 1 <= max_jobs <= MAX_PLAN_JOBS
         ):
-            raise errors.ValidationError("max_jobs must be a whole number of at least 1", field="max_jobs")
+            raise errors.ValidationError(
+                f"max_jobs must be a whole number between 1 and {MAX_PLAN_JOBS}", field="max_jobs"
+            )
         if not isinstance(chunk_size, int) or not 1 <= chunk_size <= PLAN_CHUNK:
             raise errors.ValidationError(f"chunk_size must be between 1 and {PLAN_CHUNK}", field="chunk_size")
         if edits and action != "resurrect":

@@ -11,7 +11,7 @@ from chokaq_api.extensions import Schema
 from chokaq_api.resources.dlq.schemas import DlqFilterSchema
 from chokaq_ops import validation
 from chokaq_ops.models import HotFilter
-from chokaq_ops.storage.plan_ops import ACTIONS, PLAN_CHUNK
+from chokaq_ops.storage.plan_ops import ACTIONS, MAX_PLAN_JOBS, PLAN_CHUNK
 
 MAX_PLAN_IDS = 100_000
 STATES = ("ready", "running", "done", "discarded")
@@ -54,7 +54,7 @@ class CreatePlanSchema(Schema):
         metadata={"description": "A DLQ filter (resurrect, purge) or hot-job filter (cancel)"}
     )
     max_jobs = ma.fields.Integer(
-        validate=ma.validate.Range(min=1), metadata={"description": "Freeze at most N"}
+        validate=ma.validate.Range(1, MAX_PLAN_JOBS), metadata={"description": "Freeze at most N jobs"}
     )
     chunk_size = ma.fields.Integer(
         load_default=PLAN_CHUNK,
@@ -95,7 +95,7 @@ class CreatePlanSchema(Schema):
 
 class ExecuteSchema(Schema):
     max_chunks = ma.fields.Integer(
-        validate=ma.validate.Range(min=1),
+        validate=ma.validate.Range(1, MAX_PLAN_JOBS),
         metadata={"description": "Run at most this many chunks in this request (default: until done)"},
     )
     max_seconds = ma.fields.Float(
