@@ -266,16 +266,18 @@ class DbClient(BaseClient):
 
     def purge_archive(self, older_than: Any, *, progress: bool | None = None) -> dict[str, int]:
         """Delete succeeded jobs finished before `older_than` (a time, or a timedelta meaning that long ago).
-        Returns {purged, batches}."""
+        Returns {purged, batches, cutoff}."""
         cutoff = parse_time(older_than, "older_than")
         assert cutoff is not None
+        if cutoff > self.store.now():  # as the API: a cutoff in the future is a typo, not a wish
+            raise errors.ValidationError("older_than is in the future", field="older_than")
         bar, update = self._progress(progress, None, "purge archive")
         try:
             result = self.store.purge_archive(cutoff, actor=self._who(), progress=update)
         finally:
             if bar is not None:
                 bar.close()
-        return {"purged": result.count, "batches": result.batches}
+        return {"purged": result.count, "batches": result.batches, "cutoff": cutoff}
 
     def cancel(self, ids: Sequence[str]) -> dict[str, list[str]]:
         """Pending or fetched jobs -> DLQ as Cancelled. Returns {cancelled: [...], skipped: [...]}."""

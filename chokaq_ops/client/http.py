@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from datetime import datetime
 from typing import Any
 
 import pandas as pd
@@ -213,7 +214,10 @@ class HttpClient(BaseClient):
     def purge_archive(self, older_than: Any, *, progress: bool | None = None) -> dict[str, int]:
         cutoff = parse_time(older_than, "older_than")
         assert cutoff is not None
-        return self.api.post("/archive/purge", {"older_than": time_text(cutoff)})
+        got = self.api.post("/archive/purge", {"older_than": time_text(cutoff)})
+        if isinstance(got.get("cutoff"), str):
+            got["cutoff"] = datetime.fromisoformat(got["cutoff"].replace("Z", "+00:00"))
+        return got
 
     def cancel(self, ids: Sequence[str]) -> dict[str, list[str]]:
         wanted = validation.ids(list(ids), max_count=10**7)
