@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from threading import BoundedSemaphore
 from typing import Any
@@ -16,8 +15,6 @@ from chokaq_api.resources import register_blueprints
 from chokaq_ops.engine.metrics import Metrics
 from chokaq_ops.settings import Settings, load_settings
 from chokaq_ops.storage import Store
-
-log = logging.getLogger("chokaq.api")
 
 
 def create_app(
@@ -38,7 +35,6 @@ def create_app(
     app.config["MAX_CONTENT_LENGTH"] = settings.api.max_body_bytes
     if test_config:
         app.config.update(test_config)
-    owns_store = store is None
     if store is None:
         store = Store.from_settings(settings)
     metrics = getattr(host, "metrics", None) or Metrics(store)
@@ -47,7 +43,6 @@ def create_app(
         store=store,
         host=host,
         metrics=metrics,
-        owns_store=owns_store,
         streams=BoundedSemaphore(settings.api.sse_max_streams),
     )
     errors.init_app(app)

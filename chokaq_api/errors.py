@@ -59,7 +59,9 @@ def body(code: int, message: str | None = None, field_errors: dict[str, Any] | N
     }
 
 
-def _location() -> str:
+def _location(field: str) -> str:
+    if field in (request.view_args or {}):
+        return "path"
     return "query" if request.method in ("GET", "HEAD", "DELETE") else "json"
 
 
@@ -110,7 +112,7 @@ def from_chokaq_error(error: errors.ChokaqError) -> tuple[dict[str, Any], int, d
         log.error("%s %s failed: %s", request.method, request.path, error, exc_info=error)
         message = "the database failed; see the server log" if code == 500 else "the database is busy; retry"
         return body(code, message), code, headers
-    field_errors = {_location(): {error.field: [str(error)]}} if error.field else {}
+    field_errors = {_location(error.field): {error.field: [str(error)]}} if error.field else {}
     return body(code, str(error), field_errors), code, headers
 
 

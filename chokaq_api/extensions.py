@@ -37,7 +37,6 @@ class Context:
     store: Store
     host: Any = None
     metrics: Metrics | None = None
-    owns_store: bool = False
     streams: BoundedSemaphore = field(default_factory=lambda: BoundedSemaphore(4))
 
 

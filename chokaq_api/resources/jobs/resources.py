@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from flask.views import MethodView
@@ -26,7 +27,7 @@ blp = Blueprint("jobs", __name__, description="Enqueue jobs, find any job by id,
 def submit(job: NewJob) -> tuple[dict[str, Any], int]:
     """Enqueue one job as the token's name: 201 new, 200 an active duplicate of its idempotency key."""
     who = actor()
-    result = store().enqueue([NewJob(**{**job.__dict__, "created_by": who.name})])[0]
+    result = store().enqueue([replace(job, created_by=who.name)])[0]
     if result.status == "conflict":
         raise errors.Conflict(f"a job with id {result.id} exists already", field="id")
     if result.created:
