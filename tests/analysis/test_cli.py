@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -178,12 +179,16 @@ def test_archive_purge(capsys, store, db_url) -> None:
     seed_archive(store, 7)
     code, out, _ = chokaq(capsys, db_url, "archive", "purge", "--older-than", "30d", "--format", "json")
     assert json.loads(out)["purged"] == 0
-    future = (store.now() + timedelta(seconds=5)).isoformat()
+    time.sleep(0.01)  # the rows finished strictly before the cutoff (SQLite keeps milliseconds)
+    cutoff = store.now().isoformat()
     code, out, _ = chokaq(
-        capsys, db_url, "archive", "purge", "--older-than", future, "--dry-run", "--format", "json"
+        capsys, db_url, "archive", "purge", "--older-than", cutoff, "--dry-run", "--format", "json"
     )
     assert code == 0 and json.loads(out)["would_purge"] == 7 and table_counts(store)["archive"] == 7
-    code, out, _ = chokaq(capsys, db_url, "archive", "purge", "--older-than", future, "--format", "json")
+    later = (store.now() + timedelta(hours=1)).isoformat()
+    code, _, err = chokaq(capsys, db_url, "archive", "purge", "--older-than", later)
+    assert code == 2 and "future" in err and table_counts(store)["archive"] == 7
+    code, out, _ = chokaq(capsys, db_url, "archive", "purge", "--older-than", cutoff, "--format", "json")
     assert code == 0 and json.loads(out)["purged"] == 7 and table_counts(store)["archive"] == 0
 
 
