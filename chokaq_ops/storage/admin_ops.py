@@ -150,8 +150,19 @@ class AdminOps(StoreCore):
                 )
             return self._resurrect_items(items, actor, details)
 
+        def move_matching(limit: int, params: dict[str, Any]) -> list[dict[str, Any]]:
+            return self.run(
+                "resurrect_matching", limit=limit, actor=actor.name, plan_id=actor.plan_id, **params
+            )
+
         return self._chunked(
-            move, ids=ids, flt=flt, max_jobs=max_jobs, chunk=RESURRECT_CHUNK, progress=progress
+            move,
+            ids=ids,
+            flt=flt,
+            max_jobs=max_jobs,
+            chunk=RESURRECT_CHUNK,
+            progress=progress,
+            matching=None if edits else move_matching,
         )
 
     # ------------------------------------------------------------------ cancel and purge
@@ -197,8 +208,24 @@ class AdminOps(StoreCore):
             )
             return [r["id"] for r in rows]
 
+        def delete_matching(limit: int, params: dict[str, Any]) -> list[dict[str, Any]]:
+            return self.run(
+                "purge_dlq_matching",
+                limit=limit,
+                actor=actor.name,
+                plan_id=actor.plan_id,
+                action="purge_dlq",
+                **params,
+            )
+
         return self._chunked(
-            delete, ids=ids, flt=flt, max_jobs=max_jobs, chunk=self.cleanup_batch_size, progress=progress
+            delete,
+            ids=ids,
+            flt=flt,
+            max_jobs=max_jobs,
+            chunk=self.cleanup_batch_size,
+            progress=progress,
+            matching=delete_matching,
         )
 
     def _chunked(
@@ -210,7 +237,11 @@ class AdminOps(StoreCore):
         max_jobs: int | None,
         chunk: int,
         progress: Progress | None,
+        matching: Callable[[int, dict[str, Any]], list[dict[str, Any]]] | None = None,
     ) -> BulkResult:
+        """`matching(limit, params)`, when given, selects and acts on the next chunk of a filter in one
+        statement (one round trip instead of two) and returns the rows moved with the cursor after them;
+        else ids are read, then acted on."""
         if (ids is None) == (flt is None):
             raise errors.ValidationError("give either ids or a filter", field="ids")
         if max_jobs is not None and max_jobs < 1:
@@ -230,12 +261,24 @@ class AdminOps(StoreCore):
         if params["failed_to"] is None or params["failed_to"] > cutoff:
             params["failed_to"] = cutoff
         details = filter_json(flt) | {"max_jobs": max_jobs} if max_jobs else filter_json(flt)
+        cursor: dict[str, Any] = {"before_at": None, "before_id": None}
         while max_jobs is None or done < max_jobs:
             limit = chunk if max_jobs is None else min(chunk, max_jobs - done)
-            picked = [r["id"] for r in self.run("dlq_ids", write=False, limit=limit, **params)]
-            if not picked:
-                break
-            moved = action(picked, {"filter": details})
+            if matching is not None:
+                rows = matching(limit, params | cursor | {"details": {"filter": details}})
+                if not rows:
+                    if cursor["before_at"] is None:
+                        break  # nothing left, or only rows another operation holds
+                    # One last pass from the top for rows passed over (held by another operation).
+                    cursor = {"before_at": None, "before_id": None}
+                    continue
+                moved = [r["id"] for r in rows]
+                cursor = {"before_at": rows[0]["cursor_at"], "before_id": rows[0]["cursor_id"]}
+            else:
+                picked = [r["id"] for r in self.run("dlq_ids", write=False, limit=limit, **params)]
+                if not picked:
+                    break
+                moved = action(picked, {"filter": details})
             done, batches = done + len(moved), batches + 1
             if progress:
                 progress(done)

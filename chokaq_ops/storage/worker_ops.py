@@ -11,6 +11,15 @@ from chokaq_ops.models import EnqueueResult, FailureReason, NewJob
 from chokaq_ops.storage.core import StoreCore, Tx
 
 
+def reason_number(value: Any, field: str = "reason") -> int:
+    """A failure reason (member, number or name) as stored; anything else is a ValidationError."""
+    try:
+        return int(value if isinstance(value, FailureReason) else FailureReason.parse(value))
+    except (TypeError, ValueError):
+        names = ", ".join(m.name for m in FailureReason)
+        raise errors.ValidationError(f"{field} must be one of {names}", field=field) from None
+
+
 @dataclass(frozen=True, slots=True)
 class Dead:
     """A job a worker sends to the dead-letter queue."""
@@ -66,6 +75,8 @@ class WorkerOps(StoreCore):
             raise errors.ValidationError(
                 "delay_seconds must be between 0 and ten years", field="delay_seconds"
             )
+        if job.scheduled_at is not None and job.scheduled_at.tzinfo is None:
+            raise errors.ValidationError("scheduled_at must carry a time zone (UTC)", field="scheduled_at")
         priority = validation.priority(job.priority)
         return {
             "ord": ord_,
@@ -137,7 +148,7 @@ class WorkerOps(StoreCore):
         payload = [
             {
                 "id": d.id,
-                "reason": int(d.reason),
+                "reason": reason_number(d.reason),
                 "error": d.error,
                 "fingerprint": d.fingerprint,
                 "duration_ms": d.duration_ms,

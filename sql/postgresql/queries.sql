@@ -409,16 +409,9 @@ audit AS (
 )
 SELECT id FROM moved;
 
--- name: resurrect
--- DLQ -> hot for each item: pending, attempts 0, idempotency key cleared, payload/tags/priority replaced
--- when given (priority otherwise 10), FailedTotal -1 per job; one audit row and one event per job.
-WITH items AS (
-    SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, payload text, tags text, priority integer)
-),
-moved AS (
-    DELETE FROM jobs_dlq d USING items i WHERE d.id = i.id
-    RETURNING d.*, i.payload AS new_payload, i.tags AS new_tags, i.priority AS new_priority
-),
+-- fragment: resurrect_rest
+-- What every resurrect does with the rows it took from the DLQ (`moved`, with new_payload/new_tags/
+-- new_priority, null when unchanged): insert them into hot, count, audit per job, one event.
 revived AS (
     INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
                           due_at, created_at, updated_at, created_by, last_modified_by)
@@ -447,7 +440,43 @@ events AS (
            json_build_object('count', count(*), 'actor', CAST(:actor AS text), 'plan_id', CAST(:plan_id AS text))::text
     FROM moved HAVING count(*) > 0
 )
+
+-- name: resurrect
+-- DLQ -> hot for each item: pending, attempts 0, idempotency key cleared, payload/tags/priority replaced
+-- when given (priority otherwise 10), FailedTotal -1 per job; one audit row and one event per job.
+WITH items AS (
+    SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, payload text, tags text, priority integer)
+),
+moved AS (
+    DELETE FROM jobs_dlq d USING items i WHERE d.id = i.id
+    RETURNING d.*, i.payload AS new_payload, i.tags AS new_tags, i.priority AS new_priority
+),
+{{resurrect_rest}}
 SELECT id, queue FROM moved;
+
+-- name: resurrect_matching
+-- resurrect for the next :limit jobs matching a filter (newest failures first), chosen in the same
+-- statement: one round trip per chunk instead of two. Like resurrect, it takes no row locks first: a
+-- row another operation is moving is waited for, then found gone (never moved twice).
+-- :before_at/:before_id, when set, continue after the previous chunk's last row (failed_at DESC, id
+-- order): deleted rows stay in the index until vacuum, and every chunk stepping over all the ones
+-- before it made a 100k-row resurrect slow down chunk by chunk. The caller ends with one pass from
+-- the top for rows that were passed over.
+WITH victims AS (
+    SELECT d.id FROM jobs_dlq d WHERE {{dlq_where}}
+      AND (CAST(:before_at AS timestamptz) IS NULL
+           OR (d.failed_at <= CAST(:before_at AS timestamptz)
+               AND (d.failed_at < CAST(:before_at AS timestamptz) OR d.id > CAST(:before_id AS text))))
+    ORDER BY d.failed_at DESC, d.id LIMIT CAST(:limit AS integer)
+),
+moved AS (
+    DELETE FROM jobs_dlq d USING victims v WHERE d.id = v.id
+    RETURNING d.*, CAST(NULL AS text) AS new_payload, CAST(NULL AS text) AS new_tags,
+              CAST(NULL AS integer) AS new_priority
+),
+{{resurrect_rest}}
+SELECT m.id, m.queue, c.failed_at AS cursor_at, c.id AS cursor_id
+FROM moved m CROSS JOIN (SELECT failed_at, id FROM moved ORDER BY failed_at, id DESC LIMIT 1) c;
 
 -- name: cancel
 -- Pending or fetched jobs -> DLQ as Cancelled; processing jobs are left alone (reported as skipped).
@@ -477,6 +506,17 @@ events AS (
 )
 SELECT id FROM moved;
 
+-- fragment: purge_dlq_rest
+-- What every DLQ purge does with the rows it deleted (`moved`): counters, audit per job, one event.
+counters AS ({{counters_failed_down}}),
+audit AS ({{audit_moved}}),
+events AS (
+    INSERT INTO events (kind, message, data)
+    SELECT 'purge', 'Purged ' || count(*) || ' dead job(s) by ' || CAST(:actor AS text),
+           json_build_object('count', count(*), 'actor', CAST(:actor AS text), 'plan_id', CAST(:plan_id AS text))::text
+    FROM moved HAVING count(*) > 0
+)
+
 -- name: purge_dlq
 -- Deletes up to :batch of the given DLQ ids (oldest failures first), skipping rows locked by others.
 WITH victims AS (
@@ -486,15 +526,26 @@ WITH victims AS (
 moved AS (
     DELETE FROM jobs_dlq d USING victims v WHERE d.id = v.id RETURNING d.id, d.queue
 ),
-counters AS ({{counters_failed_down}}),
-audit AS ({{audit_moved}}),
-events AS (
-    INSERT INTO events (kind, message, data)
-    SELECT 'purge', 'Purged ' || count(*) || ' dead job(s) by ' || CAST(:actor AS text),
-           json_build_object('count', count(*), 'actor', CAST(:actor AS text), 'plan_id', CAST(:plan_id AS text))::text
-    FROM moved HAVING count(*) > 0
-)
+{{purge_dlq_rest}}
 SELECT id FROM moved;
+
+-- name: purge_dlq_matching
+-- purge_dlq for the next :limit jobs matching a filter (newest failures first), chosen in the same
+-- statement: one round trip per chunk instead of two, and rows held by another operation are skipped.
+-- :before_at/:before_id: as for resurrect_matching.
+WITH victims AS (
+    SELECT d.id FROM jobs_dlq d WHERE {{dlq_where}}
+      AND (CAST(:before_at AS timestamptz) IS NULL
+           OR (d.failed_at <= CAST(:before_at AS timestamptz)
+               AND (d.failed_at < CAST(:before_at AS timestamptz) OR d.id > CAST(:before_id AS text))))
+    ORDER BY d.failed_at DESC, d.id LIMIT CAST(:limit AS integer) FOR UPDATE SKIP LOCKED
+),
+moved AS (
+    DELETE FROM jobs_dlq d USING victims v WHERE d.id = v.id RETURNING d.id, d.queue, d.failed_at
+),
+{{purge_dlq_rest}}
+SELECT m.id, m.queue, c.failed_at AS cursor_at, c.id AS cursor_id
+FROM moved m CROSS JOIN (SELECT failed_at, id FROM moved ORDER BY failed_at, id DESC LIMIT 1) c;
 
 -- name: purge_archive
 -- Deletes the oldest :batch archive rows finished before :cutoff; one audit row per batch. A purge

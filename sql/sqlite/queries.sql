@@ -361,15 +361,9 @@ UPDATE jobs_dlq SET payload = coalesce(:payload, payload), tags = coalesce(:tags
 WHERE id = :id
 RETURNING id;
 
--- name: resurrect
-{{staging}};
-DELETE FROM staged;
-INSERT INTO staged (id, queue, ord, payload, tags, priority, status)
-SELECT d.id, d.queue, j.key, json_extract(j.value, '$.payload'), json_extract(j.value, '$.tags'),
-       json_extract(j.value, '$.priority'),
-       CASE WHEN json_extract(j.value, '$.payload') IS NULL AND json_extract(j.value, '$.tags') IS NULL
-                 AND json_extract(j.value, '$.priority') IS NULL THEN 'plain' ELSE 'edited' END
-FROM json_each(:items) j JOIN jobs_dlq d ON d.id = json_extract(j.value, '$.id');
+-- fragment: resurrect_rest
+-- What every resurrect does with the DLQ rows in `staged` (payload/tags/priority: replacements or
+-- null; status plain/edited): insert them into hot, count, audit per job, one event, delete.
 INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
                       due_at, created_at, updated_at, created_by, last_modified_by)
 SELECT d.id, d.queue, d.type, coalesce(s.payload, d.payload), coalesce(s.tags, d.tags), NULL,
@@ -390,8 +384,36 @@ INSERT INTO events (kind, message, data)
 SELECT 'resurrect', 'Resurrected ' || count(*) || ' job(s) by ' || :actor,
        json_object('count', count(*), 'actor', :actor, 'plan_id', :plan_id)
 FROM staged HAVING count(*) > 0;
-DELETE FROM jobs_dlq WHERE id IN (SELECT id FROM staged);
+DELETE FROM jobs_dlq WHERE id IN (SELECT id FROM staged)
+
+-- name: resurrect
+{{staging}};
+DELETE FROM staged;
+INSERT INTO staged (id, queue, ord, payload, tags, priority, status)
+SELECT d.id, d.queue, j.key, json_extract(j.value, '$.payload'), json_extract(j.value, '$.tags'),
+       json_extract(j.value, '$.priority'),
+       CASE WHEN json_extract(j.value, '$.payload') IS NULL AND json_extract(j.value, '$.tags') IS NULL
+                 AND json_extract(j.value, '$.priority') IS NULL THEN 'plain' ELSE 'edited' END
+FROM json_each(:items) j JOIN jobs_dlq d ON d.id = json_extract(j.value, '$.id');
+{{resurrect_rest}};
 SELECT id, queue FROM staged ORDER BY ord;
+
+-- name: resurrect_matching
+-- resurrect for the next :limit jobs matching a filter (newest failures first), chosen in the same
+-- transaction: one round trip per chunk instead of two. :before_at/:before_id, when set, continue after
+-- the previous chunk's last row (failed_at DESC, id order).
+{{staging}};
+DELETE FROM staged;
+INSERT INTO staged (id, queue, ref, ord, status)
+SELECT id, queue, failed_at, row_number() OVER (), 'plain'
+FROM (SELECT d.id, d.queue, d.failed_at FROM jobs_dlq d
+      WHERE {{dlq_where}}
+        AND (:before_at IS NULL
+             OR (d.failed_at <= :before_at AND (d.failed_at < :before_at OR d.id > :before_id)))
+      ORDER BY d.failed_at DESC, d.id LIMIT :limit);
+{{resurrect_rest}};
+SELECT s.id, s.queue, c.ref AS cursor_at, c.id AS cursor_id
+FROM staged s CROSS JOIN (SELECT ref, id FROM staged ORDER BY ref, id DESC LIMIT 1) c ORDER BY s.ord;
 
 -- name: cancel
 {{staging}};
@@ -411,6 +433,16 @@ FROM staged HAVING count(*) > 0;
 DELETE FROM jobs_hot WHERE id IN (SELECT id FROM staged);
 SELECT id FROM staged ORDER BY ord;
 
+-- fragment: purge_dlq_rest
+-- What every DLQ purge does with the rows in `staged`: counters, audit per job, one event, delete.
+{{staged_counters_failed_down}};
+{{staged_audit}};
+INSERT INTO events (kind, message, data)
+SELECT 'purge', 'Purged ' || count(*) || ' dead job(s) by ' || :actor,
+       json_object('count', count(*), 'actor', :actor, 'plan_id', :plan_id)
+FROM staged HAVING count(*) > 0;
+DELETE FROM jobs_dlq WHERE id IN (SELECT id FROM staged)
+
 -- name: purge_dlq
 {{staging}};
 DELETE FROM staged;
@@ -418,14 +450,24 @@ INSERT INTO staged (id, queue, ord)
 SELECT d.id, d.queue, row_number() OVER (ORDER BY d.failed_at, d.id)
 FROM jobs_dlq d WHERE d.id IN (SELECT value FROM json_each(:ids))
 ORDER BY d.failed_at, d.id LIMIT :batch;
-{{staged_counters_failed_down}};
-{{staged_audit}};
-INSERT INTO events (kind, message, data)
-SELECT 'purge', 'Purged ' || count(*) || ' dead job(s) by ' || :actor,
-       json_object('count', count(*), 'actor', :actor, 'plan_id', :plan_id)
-FROM staged HAVING count(*) > 0;
-DELETE FROM jobs_dlq WHERE id IN (SELECT id FROM staged);
+{{purge_dlq_rest}};
 SELECT id FROM staged ORDER BY ord;
+
+-- name: purge_dlq_matching
+-- purge_dlq for the next :limit jobs matching a filter (newest failures first), chosen in the same
+-- transaction: one round trip per chunk instead of two. :before_at/:before_id: as for resurrect_matching.
+{{staging}};
+DELETE FROM staged;
+INSERT INTO staged (id, queue, ref, ord)
+SELECT id, queue, failed_at, row_number() OVER ()
+FROM (SELECT d.id, d.queue, d.failed_at FROM jobs_dlq d
+      WHERE {{dlq_where}}
+        AND (:before_at IS NULL
+             OR (d.failed_at <= :before_at AND (d.failed_at < :before_at OR d.id > :before_id)))
+      ORDER BY d.failed_at DESC, d.id LIMIT :limit);
+{{purge_dlq_rest}};
+SELECT s.id, s.queue, c.ref AS cursor_at, c.id AS cursor_id
+FROM staged s CROSS JOIN (SELECT ref, id FROM staged ORDER BY ref, id DESC LIMIT 1) c ORDER BY s.ord;
 
 -- name: purge_archive
 -- :after_at/:after_id: the last (finished_at, id) of the previous batch, so each batch starts where the

@@ -26,7 +26,6 @@ CREATE TABLE jobs_hot (
 );
 CREATE INDEX ix_jobs_hot_fetch ON jobs_hot (priority DESC, due_at) WHERE status = 0;
 CREATE INDEX ix_jobs_hot_queue_fetch ON jobs_hot (queue, priority DESC, due_at) WHERE status = 0;
-CREATE INDEX ix_jobs_hot_queue_due ON jobs_hot (queue, due_at) WHERE status = 0;
 CREATE INDEX ix_jobs_hot_queue_status ON jobs_hot (queue, status);
 CREATE INDEX ix_jobs_hot_fetched ON jobs_hot (updated_at) WHERE status = 1;
 CREATE INDEX ix_jobs_hot_processing ON jobs_hot (coalesce(heartbeat_at, updated_at)) WHERE status = 2;
