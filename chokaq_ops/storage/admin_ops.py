@@ -13,6 +13,7 @@ from chokaq_ops import errors, validation
 from chokaq_ops.fingerprint import fingerprint_text
 from chokaq_ops.models import Actor, BulkResult, DlqFilter
 from chokaq_ops.storage.core import StoreCore
+from chokaq_ops.storage.worker_ops import reason_number
 
 RESURRECT_CHUNK = 1000  # the seeds' rule: bulk resurrect commits at most 1000 jobs per transaction
 ROLES = ("reader", "operator", "admin")
@@ -49,7 +50,7 @@ class AdminOps(StoreCore):
         return {
             "queue": validation.text(flt.queue, "queue", max_len=validation.MAX_QUEUE, required=False),
             "type": validation.text(flt.type, "type", max_len=validation.MAX_TYPE, required=False),
-            "reason": int(flt.reason) if flt.reason is not None else None,
+            "reason": reason_number(flt.reason) if flt.reason is not None else None,
             "fingerprint": validation.text(flt.fingerprint, "fingerprint", max_len=64, required=False),
             "failed_from": flt.failed_from,
             "failed_to": flt.failed_to,
@@ -134,20 +135,19 @@ class AdminOps(StoreCore):
         id to replacement payload/tags/priority. A crash between chunks leaves each job in exactly one table.
         """
         actor = _actor(actor)
-        edits = edits or {}
+        # Every edit is checked before the first chunk commits: bad input must change no row.
+        checked = {
+            validation.job_id(job_id, "edits"): {
+                "payload": self._edit_payload(e.get("payload")),
+                "tags": validation.tags(e.get("tags")),
+                "priority": validation.priority(e.get("priority")),
+            }
+            for job_id, e in (edits or {}).items()
+        }
+        unchanged = {"payload": None, "tags": None, "priority": None}
 
         def move(chunk: list[str], details: Any) -> list[str]:
-            items = []
-            for job_id in chunk:
-                e = edits.get(job_id, {})
-                items.append(
-                    {
-                        "id": job_id,
-                        "payload": self._edit_payload(e.get("payload")),
-                        "tags": validation.tags(e.get("tags")),
-                        "priority": validation.priority(e.get("priority")),
-                    }
-                )
+            items = [{"id": job_id, **checked.get(job_id, unchanged)} for job_id in chunk]
             return self._resurrect_items(items, actor, details)
 
         def move_matching(limit: int, params: dict[str, Any]) -> list[dict[str, Any]]:

@@ -13,7 +13,9 @@ CREATE TEMP TABLE IF NOT EXISTS staged (
     id TEXT, queue TEXT, ord INTEGER, num REAL, reason INTEGER, error TEXT, fingerprint TEXT,
     payload TEXT, tags TEXT, priority INTEGER, status TEXT, key TEXT, ref TEXT
 );
-CREATE INDEX IF NOT EXISTS temp.ix_staged_id ON staged (id)
+CREATE INDEX IF NOT EXISTS temp.ix_staged_id ON staged (id);
+-- Batch-internal idempotency dedupe looks keys up in staged: without this, O(n^2) per enqueue.
+CREATE INDEX IF NOT EXISTS temp.ix_staged_key ON staged (key) WHERE key IS NOT NULL
 
 -- fragment: dlq_where
 (:queue IS NULL OR d.queue = :queue)
@@ -140,7 +142,7 @@ SELECT s.id, json_extract(j.value, '$.queue'), json_extract(j.value, '$.type'), 
                 strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || json_extract(j.value, '$.delay_s') || ' seconds'),
                 {{now}}),
        {{now}}, {{now}}, json_extract(j.value, '$.created_by')
-FROM json_each(:items) j JOIN staged s ON s.ord = json_extract(j.value, '$.ord')
+FROM json_each(:items) j JOIN staged s ON s.id = json_extract(j.value, '$.id')
 WHERE s.status = 'new'
 ORDER BY s.ord;
 INSERT INTO queues (name)
