@@ -162,7 +162,7 @@ class AdminOps(StoreCore):
             max_jobs=max_jobs,
             chunk=RESURRECT_CHUNK,
             progress=progress,
-            matching=None if edits else move_matching,
+            matching=None if checked else move_matching,
         )
 
     # ------------------------------------------------------------------ cancel and purge
