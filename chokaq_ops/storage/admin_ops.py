@@ -240,8 +240,8 @@ class AdminOps(StoreCore):
         matching: Callable[[int, dict[str, Any]], list[dict[str, Any]]] | None = None,
     ) -> BulkResult:
         """`matching(limit, params)`, when given, selects and acts on the next chunk of a filter in one
-        statement (one round trip instead of two) and returns the rows moved with the cursor after them;
-        else ids are read, then acted on."""
+        statement (one round trip instead of two) and returns one row: `n` moved and the cursor after
+        them (no row when nothing matched); else ids are read, then acted on."""
         if (ids is None) == (flt is None):
             raise errors.ValidationError("give either ids or a filter", field="ids")
         if max_jobs is not None and max_jobs < 1:
@@ -266,20 +266,20 @@ class AdminOps(StoreCore):
             limit = chunk if max_jobs is None else min(chunk, max_jobs - done)
             if matching is not None:
                 rows = matching(limit, params | cursor | {"details": {"filter": details}})
-                if not rows:
+                if not rows or not rows[0]["n"]:
                     if cursor["before_at"] is None:
                         break  # nothing left, or only rows another operation holds
                     # One last pass from the top for rows passed over (held by another operation).
                     cursor = {"before_at": None, "before_id": None}
                     continue
-                moved = [r["id"] for r in rows]
+                moved = int(rows[0]["n"])
                 cursor = {"before_at": rows[0]["cursor_at"], "before_id": rows[0]["cursor_id"]}
             else:
                 picked = [r["id"] for r in self.run("dlq_ids", write=False, limit=limit, **params)]
                 if not picked:
                     break
-                moved = action(picked, {"filter": details})
-            done, batches = done + len(moved), batches + 1
+                moved = len(action(picked, {"filter": details}))
+            done, batches = done + moved, batches + 1
             if progress:
                 progress(done)
             if not moved:

@@ -414,8 +414,8 @@ FROM (SELECT d.id, d.queue, d.failed_at FROM jobs_dlq d
              OR (d.failed_at <= :before_at AND (d.failed_at < :before_at OR d.id > :before_id)))
       ORDER BY d.failed_at DESC, d.id LIMIT :limit);
 {{resurrect_rest}};
-SELECT s.id, s.queue, c.ref AS cursor_at, c.id AS cursor_id
-FROM staged s CROSS JOIN (SELECT ref, id FROM staged ORDER BY ref, id DESC LIMIT 1) c ORDER BY s.ord;
+SELECT (SELECT count(*) FROM staged) AS n, ref AS cursor_at, id AS cursor_id
+FROM staged ORDER BY ref, id DESC LIMIT 1;
 
 -- name: cancel
 {{staging}};
@@ -468,8 +468,8 @@ FROM (SELECT d.id, d.queue, d.failed_at FROM jobs_dlq d
              OR (d.failed_at <= :before_at AND (d.failed_at < :before_at OR d.id > :before_id)))
       ORDER BY d.failed_at DESC, d.id LIMIT :limit);
 {{purge_dlq_rest}};
-SELECT s.id, s.queue, c.ref AS cursor_at, c.id AS cursor_id
-FROM staged s CROSS JOIN (SELECT ref, id FROM staged ORDER BY ref, id DESC LIMIT 1) c ORDER BY s.ord;
+SELECT (SELECT count(*) FROM staged) AS n, ref AS cursor_at, id AS cursor_id
+FROM staged ORDER BY ref, id DESC LIMIT 1;
 
 -- name: purge_archive
 -- :after_at/:after_id: the last (finished_at, id) of the previous batch, so each batch starts where the
