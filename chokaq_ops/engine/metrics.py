@@ -62,6 +62,12 @@ class Metrics:
         self.heartbeat_failures = Counter(
             "chokaq_jobs_heartbeat_failures", "Heartbeat writes that failed, per running job.", qt, registry=r
         )
+        self.heartbeat_degraded = Counter(
+            "chokaq_jobs_heartbeat_degraded",
+            "Times a running job reached Execution.HeartbeatFailureThreshold consecutive failed heartbeats.",
+            qt,
+            registry=r,
+        )
         self.conflicts = Counter(
             "chokaq_jobs_state_transition_conflicts",
             "Worker transitions that changed nothing because the worker no longer owned the job.",

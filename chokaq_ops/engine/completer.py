@@ -1,0 +1,181 @@
+"""Finishing jobs in sets: outcomes collected from the execution threads are written grouped by kind,
+one fenced statement per kind per flush (archive_succeeded, move_to_dlq, reschedule).
+
+While one flush runs, the next outcomes pile up, so the set size follows the load by itself: one job
+per statement when idle, hundreds under a backlog. A flush that fails transiently (the database is
+restarting, a connection was killed) is retried with backoff and never dropped, so no finished job is
+lost to a database blip; the heartbeat keeps such jobs alive meanwhile. A flush that fails for any other
+reason is split in halves until the offending job is alone, so one bad row cannot block the others.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from chokaq_ops import errors
+from chokaq_ops.engine.execution import DEAD, OK, RETRY, Outcome
+from chokaq_ops.storage.worker_ops import Dead, Retry
+
+if TYPE_CHECKING:
+    from chokaq_ops.engine.worker import Worker
+
+log = logging.getLogger("chokaq.worker")
+
+TRANSITION = {OK: "archive_succeeded", DEAD: "move_to_dlq", RETRY: "reschedule"}
+LINGER_S = 0.004  # under load, wait this long for more outcomes before a flush...
+LINGER_ENOUGH = 64  # ...unless this many are already waiting
+
+
+class Completer:
+    def __init__(self, worker: Worker) -> None:
+        self.w = worker
+        self._items: list[Outcome] = []
+        self._cv = threading.Condition(threading.Lock())
+        self._closing = False
+        self._flushing = 0  # outcomes taken but not yet written
+        self._drain_deadline: float | None = None  # set by close(): give up on the database then
+        self.thread = threading.Thread(
+            target=self._loop, name=f"chokaq-completer-{worker.worker_id}", daemon=True
+        )
+        self.flushes = 0
+        self.written = 0
+
+    # ------------------------------------------------------------------ producers
+
+    def add(self, outcome: Outcome) -> None:
+        with self._cv:
+            self._items.append(outcome)
+            self._cv.notify()
+
+    def pending(self) -> int:
+        with self._cv:
+            return len(self._items) + self._flushing
+
+    def close(self, timeout: float) -> bool:
+        """Write what is left (retrying transient failures until `timeout`), then stop. True when
+        everything was written."""
+        with self._cv:
+            self._closing = True
+            self._drain_deadline = time.monotonic() + timeout
+            self._cv.notify_all()
+        self.thread.join(timeout + 5)
+        return self.pending() == 0
+
+    # ------------------------------------------------------------------ the loop
+
+    def _loop(self) -> None:
+        last_size = 0
+        while True:
+            with self._cv:
+                while not self._items and not self._closing:
+                    self._cv.wait()
+                if not self._items and self._closing:
+                    return
+                if last_size > 1 and not self._closing and len(self._items) < LINGER_ENOUGH:
+                    # Busy (the last flush carried several jobs): gather a little longer, as each
+                    # statement costs the database a plan and a commit whatever its size.
+                    end = time.monotonic() + LINGER_S
+                    while len(self._items) < LINGER_ENOUGH and not self._closing:
+                        left = end - time.monotonic()
+                        if left <= 0:
+                            break
+                        self._cv.wait(left)
+                batch, self._items = self._items, []
+                last_size = len(batch)
+                self._flushing = len(batch)
+            try:
+                self._flush(batch)
+            except Exception:  # never let the completer die: log and put the outcomes back
+                log.exception("completer: unexpected error; outcomes kept for the next flush")
+                with self._cv:
+                    self._items[:0] = batch
+                time.sleep(0.5)
+            finally:
+                with self._cv:
+                    self._flushing = 0
+
+    def _flush(self, batch: list[Outcome]) -> None:
+        groups: dict[str, list[Outcome]] = {OK: [], DEAD: [], RETRY: []}
+        for o in batch:
+            if o.run.lost:
+                self.w.forget([o.run])  # counted when the heartbeat found it lost
+                continue
+            o.run.flushing = True
+            groups[o.kind].append(o)
+        for kind, items in groups.items():
+            if items:
+                self._write(kind, items)
+        self.flushes += 1
+
+    def _write(self, kind: str, items: list[Outcome]) -> None:
+        """Write one group, retrying transient failures; split it when a failure is not transient."""
+        delay = 0.05
+        while True:
+            try:
+                applied = set(self.w.db(self._statement(kind), self.w.worker_id, self._payload(kind, items)))
+            except errors.TransientStorageError as exc:
+                if self._give_up():
+                    self._abandon(kind, items, exc)
+                    return
+                log.warning(
+                    "completer: %s of %d jobs failed transiently, retrying in %.2fs: %s",
+                    TRANSITION[kind],
+                    len(items),
+                    delay,
+                    exc,
+                )
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            except Exception as exc:
+                if len(items) == 1:
+                    self._abandon(kind, items, exc)
+                    return
+                half = len(items) // 2
+                log.warning(
+                    "completer: %s of %d jobs failed (%s); retrying in smaller groups",
+                    TRANSITION[kind],
+                    len(items),
+                    exc,
+                )
+                self._write(kind, items[:half])
+                self._write(kind, items[half:])
+                return
+            self.written += len(items)
+            self.w.finished(kind, items, applied)
+            return
+
+    def _give_up(self) -> bool:
+        deadline = self._drain_deadline
+        return deadline is not None and time.monotonic() >= deadline
+
+    def _abandon(self, kind: str, items: Sequence[Outcome], exc: BaseException) -> None:
+        # The rows stay processing under this worker; without heartbeats they become zombies and an
+        # operator decides. Logged with every id so nothing disappears silently.
+        log.error(
+            "completer: could not write %s for %d jobs (%s); they stay processing and the rescue sweep "
+            "will move them to the DLQ as zombies: %s",
+            TRANSITION[kind],
+            len(items),
+            exc,
+            ", ".join(o.run.id for o in items[:50]),
+        )
+        self.w.forget([o.run for o in items])
+
+    def _statement(self, kind: str) -> Callable[..., list[str]]:
+        return getattr(self.w.store, TRANSITION[kind])
+
+    @staticmethod
+    def _payload(kind: str, items: Sequence[Outcome]) -> list[Any]:
+        if kind == OK:
+            return [(o.run.id, o.duration_ms) for o in items]
+        if kind == DEAD:
+            return [
+                Dead(o.run.id, o.reason, o.error or "", o.fingerprint, o.duration_ms)  # type: ignore[arg-type]
+                for o in items
+            ]
+        return [Retry(o.run.id, o.delay, o.error) for o in items]

@@ -1,0 +1,244 @@
+"""The user's side of the worker: `@job("type.key")` registers a handler, `JobContext` is what it gets.
+
+```python
+from chokaq_ops import job, JobContext
+
+@job("email.send.v1", timeout=30, max_attempts=5, fatal=(InvalidAddress,))
+def send_email(payload, ctx: JobContext):
+    ...
+```
+
+A worker imports the modules named by `Worker.Handlers` (or `--handlers mod1,mod2`); importing them runs
+the decorators, which register into the module-level `registry`. Tests and embedders build their own
+`Registry()` and pass it to the worker, so nothing leaks between them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from chokaq_ops import errors
+
+__all__ = [
+    "Handler",
+    "JobCancelled",
+    "JobContext",
+    "Registry",
+    "job",
+    "load_handler_modules",
+    "registry",
+]
+
+HandlerFn = Callable[[Any, "JobContext"], Any]
+
+
+class JobCancelled(errors.ChokaqError):
+    """The job was cancelled while it ran (timeout, lost lease, heartbeat failure or shutdown)."""
+
+    def __init__(self, message: str | None = None, *, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Handler:
+    """A registered handler and its options. `None` options fall back to the configuration."""
+
+    type: str
+    fn: HandlerFn
+    timeout: float | None = None  # seconds; else Queues.<q>.ExecutionTimeout, else Execution.DefaultTimeout
+    max_attempts: int | None = None  # total executions; else Retry.MaxAttempts
+    fatal: tuple[type[BaseException], ...] = ()  # also fatal for this handler (DLQ Fatal, no retry)
+    retry_on: tuple[type[BaseException], ...] = ()  # always retried, even when classified fatal
+    idempotent: bool = False  # informs operators deciding whether resurrecting a zombie is safe
+
+    @property
+    def name(self) -> str:
+        fn = self.fn
+        return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+
+
+@dataclass(eq=False, slots=True)
+class JobContext:
+    """What a running handler knows about its job, and how it learns it should stop.
+
+    `cancelled` is set when the job's execution timeout passes, when the worker lost the job (a rescue
+    sweep declared it a zombie), on a heartbeat failure with `Execution.CancelOnHeartbeatFailure`, and
+    when a shutdown's grace period ends. Python cannot stop a thread from outside: long handlers should
+    call `check_cancelled()` (or test `cancelled.is_set()`) between steps."""
+
+    job_id: str
+    attempt: int
+    queue: str
+    type: str
+    worker_id: str = ""
+    priority: int = 10
+    tags: str | None = None
+    max_attempts: int = 1
+    timeout: float | None = None
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    cancel_reason: str | None = None
+
+    @property
+    def is_last_attempt(self) -> bool:
+        return self.attempt >= self.max_attempts
+
+    def cancel(self, reason: str) -> None:
+        if self.cancel_reason is None:
+            self.cancel_reason = reason
+        self.cancelled.set()
+
+    def check_cancelled(self) -> None:
+        """Raise JobCancelled if the job should stop."""
+        if self.cancelled.is_set():
+            reason = self.cancel_reason or "cancelled"
+            raise JobCancelled(f"job {self.job_id} cancelled: {reason}", reason=reason)
+
+
+class Registry:
+    """Job type -> Handler. Registering the same type twice with a different function is an error
+    (two modules claiming one type key is a deployment bug); re-registering the same function, as a
+    module reload does, replaces it."""
+
+    def __init__(self) -> None:
+        self._handlers: dict[str, Handler] = {}
+        self._lock = threading.Lock()
+
+    def job(
+        self,
+        type_key: str,
+        *,
+        timeout: float | None = None,
+        max_attempts: int | None = None,
+        fatal: Iterable[type[BaseException]] = (),
+        retry_on: Iterable[type[BaseException]] = (),
+        idempotent: bool = False,
+    ) -> Callable[[HandlerFn], HandlerFn]:
+        """Decorator registering `fn(payload, ctx)` as the handler of `type_key`."""
+        spec = _options(type_key, timeout, max_attempts, fatal, retry_on)
+
+        def register(fn: HandlerFn) -> HandlerFn:
+            if not callable(fn):
+                raise errors.ConfigError(f"@job({type_key!r}) must decorate a function", field="type")
+            self.add(Handler(spec[0], fn, spec[1], spec[2], spec[3], spec[4], bool(idempotent)))
+            return fn
+
+        return register
+
+    def add(self, handler: Handler) -> None:
+        with self._lock:
+            old = self._handlers.get(handler.type)
+            if old is not None and _origin(old.fn) != _origin(handler.fn):
+                raise errors.ConfigError(
+                    f"job type {handler.type!r} is already handled by {old.name}; {handler.name} "
+                    "cannot register it too",
+                    field="type",
+                )
+            self._handlers[handler.type] = handler
+
+    def get(self, type_key: str) -> Handler | None:
+        return self._handlers.get(type_key)
+
+    def __contains__(self, type_key: object) -> bool:
+        return type_key in self._handlers
+
+    def __len__(self) -> int:
+        return len(self._handlers)
+
+    def __iter__(self) -> Iterator[Handler]:
+        return iter(list(self._handlers.values()))
+
+    def types(self) -> list[str]:
+        return sorted(self._handlers)
+
+    def remove(self, type_key: str) -> None:
+        with self._lock:
+            self._handlers.pop(type_key, None)
+
+
+def _origin(fn: Any) -> tuple[str, str]:
+    return getattr(fn, "__module__", ""), getattr(fn, "__qualname__", repr(fn))
+
+
+def _options(
+    type_key: Any,
+    timeout: Any,
+    max_attempts: Any,
+    fatal: Iterable[Any],
+    retry_on: Iterable[Any],
+) -> tuple[str, float | None, int | None, tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
+    if not isinstance(type_key, str) or not type_key.strip() or len(type_key.strip()) > 255:
+        raise errors.ConfigError(f"job type must be 1-255 characters, got {type_key!r}", field="type")
+    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float)):
+        raise errors.ConfigError(f"timeout must be seconds, got {timeout!r}", field="timeout")
+    if timeout is not None and timeout <= 0:
+        raise errors.ConfigError(f"timeout must be positive, got {timeout!r}", field="timeout")
+    if max_attempts is not None and (
+        isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1
+    ):
+        problem = f"max_attempts must be 1 or more, got {max_attempts!r}"
+        raise errors.ConfigError(problem, field="max_attempts")
+    classes = []
+    for name, group in (("fatal", fatal), ("retry_on", retry_on)):
+        items = (group,) if isinstance(group, type) else tuple(group)
+        if not all(isinstance(c, type) and issubclass(c, BaseException) for c in items):
+            raise errors.ConfigError(f"{name} must be exception classes, got {items!r}", field=name)
+        classes.append(items)
+    return type_key.strip(), None if timeout is None else float(timeout), max_attempts, classes[0], classes[1]
+
+
+registry = Registry()
+"""The default registry `@job` writes to and `chokaq worker` reads."""
+
+
+def job(
+    type_key: str,
+    *,
+    timeout: float | None = None,
+    max_attempts: int | None = None,
+    fatal: Iterable[type[BaseException]] = (),
+    retry_on: Iterable[type[BaseException]] = (),
+    idempotent: bool = False,
+) -> Callable[[HandlerFn], HandlerFn]:
+    """Register a handler in the default registry; see `Registry.job`.
+
+    - `timeout`: seconds before the job is cancelled and dead-lettered as Timeout.
+    - `max_attempts`: total executions before MaxRetriesExceeded (overrides Retry.MaxAttempts).
+    - `fatal`: exception classes that go straight to the DLQ as Fatal.
+    - `retry_on`: exception classes always retried, even those classified fatal (e.g. a library that
+      raises ValueError for a transient condition).
+    - `idempotent`: declares that running the job twice is safe (shown to operators reviewing zombies).
+    """
+    return registry.job(
+        type_key,
+        timeout=timeout,
+        max_attempts=max_attempts,
+        fatal=fatal,
+        retry_on=retry_on,
+        idempotent=idempotent,
+    )
+
+
+def load_handler_modules(names: str | Sequence[str]) -> list[str]:
+    """Import the modules holding handlers (`Worker.Handlers`, `--handlers mod1,mod2`). A module that
+    cannot be imported is a configuration error naming it; the current directory is importable, as it
+    is for `python -m`."""
+    wanted = [n.strip() for n in (names.split(",") if isinstance(names, str) else names) if n.strip()]
+    if wanted and "" not in sys.path and "." not in sys.path:
+        sys.path.insert(0, "")
+    loaded = []
+    for name in wanted:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:
+            raise errors.ConfigError(
+                f"Worker.Handlers: cannot import handler module {name!r}: {type(exc).__name__}: {exc}",
+                field="Worker.Handlers",
+            ) from exc
+        loaded.append(name)
+    return loaded

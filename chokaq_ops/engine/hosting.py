@@ -1,0 +1,212 @@
+"""Hosting: the one module that owns APScheduler. A Host runs, in one process, any of
+
+- a Worker (its threads) plus its heartbeat: one jittered interval job per worker, every
+  (HeartbeatIntervalMin + HeartbeatIntervalMax) / 2 seconds with a jitter of half their difference
+  (8-12 s by default), refreshing every job the worker owns in one statement;
+- the rescue sweep every Recovery.ScanInterval (first run at start: a restarted fleet cleans up at once);
+- retention every Retention.Interval (first run a minute after start, or sooner for short intervals).
+
+`chokaq worker` runs a Host blocking (`run_forever`, stopping gracefully on SIGTERM/SIGINT); `chokaq serve`
+starts one in the background next to the API. Nothing starts at import time: only `start()` does.
+Rescue and retention take a database lease, so many hosts may run them and one does the work per interval.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from chokaq_ops import errors
+from chokaq_ops.engine.handlers import Registry
+from chokaq_ops.engine.metrics import Metrics
+from chokaq_ops.engine.worker import Worker
+from chokaq_ops.settings import Settings
+
+if TYPE_CHECKING:
+    from chokaq_ops.storage import Store
+
+log = logging.getLogger("chokaq.hosting")
+
+
+def _engine_part(module: str, name: str) -> Any:
+    """Rescue and retention are built alongside the worker; say clearly when one is missing."""
+    import importlib
+
+    try:
+        return getattr(importlib.import_module(f"chokaq_ops.engine.{module}"), name)
+    except (ImportError, AttributeError) as exc:
+        raise errors.ConfigError(
+            f"chokaq_ops.engine.{module}.{name} is not available ({exc}); run with --no-{module} "
+            "or install a complete chokaq",
+            field=module,
+        ) from exc
+
+
+class Host:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Store,
+        *,
+        registry: Registry | None = None,
+        run_worker: bool = True,
+        run_rescue: bool = True,
+        run_retention: bool = True,
+        metrics: Metrics | None = None,
+        worker_id: str | None = None,
+        queues: list[str] | tuple[str, ...] | None = None,
+        concurrency: int | None = None,
+    ) -> None:
+        self.settings = settings
+        self.store = store
+        self.metrics = metrics if metrics is not None else Metrics(store)
+        self.worker: Worker | None = None
+        if run_worker:
+            self.worker = Worker(
+                store,
+                settings,
+                registry=registry,
+                metrics=self.metrics,
+                worker_id=worker_id,
+                queues=queues,
+                concurrency=concurrency,
+            )
+        holder_base = self.worker.worker_id if self.worker else None
+        self.rescuer: Any = None
+        self.retention: Any = None
+        if run_rescue or run_retention:
+            default_holder = _engine_part("rescue", "default_holder")
+            holder = default_holder(holder_base)
+        if run_rescue:
+            self.rescuer = _engine_part("rescue", "Rescuer")(store, settings, self.metrics, holder=holder)
+        if run_retention:
+            retention = _engine_part("retention", "Retention")
+            self.retention = retention(store, settings, self.metrics, holder=holder)
+        self._scheduler: Any = None
+        self._stop = threading.Event()
+        self._signals = 0
+        self._started_at: float | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        """Start the worker threads and the scheduler in the background; returns at once."""
+        if self._scheduler is not None:
+            raise RuntimeError("this Host is already started")
+        from apscheduler.schedulers.background import BackgroundScheduler
+        from apscheduler.triggers.interval import IntervalTrigger
+
+        # APScheduler logs every run at INFO: a heartbeat every 10 s would drown the worker's own log.
+        for name in ("apscheduler.executors.default", "apscheduler.scheduler"):
+            lg = logging.getLogger(name)
+            if lg.level == logging.NOTSET:
+                lg.setLevel(logging.WARNING)
+        scheduler = BackgroundScheduler(
+            timezone=UTC,
+            daemon=True,
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+        )
+        now = datetime.now(UTC)
+        e = self.settings.execution
+        if self.worker is not None:
+            self.worker.start()
+            scheduler.add_job(
+                self.worker.heartbeat,
+                IntervalTrigger(
+                    seconds=(e.heartbeat_interval_min + e.heartbeat_interval_max) / 2,
+                    jitter=(e.heartbeat_interval_max - e.heartbeat_interval_min) / 2 or None,
+                ),
+                id="heartbeat",
+                name=f"heartbeat {self.worker.worker_id}",
+            )
+        if self.rescuer is not None:
+            scheduler.add_job(
+                self.rescuer.run,
+                IntervalTrigger(seconds=self.settings.recovery.scan_interval),
+                id="rescue",
+                name="rescue sweep",
+                next_run_time=now,
+            )
+        if self.retention is not None:
+            interval = self.settings.retention.interval
+            scheduler.add_job(
+                self.retention.run,
+                IntervalTrigger(seconds=interval),
+                id="retention",
+                name="retention",
+                next_run_time=now + timedelta(seconds=min(interval, 60.0)),
+            )
+        scheduler.start()
+        self._scheduler = scheduler
+        self._started_at = time.monotonic()
+        log.info(
+            "host started: worker=%s rescue=%s retention=%s",
+            self.worker.worker_id if self.worker else "off",
+            f"every {self.settings.recovery.scan_interval:g}s" if self.rescuer else "off",
+            f"every {self.settings.retention.interval:g}s" if self.retention else "off",
+        )
+
+    def shutdown(self, wait: bool = True, grace: float | None = None) -> None:
+        """Stop gracefully: the worker first (its heartbeats keep running through the grace period),
+        then the scheduler. `wait=False` does not wait for running scheduled jobs (a sweep)."""
+        if self.worker is not None and self.worker.running:
+            self.worker.stop(grace)
+        scheduler, self._scheduler = self._scheduler, None
+        if scheduler is not None:
+            scheduler.shutdown(wait=wait)
+        self._stop.set()
+
+    def run_forever(self) -> None:
+        """Start, block until SIGTERM or SIGINT, then shut down gracefully. A second signal ends the
+        shutdown grace period at once (running handlers are then rescheduled)."""
+        previous = {sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            if self._scheduler is None:
+                self.start()
+            while not self._stop.wait(1.0):
+                pass
+            log.info("stopping: signal received")
+            self.shutdown()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        self._signals += 1
+        if self._signals == 1:
+            log.info("received %s: graceful shutdown", signal.Signals(signum).name)
+            self._stop.set()
+        elif self.worker is not None:
+            name = signal.Signals(signum).name
+            log.warning("received %s again: ending the shutdown grace period now", name)
+            self.worker.hurry()
+
+    # ------------------------------------------------------------------ health
+
+    def health(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "scheduler_running": self._scheduler is not None and self._scheduler.running,
+            "worker": self.worker.health() if self.worker is not None else None,
+        }
+        w = self.worker
+        if w is not None:
+            age = w.loop_age()
+            out["worker_running"] = w.running
+            out["worker_heartbeat_age_seconds"] = None if age is None else round(age, 3)
+            out["running_jobs"] = out["worker"]["running_jobs"]
+            out["prefetched_jobs"] = out["worker"]["prefetched_jobs"]
+        else:
+            out["worker_running"] = False
+        if self.rescuer is not None:
+            out["rescue"] = {
+                "last_error": getattr(self.rescuer, "last_error", None),
+                "sweeps": getattr(self.rescuer, "sweeps", None),
+            }
+        return out
