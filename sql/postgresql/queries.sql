@@ -485,8 +485,8 @@ moved AS (
               CAST(NULL AS integer) AS new_priority
 ),
 {{resurrect_rest}}
-SELECT m.id, m.queue, c.failed_at AS cursor_at, c.id AS cursor_id
-FROM moved m CROSS JOIN (SELECT failed_at, id FROM moved ORDER BY failed_at, id DESC LIMIT 1) c;
+SELECT (SELECT count(*) FROM moved) AS n, c.failed_at AS cursor_at, c.id AS cursor_id
+FROM (SELECT failed_at, id FROM moved ORDER BY failed_at, id DESC LIMIT 1) c;
 
 -- name: cancel
 -- Pending or fetched jobs -> DLQ as Cancelled; processing jobs are left alone (reported as skipped).
@@ -554,8 +554,8 @@ moved AS (
     DELETE FROM jobs_dlq d USING victims v WHERE d.id = v.id RETURNING d.id, d.queue, d.failed_at
 ),
 {{purge_dlq_rest}}
-SELECT m.id, m.queue, c.failed_at AS cursor_at, c.id AS cursor_id
-FROM moved m CROSS JOIN (SELECT failed_at, id FROM moved ORDER BY failed_at, id DESC LIMIT 1) c;
+SELECT (SELECT count(*) FROM moved) AS n, c.failed_at AS cursor_at, c.id AS cursor_id
+FROM (SELECT failed_at, id FROM moved ORDER BY failed_at, id DESC LIMIT 1) c;
 
 -- name: purge_archive
 -- Deletes the oldest :batch archive rows finished before :cutoff; one audit row per batch. A purge
