@@ -175,10 +175,13 @@ capped AS (
       AND (CAST(:queues AS jsonb) IS NULL OR q.name IN (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb))))
 ),
 free AS (
+    -- OFFSET 0 keeps the NOT EXISTS a per-row probe: as an anti-join its selectivity is estimated from
+    -- queue statistics, and with most jobs in one queue that estimate is ~1 row, so the planner sorted
+    -- every pending job instead of reading ix_jobs_hot_fetch in order (8 ms at 16k pending, growing).
     SELECT h.id, h.priority, h.due_at FROM jobs_hot h
     WHERE CAST(:queues AS jsonb) IS NULL AND h.status = 0 AND h.due_at <= now()
       AND NOT EXISTS (SELECT 1 FROM queues q WHERE q.name = h.queue
-                      AND (q.paused OR NOT q.active OR q.max_workers IS NOT NULL))
+                      AND (q.paused OR NOT q.active OR q.max_workers IS NOT NULL) OFFSET 0)
     ORDER BY h.priority DESC, h.due_at
     LIMIT CAST(:limit AS integer)
     FOR UPDATE OF h SKIP LOCKED
@@ -210,24 +213,28 @@ RETURNING h.id, h.queue, h.type, h.payload, h.tags, h.priority, h.attempt_count,
 
 -- name: mark_processing
 -- The lease gate before user code runs: only the owning worker, only from fetched.
+-- Worker statements on known ids go through the primary key whatever the statistics say:
+-- `id = ANY(ARRAY(...))` (as `id IN (SELECT ...)` the planner chose sequential scans right after a bulk
+-- enqueue), and `status + 0 = n` so the tiny-looking partial status indexes are not chosen instead (under
+-- heavy churn they hold thousands of dead entries until vacuum: 1-3 ms per call instead of 0.1 ms).
 UPDATE jobs_hot SET status = 2, attempt_count = attempt_count + 1, started_at = now(), heartbeat_at = now(),
                     updated_at = now()
-WHERE id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)))
-  AND worker_id = CAST(:worker_id AS text) AND status = 1
+WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+  AND worker_id = CAST(:worker_id AS text) AND status + 0 = 1
 RETURNING id, attempt_count, started_at;
 
 -- name: heartbeat
 -- One statement for every running job of a worker; returns the ids the worker still owns.
 UPDATE jobs_hot SET heartbeat_at = now(), updated_at = now()
-WHERE id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)))
-  AND worker_id = CAST(:worker_id AS text) AND status = 2
+WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+  AND worker_id = CAST(:worker_id AS text) AND status + 0 = 2
 RETURNING id;
 
 -- name: release
 -- Returns prefetched (never started) jobs to pending; attempts unchanged.
 UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = now()
-WHERE id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)))
-  AND worker_id = CAST(:worker_id AS text) AND status = 1
+WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+  AND worker_id = CAST(:worker_id AS text) AND status + 0 = 1
 RETURNING id;
 
 -- name: archive_succeeded
@@ -237,7 +244,8 @@ WITH items AS (
 ),
 moved AS (
     DELETE FROM jobs_hot h USING items i
-    WHERE h.id = i.id AND h.worker_id = CAST(:worker_id AS text) AND h.status = 2
+    WHERE h.id = ANY(ARRAY(SELECT id FROM items)) AND h.id = i.id
+      AND h.worker_id = CAST(:worker_id AS text) AND h.status + 0 = 2
     RETURNING h.*, i.duration_ms AS run_ms
 ),
 archived AS (
@@ -273,7 +281,8 @@ WITH items AS (
 ),
 moved AS (
     DELETE FROM jobs_hot h USING items i
-    WHERE h.id = i.id AND h.worker_id = CAST(:worker_id AS text) AND h.status = 2
+    WHERE h.id = ANY(ARRAY(SELECT id FROM items)) AND h.id = i.id
+      AND h.worker_id = CAST(:worker_id AS text) AND h.status + 0 = 2
     RETURNING h.*, i.reason AS failure_reason, i.error AS error_details, i.fingerprint, i.duration_ms AS run_ms
 ),
 dead AS ({{dlq_insert_moved}}),
@@ -298,7 +307,8 @@ moved AS (
                           due_at = now() + make_interval(secs => i.delay_s),
                           last_error = i.error, updated_at = now()
     FROM items i
-    WHERE h.id = i.id AND h.worker_id = CAST(:worker_id AS text) AND h.status = 2
+    WHERE h.id = ANY(ARRAY(SELECT id FROM items)) AND h.id = i.id
+      AND h.worker_id = CAST(:worker_id AS text) AND h.status + 0 = 2
     RETURNING h.id, h.queue, h.scheduled_at
 ),
 counters AS (
