@@ -35,3 +35,14 @@ def module_store(request: pytest.FixtureRequest, tmp_path_factory, pg_server) ->
             yield s
     finally:
         pg_server.drop(url)
+
+
+@pytest.fixture
+def sqlite_url(tmp_path) -> str:
+    """A fresh, migrated SQLite database (for SQLite-only behaviour, without creating a PostgreSQL one)."""
+    if "sqlite" not in _DIALECTS:
+        pytest.skip("sqlite excluded by CHOKAQ_TEST_DIALECTS")
+    url = f"sqlite:///{tmp_path / 'chokaq.db'}"
+    with Store(url, pool_size=1) as s:
+        migrate(s)
+    return url
