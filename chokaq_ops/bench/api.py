@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import secrets
 import subprocess
 import sys
 import time
@@ -41,7 +42,8 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     noise = rows // 4
     with BenchDb(args, "api") as db:
         seed_s = dlq_seed.seed(db, rows - noise, noise)
-        token = db.store.create_token("bench-api-reader", "reader", actor=Actor("bench"))
+        reader = f"bench-api-{secrets.token_hex(4)}"  # token names stay taken after a revoke
+        token = db.store.create_token(reader, "reader", actor=Actor("bench"))
         try:
             with Served(db.store.url) as api:
                 session = api.session(token)
@@ -60,7 +62,7 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                             seed_seconds=round(seed_s, 2),
                         )
         finally:
-            db.store.revoke_token("bench-api-reader", actor=Actor("bench"))
+            db.store.revoke_token(reader, actor=Actor("bench"))
         for scenario in ("deep", "filtered", "first"):
             yield db.summary(("p50_ms", "p95_ms", "max_ms"), where={"scenario": scenario})
 
