@@ -1,0 +1,136 @@
+"""Claiming and stopping: paused queues, max_workers, queue filters, graceful shutdown."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from worker_support import enqueue, fast_settings, hosted, settled, wait_for
+
+from chokaq_ops.engine.handlers import Registry
+from chokaq_ops.models import Actor
+
+OPS = Actor("test-operator")
+
+
+def _blocking_registry(gate: threading.Event, started: list[str] | None = None) -> Registry:
+    reg = Registry()
+
+    @reg.job("block")
+    def block(payload, ctx):
+        if started is not None:
+            started.append(ctx.job_id)
+        gate.wait(10)
+
+    @reg.job("quick")
+    def quick(payload, ctx):
+        if started is not None:
+            started.append(ctx.job_id)
+
+    return reg
+
+
+def test_paused_queue_releases_prefetched_jobs(store):
+    gate = threading.Event()
+    started: list[str] = []
+    reg = _blocking_registry(gate, started)
+    first = enqueue(store, "block", queue="q", priority=50)
+    rest = [enqueue(store, "quick", queue="q") for _ in range(3)]
+    with hosted(store, fast_settings(store), reg, concurrency=1) as host:
+        wait_for(lambda: started == [first], what="the first job running")
+        wait_for(lambda: all(store.get_job(j)["status"] == "fetched" for j in rest), what="prefetch")
+        store.set_queue("q", actor=OPS, paused=True)
+        wait_for(lambda: all(store.get_job(j)["status"] == "pending" for j in rest), what="release")
+        for j in rest:
+            row = store.get_job(j)
+            assert row["worker_id"] is None and row["attempt_count"] == 0
+        assert host.worker.counts["released"] == 3
+        gate.set()  # the running job finishes although its queue is paused
+        settled(store, first, "archive")
+        time.sleep(0.2)
+        assert started == [first]  # nothing new starts from a paused queue
+        store.set_queue("q", actor=OPS, paused=False)
+        for j in rest:
+            settled(store, j, "archive")
+
+
+def test_max_workers_caps_a_queue_across_the_worker(store):
+    reg = Registry()
+    lock = threading.Lock()
+    live, peak = [0], [0]
+
+    @reg.job("capped")
+    def capped(payload, ctx):
+        with lock:
+            live[0] += 1
+            peak[0] = max(peak[0], live[0])
+        time.sleep(0.05)
+        with lock:
+            live[0] -= 1
+
+    store.set_queue("narrow", actor=OPS, max_workers=2)
+    ids = [enqueue(store, "capped", queue="narrow") for _ in range(10)]
+    free = [enqueue(store, "capped", queue="wide") for _ in range(4)]
+    with hosted(store, fast_settings(store), reg, concurrency=8):
+        for j in ids + free:
+            settled(store, j, "archive")
+    assert peak[0] >= 3  # the uncapped queue ran alongside
+    archived = [store.get_job(j) for j in ids]
+    # At most two jobs of the capped queue were ever claimed at once: their runs never overlap by three.
+    spans = sorted((r["started_at"], r["finished_at"]) for r in archived)
+    for i in range(len(spans) - 2):
+        assert spans[i + 2][0] >= min(spans[i][1], spans[i + 1][1]), spans
+
+
+def test_queue_filter_claims_only_named_queues(store):
+    reg = Registry()
+    reg.job("t")(lambda p, ctx: None)
+    mine = [enqueue(store, "t", queue="alpha") for _ in range(3)]
+    other = enqueue(store, "t", queue="beta")
+    with hosted(store, fast_settings(store), reg, queues=["alpha"]):
+        for j in mine:
+            settled(store, j, "archive")
+        time.sleep(0.2)
+        assert store.get_job(other)["status"] == "pending"
+
+
+def test_shutdown_releases_prefetched_and_waits_for_running(store):
+    gate = threading.Event()
+    started: list[str] = []
+    reg = _blocking_registry(gate, started)
+    running = enqueue(store, "block", priority=50)
+    waiting = [enqueue(store, "quick") for _ in range(4)]
+    host_cm = hosted(store, fast_settings(store), reg, concurrency=1)
+    host = host_cm.__enter__()
+    wait_for(lambda: started == [running])
+    wait_for(lambda: all(store.get_job(j)["status"] == "fetched" for j in waiting))
+    threading.Timer(0.3, gate.set).start()  # finishes well inside the 3 s grace period
+    t = time.monotonic()
+    host_cm.__exit__(None, None, None)
+    assert time.monotonic() - t >= 0.25  # it waited for the handler
+    assert store.get_job(running)["location"] == "archive"
+    for j in waiting:
+        row = store.get_job(j)
+        assert (row["status"], row["worker_id"], row["attempt_count"]) == ("pending", None, 0)
+    assert started == [running] and not host.worker.running
+
+
+def test_shutdown_reschedules_handlers_still_running_after_the_grace_period(store):
+    reg = Registry()
+    saw_cancel = threading.Event()
+    running = threading.Event()
+
+    @reg.job("endless")
+    def endless(payload, ctx):
+        running.set()
+        if ctx.cancelled.wait(10):
+            saw_cancel.set()
+
+    job_id = enqueue(store, "endless")
+    with hosted(store, fast_settings(store), reg, grace=0.3):
+        running.wait(10)
+    assert saw_cancel.is_set()
+    row = store.get_job(job_id)
+    assert (row["location"], row["status"], row["worker_id"]) == ("hot", "pending", None)
+    assert row["attempt_count"] == 1  # the interrupted execution counts
+    assert store.stats()["retried_total"] == 1

@@ -1,0 +1,101 @@
+"""Per-job heartbeats (seed 002): advancing while a handler runs, failures counted, degraded, cancelled."""
+
+from __future__ import annotations
+
+import threading
+
+from worker_support import enqueue, fast_settings, hosted, metric, settled, wait_for
+
+from chokaq_ops import errors
+from chokaq_ops.engine.handlers import Registry
+from chokaq_ops.storage import Store
+
+
+def test_heartbeat_keeps_advancing_while_a_long_handler_runs(store):
+    reg = Registry()
+    running, done = threading.Event(), threading.Event()
+
+    @reg.job("long")
+    def long(payload, ctx):
+        running.set()
+        done.wait(10)
+
+    job_id = enqueue(store, "long")
+    beats = []
+    with hosted(store, fast_settings(store), reg) as host:
+        running.wait(10)
+        first = store.get_job(job_id)
+        assert first["status"] == "processing"
+        beats.append(first["heartbeat_at"])
+        for _ in range(4):  # several heartbeat intervals (0.1-0.15 s each)
+            wait_for(lambda: store.get_job(job_id)["heartbeat_at"] > beats[-1], 3, "a newer heartbeat")
+            beats.append(store.get_job(job_id)["heartbeat_at"])
+        assert host.health()["worker"]["last_heartbeat_write_seconds"] < 1
+        done.set()
+        settled(store, job_id, "archive")
+    assert beats == sorted(beats) and len(set(beats)) == 5
+    assert beats[0] == first["started_at"]  # mark_processing set it on the database clock
+
+
+class FailingHeartbeats(Store):
+    """A real store whose heartbeat writes fail, as when the database is overloaded."""
+
+    def heartbeat(self, worker_id, job_ids):
+        raise errors.TransientStorageError("heartbeat write timed out")
+
+
+def _failing_store(store: Store) -> FailingHeartbeats:
+    return FailingHeartbeats(store.url, pool_size=8, transient_retry_base_delay=0.01)
+
+
+def test_heartbeat_failures_are_counted_and_degraded_without_cancelling(store):
+    reg = Registry()
+    running, done, cancelled = threading.Event(), threading.Event(), threading.Event()
+
+    @reg.job("steady")
+    def steady(payload, ctx):
+        running.set()
+        done.wait(10)
+        if ctx.cancelled.is_set():
+            cancelled.set()
+
+    job_id = enqueue(store, "steady")
+    failing = _failing_store(store)
+    settings = fast_settings(store, execution__heartbeat_failure_threshold=3)
+    try:
+        with hosted(failing, settings, reg) as host:
+            running.wait(10)
+            labels = {"queue": "default", "type": "steady"}
+            wait_for(lambda: metric(host, "chokaq_jobs_heartbeat_failures_total", **labels) >= 7, 10)
+            wait_for(lambda: metric(host, "chokaq_jobs_heartbeat_degraded_total", **labels) >= 2, 5)
+            done.set()
+            row = settled(failing, job_id, "archive")  # the job still succeeds
+    finally:
+        failing.close()
+    assert not cancelled.is_set() and row["attempt_count"] == 1
+
+
+def test_cancel_on_heartbeat_failure_dead_letters_as_heartbeat_failure(store):
+    reg = Registry()
+    cancelled = threading.Event()
+
+    @reg.job("fragile")
+    def fragile(payload, ctx):
+        if ctx.cancelled.wait(10):
+            cancelled.set()
+
+    job_id = enqueue(store, "fragile")
+    failing = _failing_store(store)
+    settings = fast_settings(
+        store, execution__heartbeat_failure_threshold=2, execution__cancel_on_heartbeat_failure=True
+    )
+    try:
+        with hosted(failing, settings, reg) as host:
+            row = settled(failing, job_id, "dlq")
+            wait_for(cancelled.is_set, what="the handler saw the cancellation")
+            assert metric(host, "chokaq_jobs_heartbeat_failures_total", queue="default", type="fragile") >= 2
+    finally:
+        failing.close()
+    assert row["failure_reason"] == "HeartbeatFailure"
+    assert "2 consecutive heartbeat writes failed" in row["error_details"]
+    assert "heartbeat write timed out" in row["error_details"]
