@@ -334,17 +334,26 @@ RETURNING id, queue;
 WITH overrides AS (
     SELECT key AS queue, CAST(value AS double precision) AS secs FROM jsonb_each_text(CAST(:overrides AS jsonb))
 ),
+-- The shortest timeout any row can have bounds the index scan, so live processing rows are not read
+-- (50,000 of them made a sweep take 85 ms before the join, and the row estimate that came with them
+-- turned the delete into a hash join over all hot rows: 640 ms). The delete goes through the primary
+-- key whatever the estimate.
+shortest AS (
+    SELECT least(CAST(:global_s AS double precision), (SELECT min(secs) FROM overrides),
+                 (SELECT min(zombie_timeout_seconds) FROM queues)) AS secs
+),
 victims AS (
     SELECT h.id FROM jobs_hot h
     LEFT JOIN queues q ON q.name = h.queue
     LEFT JOIN overrides o ON o.queue = h.queue
     WHERE h.status = 2
+      AND coalesce(h.heartbeat_at, h.updated_at) < now() - make_interval(secs => (SELECT secs FROM shortest))
       AND coalesce(h.heartbeat_at, h.updated_at)
           < now() - make_interval(secs => coalesce(q.zombie_timeout_seconds, o.secs, CAST(:global_s AS double precision)))
     FOR UPDATE OF h SKIP LOCKED
 ),
 moved AS (
-    DELETE FROM jobs_hot h USING victims v WHERE h.id = v.id
+    DELETE FROM jobs_hot h WHERE h.id = ANY (ARRAY(SELECT id FROM victims))
     RETURNING h.*, 2 AS failure_reason, CAST(:fingerprint AS text) AS fingerprint,
         extract(epoch FROM coalesce(h.heartbeat_at, h.updated_at) - h.started_at) * 1000 AS run_ms,
         'Zombie detected: heartbeat expired; last heartbeat '

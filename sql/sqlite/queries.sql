@@ -305,8 +305,8 @@ RETURNING id, queue;
 -- Timeout: queue row, else the configured per-queue value (:overrides, {"queue": seconds}), else :global_s.
 {{staging}};
 DELETE FROM staged;
-INSERT INTO staged (id, queue, reason, fingerprint, num, error)
-SELECT h.id, h.queue, 2, :fingerprint,
+INSERT INTO staged (id, queue, key, reason, fingerprint, num, error)
+SELECT h.id, h.queue, h.worker_id, 2, :fingerprint,
        (julianday(coalesce(h.heartbeat_at, h.updated_at)) - julianday(h.started_at)) * 86400000.0,
        'Zombie detected: heartbeat expired; last heartbeat '
            || coalesce(replace(h.heartbeat_at, ' ', 'T') || 'Z', 'never')
@@ -318,13 +318,17 @@ SELECT h.id, h.queue, 2, :fingerprint,
 FROM jobs_hot h
 LEFT JOIN queues q ON q.name = h.queue
 WHERE h.status = 2
+  -- The shortest timeout any row can have bounds the index scan, so live processing rows are not read.
+  AND coalesce(h.heartbeat_at, h.updated_at) < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (
+      SELECT min(s) FROM (SELECT :global_s AS s UNION ALL SELECT CAST(value AS REAL) FROM json_each(:overrides)
+                          UNION ALL SELECT zombie_timeout_seconds FROM queues)) || ' seconds')
   AND coalesce(h.heartbeat_at, h.updated_at) < strftime('%Y-%m-%d %H:%M:%f', 'now',
       '-' || coalesce(q.zombie_timeout_seconds, json_extract(:overrides, '$."' || h.queue || '"'), :global_s) || ' seconds');
 {{staged_to_dlq}};
 {{staged_counters_failed}};
 {{staged_buckets_failed}};
 DELETE FROM jobs_hot WHERE id IN (SELECT id FROM staged);
-SELECT s.id, s.queue, d.worker_id FROM staged s JOIN jobs_dlq d ON d.id = s.id;
+SELECT id, queue, key AS worker_id FROM staged;
 
 -- name: try_lease
 INSERT INTO leases (name, holder, expires_at)
