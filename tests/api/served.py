@@ -84,6 +84,35 @@ class Served:
         return self.log_path.read_text(errors="replace")
 
 
+class WorkerProc:
+    """A `chokaq worker` process (headless engine) on the same configuration as the served API."""
+
+    def __init__(self, url: str, workdir: Path, name: str, *args: str) -> None:
+        config = workdir / "chokaq.toml"
+        if not config.exists():
+            config.write_text(FAST_TOML)
+        self.log_path = workdir / f"worker-{name}.log"
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
+            "CHOKAQ_TEST_DIR": str(workdir),
+        }
+        env.pop("CHOKAQ_CONFIG", None)
+        cmd = [CHOKAQ, "worker", "--db", url, "--config", str(config), "--worker-id", name, *args]
+        self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=workdir)
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self._log.close()
+
+
 def wait_for(check: Any, timeout: float, what: str) -> Any:
     deadline = time.monotonic() + timeout
     while True:
