@@ -14,6 +14,7 @@ import logging
 import signal
 from typing import Any
 
+from chokaq_ops import errors
 from chokaq_ops.cli import common
 from chokaq_ops.settings import Settings
 from chokaq_ops.storage import Store
@@ -78,8 +79,6 @@ def ensure_schema(store: Store, *, migrate_requested: bool) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from waitress import create_server
-
     from chokaq_api import create_app
 
     settings = settings_for(args)
@@ -87,9 +86,35 @@ def run(args: argparse.Namespace) -> int:
     host = None
     try:
         ensure_schema(api_store, migrate_requested=args.migrate)
-        host = start_engine(settings, args)
+        host = build_engine(settings, args)
         app = create_app(settings, store=api_store, host=host)
-        server = create_server(
+        server = listen(app, settings)  # before the engine starts: a taken port starts no worker
+        if host is not None:
+            host.start()
+        where = f"http://{server.effective_host}:{server.effective_port}"
+        parts = ", ".join(name for name, on in _engine_parts(args) if on) or "no engine"
+        print(f"chokaq: serving {where}/api/v1 on {api_store.dialect.redacted_url()} ({parts})", flush=True)
+        _install_signals()
+        try:
+            server.run()
+        except (_Stop, KeyboardInterrupt):
+            log.info("stopping")
+        finally:
+            server.close()
+            server.task_dispatcher.shutdown(timeout=5)
+    finally:
+        if host is not None:
+            stop_engine(host)
+        api_store.close()
+    return 0
+
+
+def listen(app: Any, settings: Settings) -> Any:
+    """A waitress server bound to Api.Host:Api.Port (not yet serving)."""
+    from waitress import create_server
+
+    try:
+        return create_server(
             app,
             host=settings.api.host,
             port=settings.api.port,
@@ -100,22 +125,11 @@ def run(args: argparse.Namespace) -> int:
             max_request_body_size=2 * settings.api.max_body_bytes + 1_000_000,
             clear_untrusted_proxy_headers=True,
         )
-        where = f"http://{server.effective_host}:{server.effective_port}"  # type: ignore[union-attr]
-        parts = ", ".join(name for name, on in _engine_parts(args) if on) or "no engine"
-        print(f"chokaq: serving {where}/api/v1 on {api_store.dialect.redacted_url()} ({parts})", flush=True)
-        _install_signals()
-        try:
-            server.run()
-        except (_Stop, KeyboardInterrupt):
-            log.info("stopping")
-        finally:
-            server.close()
-            server.task_dispatcher.shutdown(timeout=5)  # type: ignore[union-attr]
-    finally:
-        if host is not None:
-            stop_engine(host)
-        api_store.close()
-    return 0
+    except OSError as exc:
+        raise errors.ConfigError(
+            f"cannot listen on {settings.api.host}:{settings.api.port}: {exc.strerror or exc}",
+            field="Api.Port",
+        ) from exc
 
 
 def _engine_parts(args: argparse.Namespace) -> list[tuple[str, bool]]:
@@ -126,8 +140,8 @@ def _engine_parts(args: argparse.Namespace) -> list[tuple[str, bool]]:
     ]
 
 
-def start_engine(settings: Settings, args: argparse.Namespace) -> Any:
-    """The engine Host on its own store (its pool must not starve the API's), started in the background."""
+def build_engine(settings: Settings, args: argparse.Namespace) -> Any:
+    """The engine Host (not started) on its own store, so a busy worker cannot starve the API's pool."""
     if not any(on for _, on in _engine_parts(args)):
         return None
     from chokaq_ops.engine.handlers import load_handler_modules
@@ -136,19 +150,17 @@ def start_engine(settings: Settings, args: argparse.Namespace) -> Any:
     if not args.no_worker:
         load_handler_modules(settings.worker.handlers)
     store = Store.from_settings(settings)
-    host = Host(
-        settings,
-        store,
-        run_worker=not args.no_worker,
-        run_rescue=not args.no_rescue,
-        run_retention=not args.no_retention,
-    )
     try:
-        host.start()
+        return Host(
+            settings,
+            store,
+            run_worker=not args.no_worker,
+            run_rescue=not args.no_rescue,
+            run_retention=not args.no_retention,
+        )
     except BaseException:
         store.close()
         raise
-    return host
 
 
 def stop_engine(host: Any) -> None:

@@ -58,6 +58,24 @@ def test_serve_refuses_an_unmigrated_postgresql_database(pg_server, tmp_path):
         pg_server.drop(url)
 
 
+def test_serve_on_a_taken_port_says_so_and_starts_nothing(tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        out = subprocess.run(
+            [CHOKAQ, "serve", "--db", f"sqlite:///{tmp_path / 'c.db'}", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=tmp_path,
+        )
+    assert out.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in out.stderr, out.stderr
+    assert "worker started" not in out.stderr
+
+
 def test_wsgi_app_comes_from_configuration_and_starts_no_engine(db_url, monkeypatch):
     monkeypatch.setenv("CHOKAQ_DB", db_url)
     sys.modules.pop("chokaq_api.wsgi", None)
