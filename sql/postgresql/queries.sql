@@ -405,6 +405,13 @@ audit AS (
            json_build_object('before', json_build_object('payload', b.payload, 'tags', b.tags, 'priority', b.priority),
                              'after', json_build_object('payload', m.payload, 'tags', m.tags, 'priority', m.priority))::text
     FROM moved m JOIN before b ON b.id = m.id
+),
+events AS (
+    INSERT INTO events (kind, message, data)
+    SELECT 'edit', 'Job ' || m.id || ' edited by ' || CAST(:actor AS text),
+           json_build_object('job_id', m.id, 'location', 'hot', 'actor', CAST(:actor AS text),
+                             'plan_id', CAST(:plan_id AS text))::text
+    FROM moved m
 )
 SELECT id FROM moved;
 
@@ -425,6 +432,13 @@ audit AS (
            json_build_object('before', json_build_object('payload', b.payload, 'tags', b.tags),
                              'after', json_build_object('payload', m.payload, 'tags', m.tags))::text
     FROM moved m JOIN before b ON b.id = m.id
+),
+events AS (
+    INSERT INTO events (kind, message, data)
+    SELECT 'edit', 'Job ' || m.id || ' edited by ' || CAST(:actor AS text),
+           json_build_object('job_id', m.id, 'location', 'dlq', 'actor', CAST(:actor AS text),
+                             'plan_id', CAST(:plan_id AS text))::text
+    FROM moved m
 )
 SELECT id FROM moved;
 
@@ -592,6 +606,12 @@ total AS (SELECT coalesce(sum(n), 0) AS n FROM per_queue),
 audit AS (
     INSERT INTO audit_log (actor, action, count, details)
     SELECT CAST(:actor AS text), 'purge_archive', n, CAST(:details AS text) FROM total WHERE n > 0
+),
+events AS (
+    INSERT INTO events (kind, message, data)
+    SELECT 'purge', 'Purged ' || n || ' archived job(s) by ' || CAST(:actor AS text),
+           json_build_object('count', n, 'actor', CAST(:actor AS text), 'source', 'archive')::text
+    FROM total WHERE n > 0
 )
 SELECT t.n AS purged, l.finished_at AS last_at, l.id AS last_id
 FROM total t LEFT JOIN (SELECT finished_at, id FROM moved ORDER BY finished_at DESC, id DESC LIMIT 1) l ON true;

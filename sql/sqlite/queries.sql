@@ -352,6 +352,10 @@ SELECT :actor, 'edit_pending', id, :plan_id,
                    'after', json_object('payload', coalesce(:payload, payload), 'tags', coalesce(:tags, tags),
                                         'priority', coalesce(:priority, priority)))
 FROM jobs_hot WHERE id = :id AND status = 0;
+INSERT INTO events (kind, message, data)
+SELECT 'edit', 'Job ' || id || ' edited by ' || :actor,
+       json_object('job_id', id, 'location', 'hot', 'actor', :actor, 'plan_id', :plan_id)
+FROM jobs_hot WHERE id = :id AND status = 0;
 UPDATE jobs_hot SET payload = coalesce(:payload, payload), tags = coalesce(:tags, tags),
                     priority = coalesce(:priority, priority), last_modified_by = :actor, updated_at = {{now}}
 WHERE id = :id AND status = 0
@@ -362,6 +366,10 @@ INSERT INTO audit_log (actor, action, job_id, plan_id, details)
 SELECT :actor, 'edit_dlq', id, :plan_id,
        json_object('before', json_object('payload', payload, 'tags', tags),
                    'after', json_object('payload', coalesce(:payload, payload), 'tags', coalesce(:tags, tags)))
+FROM jobs_dlq WHERE id = :id;
+INSERT INTO events (kind, message, data)
+SELECT 'edit', 'Job ' || id || ' edited by ' || :actor,
+       json_object('job_id', id, 'location', 'dlq', 'actor', :actor, 'plan_id', :plan_id)
 FROM jobs_dlq WHERE id = :id;
 UPDATE jobs_dlq SET payload = coalesce(:payload, payload), tags = coalesce(:tags, tags), last_modified_by = :actor
 WHERE id = :id
@@ -489,6 +497,10 @@ SET succeeded_total = max(0, succeeded_total - (SELECT count(*) FROM staged s WH
 WHERE queue IN (SELECT queue FROM staged);
 INSERT INTO audit_log (actor, action, count, details)
 SELECT :actor, 'purge_archive', count(*), :details FROM staged HAVING count(*) > 0;
+INSERT INTO events (kind, message, data)
+SELECT 'purge', 'Purged ' || count(*) || ' archived job(s) by ' || :actor,
+       json_object('count', count(*), 'actor', :actor, 'source', 'archive')
+FROM staged HAVING count(*) > 0;
 DELETE FROM jobs_archive WHERE id IN (SELECT id FROM staged);
 SELECT count(*) AS purged, (SELECT ref FROM staged ORDER BY ref DESC, id DESC LIMIT 1) AS last_at,
        (SELECT id FROM staged ORDER BY ref DESC, id DESC LIMIT 1) AS last_id

@@ -375,6 +375,26 @@ def test_every_operator_action_writes_audit_rows_and_an_event(store):
     }
     job_level = [r for r in audit(store) if r["job_id"] is not None]
     assert {r["plan_id"] for r in job_level} == {"plan-1"}
-    kinds = [e["kind"] for e in events(store)[base:]]
-    assert kinds.count("resurrect") == 2 and kinds.count("cancel") == 1 and kinds.count("purge") == 1
-    assert "queue" in kinds
+    # One event per operator action (per committed batch for bulk ones), in the order they happened.
+    got = [(e["kind"], e["data"]) for e in events(store)[base:]]
+    assert [k for k, _ in got] == [
+        "edit",
+        "edit",
+        "resurrect",
+        "cancel",
+        "purge",
+        "resurrect",
+        "purge",
+        "queue",
+    ]
+    assert got[0][1] == {"job_id": pend, "location": "hot", "actor": "ann", "plan_id": "plan-1"}
+    assert got[1][1] == {"job_id": d[0], "location": "dlq", "actor": "ann", "plan_id": "plan-1"}
+    for _, data in got[2:5]:
+        assert data == {"count": 1, "actor": "ann", "plan_id": "plan-1"}
+    assert got[6][1] == {"count": 1, "actor": "ann", "source": "archive"}
+    assert got[7][1]["paused"] in (True, 1) and got[7][1]["name"] == "qx"
+    # A refused edit writes neither an audit row nor an event.
+    before = (len(audit(store)), len(events(store)))
+    with pytest.raises(errors.InvalidState):
+        store.edit_pending(pend, actor=plan, priority=2)  # cancelled: in the DLQ now
+    assert (len(audit(store)), len(events(store))) == before
