@@ -555,7 +555,7 @@ ORDER BY {{order}} LIMIT :limit OFFSET :offset;
 SELECT count(*) AS n FROM jobs_hot h WHERE {{hot_where}};
 
 -- name: list_archive
--- order: finished_at = a.finished_at, a.id | created_at = a.created_at, a.id | duration_ms = a.duration_ms, a.id | queue = a.queue, a.finished_at, a.id | type = a.type, a.finished_at, a.id | attempt_count = a.attempt_count, a.finished_at, a.id | id = a.id
+-- order: finished_at = a.finished_at, a.id | created_at = a.created_at, a.id | duration_ms = a.duration_ms IS NULL, a.duration_ms, a.id | queue = a.queue, a.finished_at, a.id | type = a.type, a.finished_at, a.id | attempt_count = a.attempt_count, a.finished_at, a.id | id = a.id
 SELECT a.*, 'archive' AS location FROM jobs_archive a
 WHERE a.id IN (SELECT a.id FROM jobs_archive a WHERE {{archive_where}} ORDER BY {{order}} LIMIT :limit OFFSET :offset)
 ORDER BY {{order}};

@@ -403,3 +403,11 @@ def test_stats_and_queue_stats_with_lag(rs):
     assert rs.queue_stats("beta")[0]["name"] == "beta"
     with pytest.raises(errors.JobNotFound):
         rs.queue_stats("no-such-queue")
+
+
+def test_jobs_without_a_duration_sort_the_same_way_on_both_databases(store):
+    for job_id, ms in (("slow", 5.0), ("unknown", None), ("fast", 1.0)):
+        _archived(store, job_id, "q", "t", ms)  # type: ignore[arg-type]
+    # Unknown durations go last ascending and first descending (PostgreSQL's default; SQLite's is the reverse).
+    assert ids(store.list_archive(sort="duration_ms", descending=False)) == ["fast", "slow", "unknown"]
+    assert ids(store.list_archive(sort="duration_ms", descending=True)) == ["unknown", "slow", "fast"]
