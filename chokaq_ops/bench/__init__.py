@@ -30,6 +30,7 @@ BENCHES: dict[str, str] = {
     "resurrect": "chokaq_ops.bench.resurrect",
     "sweep": "chokaq_ops.bench.sweep",
     "claim": "chokaq_ops.bench.claim",
+    "throughput": "chokaq_ops.bench.throughput",
     "api": "chokaq_ops.bench.api",
     "load": "chokaq_ops.bench.frame_load",  # not bench/load.py: it would shadow bench.load()
 }

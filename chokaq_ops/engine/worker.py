@@ -312,9 +312,14 @@ class Worker:
     def _buffered(self, rows: list[dict[str, Any]]) -> None:
         now = time.monotonic()
         with self._lock:
-            for row in rows:
-                heapq.heappush(self._buffer, (-row["priority"], row["due_at"], next(self._seq), row, now))
-            self._cv_start.notify()
+            stopping = self._stopping
+            if not stopping:
+                for row in rows:
+                    heapq.heappush(self._buffer, (-row["priority"], row["due_at"], next(self._seq), row, now))
+                self._cv_start.notify()
+        if stopping:  # a fetch that was in flight when shutdown began: hand its rows straight back
+            self._release(rows, why="shutdown")
+            return
         self.counts["fetched"] += len(rows)
 
     def _idle(self, seconds: float) -> None:

@@ -153,8 +153,8 @@ class PostgresDialect(Dialect):
             raise errors.TransientStorageError(f"cannot connect to {self.redacted_url()}: {exc}") from exc
         cur = conn.cursor()
         cur.execute("SET TIME ZONE 'UTC'")
-        # psqlODBC prepares statements; generic plans cannot prune `:x IS NULL OR col = :x`
-        # filters, so every execution is planned with its actual parameters.
+        # Should statements ever be prepared (UseServerSidePrepare=1 in the URL): generic plans cannot
+        # prune `:x IS NULL OR col = :x` filters, so every execution is planned with its actual parameters.
         cur.execute("SET plan_cache_mode = force_custom_plan")
         cur.execute("SET application_name = 'chokaq'")
         cur.close()
@@ -250,7 +250,11 @@ def from_url(url: str, *, busy_timeout_ms: int = 30000) -> Dialect:
             "PWD": unquote(parts.password or ""),
             # Booleans as real booleans, not '1'/'0' strings (psqlODBC's default).
             "BoolsAsChar": "0",
-            "UseServerSidePrepare": "1",
+            # Parameters are inlined by the driver and each statement is one simple query: a server-side
+            # prepare cost a Parse round trip and a DEALLOCATE per execution (every statement runs on a
+            # fresh cursor), about 0.15 ms of server and 0.25 ms of client CPU each. Every parameter is
+            # CAST in the SQL, so no type inference is lost.
+            "UseServerSidePrepare": "0",
         }
         attrs.update(query)
         odbc = ";".join(f"{k}={_odbc_escape(v) if k != 'DRIVER' else v}" for k, v in attrs.items()) + ";"

@@ -1,0 +1,126 @@
+"""throughput: jobs/s of one worker process draining N no-op jobs, at each --concurrency (default 1,8,32).
+
+Each run empties the database, enqueues N no-op jobs in bulk (Store.enqueue, chunks of 1000; timed
+apart), settles the tables (VACUUM ANALYZE on PostgreSQL, a WAL checkpoint on SQLite), then starts a
+Host with only a worker in this process and times from start until the worker has archived all N. The
+worker runs with the configured Worker.* settings; every job goes through the full pipeline: claimed
+(fetched), marked processing, its JSON payload parsed, the handler called, archived with its duration.
+The run then checks that every job is in the archive and none is left in hot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from chokaq_ops.bench.harness import BenchDb, expect
+from chokaq_ops.engine.handlers import Registry
+from chokaq_ops.engine.hosting import Host
+from chokaq_ops.models import NewJob
+from chokaq_ops.storage import Store
+
+QUEUE = "bench.throughput"
+TYPE = "bench.noop"
+CHUNK = 1000
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.set_defaults(rows=20_000)
+    parser.add_argument(
+        "--concurrency",
+        default="1,8,32",
+        metavar="C1,C2",
+        help="worker concurrencies to measure, comma-separated (default 1,8,32)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=600.0,
+        metavar="S",
+        help="give up a run after S seconds (default 600)",
+    )
+
+
+def _levels(text: str) -> list[int]:
+    try:
+        levels = [int(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        levels = []
+    if not levels or any(c < 1 or c > 1024 for c in levels):
+        from chokaq_ops.cli import UsageError
+
+        raise UsageError(f"--concurrency wants numbers between 1 and 1024, e.g. 1,8,32 (got {text!r})")
+    return levels
+
+
+def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
+    rows = int(args.rows)
+    levels = _levels(args.concurrency)
+    registry = Registry()
+    registry.job(TYPE)(_noop)
+    with BenchDb(args, "throughput") as db:
+        settings = db.settings
+        for concurrency in levels:
+            for n in range(1, args.repeat + 1):
+                enqueue_s = _seed(db, rows)
+                # The worker gets a store of its own, sized as a worker's would be (the bench's has 4).
+                store = Store.from_settings(settings)
+                try:
+                    seconds, counts = _drain(store, settings, registry, concurrency, rows, args.timeout)
+                finally:
+                    store.close()
+                left = {int(r["status"]): int(r["n"]) for r in db.sql("bench_count_hot")}
+                expect(not left, f"jobs left in hot after the drain: {left}")
+                expect(counts["succeeded"] == rows, f"archived {counts['succeeded']} of {rows}")
+                yield db.record(
+                    rows,
+                    concurrency=concurrency,
+                    run=n,
+                    seconds=seconds,
+                    enqueue_seconds=round(enqueue_s, 3),
+                    enqueue_per_second=round(rows / enqueue_s, 1) if enqueue_s else None,
+                    prefetch=settings.worker.prefetch,
+                    fetch_batch_size=settings.worker.fetch_batch_size,
+                    conflicts=counts.get("conflicts", 0),
+                )
+        for concurrency in levels:
+            yield db.summary(
+                ("seconds", "per_second", "enqueue_per_second"), where={"concurrency": concurrency}
+            )
+
+
+def _noop(payload: Any, ctx: Any) -> None:
+    return None
+
+
+def _seed(db: BenchDb, rows: int) -> float:
+    db.reset()
+    start = time.perf_counter()
+    for offset in range(0, rows, CHUNK):
+        db.store.enqueue(NewJob(type=TYPE, queue=QUEUE) for _ in range(min(CHUNK, rows - offset)))
+    seconds = time.perf_counter() - start
+    db.vacuum()
+    return seconds
+
+
+def _drain(
+    store: Store, settings: Any, registry: Registry, concurrency: int, rows: int, timeout: float
+) -> tuple[float, dict[str, int]]:
+    host = Host(
+        settings, store, registry=registry, run_rescue=False, run_retention=False, concurrency=concurrency
+    )
+    worker = host.worker
+    assert worker is not None
+    start = time.perf_counter()
+    host.start()
+    try:
+        while worker.counts["succeeded"] + worker.counts["dead"] < rows:
+            if time.perf_counter() - start > timeout:
+                raise TimeoutError(f"drained {worker.counts['succeeded']} of {rows} jobs in {timeout:g}s")
+            time.sleep(0.002)
+        seconds = time.perf_counter() - start
+    finally:
+        host.shutdown()
+    return seconds, dict(worker.counts)
