@@ -243,6 +243,28 @@ def test_bulk_resurrect_with_edits_and_max_jobs(store):
     assert counters(store)["failed"] == 1
 
 
+def test_filtered_bulk_operations_take_the_newest_failures_first_and_freeze_their_match(small_batch_store):
+    store = small_batch_store
+    ids = dead(store, 6, prefix="f", queue="qf")
+    for k, job in enumerate(ids):
+        age(store, "jobs_dlq", [job], 60 * (k + 1), "failed_at")  # f00000 newest ... f00005 oldest
+    assert store.resurrect_many(flt=DlqFilter(queue="qf"), max_jobs=2, actor=OPS).count == 2
+    assert [store.get_job(j)["location"] for j in ids[:3]] == ["hot", "hot", "dlq"]
+    assert store.preview_dlq(flt=DlqFilter(queue="qf"))["sample_ids"] == ids[2:]
+
+    # Jobs that die while a filtered purge runs are not swept up by it: the match is frozen at the start.
+    late: list[str] = []
+
+    def more_deaths(done: int) -> None:
+        if not late:
+            late.extend(dead(store, 2, prefix="late", queue="qlate"))
+
+    res = store.purge_dlq(flt=DlqFilter(type="t"), actor=OPS, progress=more_deaths)
+    assert (res.count, res.batches) == (4, 2)
+    assert sorted(r[0] for r in sql(store, "SELECT id FROM jobs_dlq")) == sorted(late)
+    assert (counters(store, "qf")["failed"], counters(store, "qlate")["failed"]) == (0, 2)
+
+
 # ------------------------------------------------------------------------------------ cancel
 
 

@@ -408,6 +408,6 @@ def test_stats_and_queue_stats_with_lag(rs):
 def test_jobs_without_a_duration_sort_the_same_way_on_both_databases(store):
     for job_id, ms in (("slow", 5.0), ("unknown", None), ("fast", 1.0)):
         _archived(store, job_id, "q", "t", ms)  # type: ignore[arg-type]
-    # Unknown durations go last ascending and first descending (PostgreSQL's default; SQLite's is the reverse).
+    # Unknown durations last ascending, first descending (PostgreSQL's default; SQLite's is the reverse).
     assert ids(store.list_archive(sort="duration_ms", descending=False)) == ["fast", "slow", "unknown"]
     assert ids(store.list_archive(sort="duration_ms", descending=True)) == ["unknown", "slow", "fast"]

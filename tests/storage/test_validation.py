@@ -156,3 +156,20 @@ def test_failure_reasons_are_parsed_strictly_and_unknown_ones_change_nothing(see
     expect_invalid(s, "reason", lambda: s.move_to_dlq("w2", [Dead(run, "Nope", "e")]))  # type: ignore[arg-type]
     expect_invalid(s, "reason", lambda: s.list_dlq(DlqFilter(reason=99)))  # type: ignore[arg-type]
     expect_invalid(s, "reason", lambda: s.purge_dlq(flt=DlqFilter(reason=-3), actor=OPS))  # type: ignore[arg-type]
+
+
+def test_queue_controls_are_checked(seeded):
+    s = seeded
+    expect_invalid(s, "name", lambda: s.set_queue("q" * 256, actor=OPS, paused=True))
+    expect_invalid(
+        s, "zombie_timeout_seconds", lambda: s.set_queue("qd", actor=OPS, zombie_timeout_seconds=0)
+    )
+    expect_invalid(
+        s,
+        "zombie_timeout_seconds",
+        lambda: s.set_queue("qd", actor=OPS, zombie_timeout_seconds=30, min_zombie_timeout=36),
+    )
+    expect_invalid(s, "max_workers", lambda: s.set_queue("qd", actor=OPS, max_workers=0))
+    expect_invalid(s, "max_workers", lambda: s.set_queue("qd", actor=OPS, max_workers=10_001))
+    expect_invalid(s, "paused", lambda: s.set_queue("qd", actor=OPS, paused="yes"))  # type: ignore[arg-type]
+    expect_invalid(s, "paused", lambda: s.set_queue("qd", actor=OPS))  # nothing to change
