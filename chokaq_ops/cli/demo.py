@@ -18,10 +18,11 @@ import random
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from contextlib import suppress
-from typing import Any
+from typing import IO, Any
 
 from chokaq_ops import errors
 from chokaq_ops.cli import common
@@ -173,7 +174,20 @@ def _json(value: Any) -> str:
 # ---------------------------------------------------------------------- workers
 
 
-def _worker(url: str, worker_id: str, queues: str, concurrency: int) -> subprocess.Popen[bytes]:
+class _Worker:
+    """A `chokaq worker` subprocess. Its log goes to a temporary file, not a pipe: nobody reads a pipe
+    while the demo waits, and a worker blocked on a full pipe would stop working."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], log: IO[bytes]) -> None:
+        self.proc, self.log = proc, log
+
+    def tail(self) -> str:
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")[-1500:]
+
+
+def _worker(url: str, worker_id: str, queues: str, concurrency: int) -> _Worker:
     env = {
         **os.environ,
         **WORKER_ENV,
@@ -184,29 +198,31 @@ def _worker(url: str, worker_id: str, queues: str, concurrency: int) -> subproce
     }
     code = "import sys; from chokaq_ops.cli import main; sys.exit(main())"
     argv = ["worker", "--db", url, "--handlers", HANDLERS, "--concurrency", str(concurrency)]
-    return subprocess.Popen(
+    log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by _stop
+    proc = subprocess.Popen(
         [sys.executable, "-c", code, "--log-level", "WARNING", *argv],
         env=env,
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=log,
         start_new_session=True,  # a Ctrl-C on the demo is the demo's to handle, not the workers'
     )
+    return _Worker(proc, log)
 
 
-def _wait(what: str, done: Any, deadline: float, procs: list[subprocess.Popen[bytes]]) -> None:
+def _wait(what: str, done: Any, deadline: float, workers: list[_Worker]) -> None:
     while not done():
-        for proc in procs:
-            if proc.poll() is not None and proc.returncode not in (0, -signal.SIGKILL):
-                err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+        for w in workers:
+            if w.proc.poll() is not None and w.proc.returncode not in (0, -signal.SIGKILL):
                 raise errors.ChokaqError(
-                    f"a demo worker exited with {proc.returncode} while {what}: {err[-1500:]}"
+                    f"a demo worker exited with {w.proc.returncode} while {what}: {w.tail()}"
                 )
         if time.monotonic() > deadline:
             raise errors.ChokaqError(f"the demo timed out while {what} (raise --seconds?)")
         time.sleep(0.1)
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def _stop(worker: _Worker) -> None:
+    proc = worker.proc
     if proc.poll() is None:
         with suppress(ProcessLookupError):
             proc.send_signal(signal.SIGTERM)
@@ -215,6 +231,7 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(5)
+    worker.log.close()
 
 
 # ---------------------------------------------------------------------- the run
@@ -261,7 +278,7 @@ def _run(store: Store, url: str, args: argparse.Namespace, history: float) -> di
     deadline = time.monotonic() + args.seconds
     main = _worker(url, MAIN_WORKER, "email,billing,reports,webhooks,thumbnails", 8)
     media = _worker(url, MEDIA_WORKER, "media,settlements", MEDIA_JOBS)
-    procs = [main, media]
+    workers = [main, media]
     try:
         # An operator calls off tomorrow's reports while the shop runs.
         store.cancel_many(scheduled, actor=Actor(DEMO))
@@ -269,27 +286,26 @@ def _run(store: Store, url: str, args: argparse.Namespace, history: float) -> di
             "waiting for the media worker to start its jobs",
             lambda: int(store.run("demo_running", worker_id=MEDIA_WORKER)[0]["n"]) == MEDIA_JOBS,
             deadline,
-            procs,
+            workers,
         )
         time.sleep(1.0)  # let them run and heartbeat a while: the zombies carry that evidence
-        os.kill(media.pid, signal.SIGKILL)  # the host dies mid-job: no cleanup, no final heartbeat
-        media.wait(10)
-        procs = [main]
+        os.kill(media.proc.pid, signal.SIGKILL)  # the host dies mid-job: no cleanup, no final heartbeat
+        media.proc.wait(10)
         _wait(
             "waiting for the rescue sweep to find the zombies",
             lambda: store.count_dlq(_zombies()) >= MEDIA_JOBS,
             deadline,
-            procs,
+            workers,
         )
         _wait(
             "waiting for the other jobs to finish",
             lambda: int(store.run("demo_busy")[0]["n"]) == 0,
             deadline,
-            procs,
+            workers,
         )
     finally:
-        for proc in procs:
-            _stop(proc)
+        for w in workers:
+            _stop(w)
     if history > 0:
         span = store.run("demo_span", write=False)[0]
         first, last, now = (float(span[k]) for k in ("first_s", "last_s", "now_s"))
