@@ -323,7 +323,9 @@ WHERE h.status = 2
       SELECT min(s) FROM (SELECT :global_s AS s UNION ALL SELECT CAST(value AS REAL) FROM json_each(:overrides)
                           UNION ALL SELECT zombie_timeout_seconds FROM queues)) || ' seconds')
   AND coalesce(h.heartbeat_at, h.updated_at) < strftime('%Y-%m-%d %H:%M:%f', 'now',
-      '-' || coalesce(q.zombie_timeout_seconds, json_extract(:overrides, '$."' || h.queue || '"'), :global_s) || ' seconds');
+      -- json_each, not a '$."name"' path: a path misses names with quotes, backslashes or non-ASCII characters.
+      '-' || coalesce(q.zombie_timeout_seconds, (SELECT o.value FROM json_each(:overrides) o WHERE o.key = h.queue),
+                      :global_s) || ' seconds');
 {{staged_to_dlq}};
 {{staged_counters_failed}};
 {{staged_buckets_failed}};

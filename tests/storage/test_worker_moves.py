@@ -263,3 +263,11 @@ def test_configured_override_wins_over_the_global_one_and_the_queue_row_over_bot
     assert store.archive_zombies(20, overrides) == []  # long's override beats the 20 s global
     assert [r["id"] for r in store.archive_zombies(20, {})] == long_
     assert store.get_job(both[0])["status"] == "processing"  # the queue row (1 h) beats the 5 s override
+
+
+def test_configured_overrides_apply_to_queue_names_with_any_characters(store):
+    names = ["émails", 'we"ird', "back\\slash", "dots.and[0]"]
+    running = {name: processing(store, "w", 1, prefix=f"n{i}", queue=name)[0] for i, name in enumerate(names)}
+    age(store, "jobs_hot", list(running.values()), 30, "heartbeat_at")
+    moved = store.archive_zombies(600, dict.fromkeys(names, 10.0))
+    assert sorted(r["id"] for r in moved) == sorted(running.values())
