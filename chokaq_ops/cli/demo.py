@@ -6,8 +6,9 @@ chokaq_ops.demo_handlers) and runs two real `chokaq worker` processes with short
 succeed, retry, exhaust their retries (a few distinct error groups), fail fatally on malformed payloads
 (the seeds' missing comma) and declined cards, time out, or are cancelled by an operator. The worker
 serving `media` and `settlements` is killed with SIGKILL while its jobs run; the rescue sweep finds their
-heartbeats stale and moves them to the DLQ as zombies. Finally the finished jobs are spread over
---history (default 3 days, ending now) so trends have days to show; each job keeps its own durations.
+heartbeats stale and moves them to the DLQ as zombies. Finally the finished jobs are spread evenly over
+--history (default 3 days, ending now) in the order they ended, so trends have days to show; each job
+moves as a whole and keeps its own durations, and jobs that ended together stay together.
 """
 
 from __future__ import annotations
@@ -307,10 +308,8 @@ def _run(store: Store, url: str, args: argparse.Namespace, history: float) -> di
         for w in workers:
             _stop(w)
     if history > 0:
-        span = store.run("demo_span", write=False)[0]
-        first, last, now = (float(span[k]) for k in ("first_s", "last_s", "now_s"))
-        scale = history / max(last - first, 1e-3)
-        store.run("demo_spread", first_s=first, last_s=last, start_s=now - history, end_s=now, scale=scale)
+        now = store.now().timestamp()
+        store.run("demo_spread", start_s=now - history, history_s=history)
     counts: Counter[str] = Counter()
     by_reason: dict[str, int] = {}
     for r in store.run("demo_outcomes", write=False):

@@ -3,39 +3,30 @@
 -- have hours and days to show. Each job moves as a whole (all its times by one offset), so durations,
 -- heartbeat ages and retries keep their real values; jobs keep their order. Rows: created_by 'chokaq-demo'.
 
--- name: demo_span
--- First and last finish (archive) or failure (DLQ) of the demo's jobs, in epoch seconds.
-SELECT min(t) AS first_s, max(t) AS last_s, extract(epoch FROM now()) AS now_s FROM (
-    SELECT extract(epoch FROM finished_at) AS t FROM jobs_archive WHERE created_by = 'chokaq-demo'
-    UNION ALL
-    SELECT extract(epoch FROM failed_at) FROM jobs_dlq WHERE created_by = 'chokaq-demo'
-) x;
-
 -- name: demo_spread
--- Moves each demo job so its end time maps linearly from [:first_s, :last_s] to [:start_s, :end_s].
+-- Moves each finished demo job so the k-th distinct end time (finish or failure) lands at
+-- :start_s + k/(K-1) * :history_s: an even history ending now, jobs that ended together still together.
+CREATE TEMP TABLE demo_moves ON COMMIT DROP AS
+WITH ends AS (
+    SELECT id, 'archive' AS tbl, finished_at AS e FROM jobs_archive WHERE created_by = 'chokaq-demo'
+    UNION ALL
+    SELECT id, 'dlq', failed_at FROM jobs_dlq WHERE created_by = 'chokaq-demo'
+),
+ranked AS (SELECT id, tbl, e, dense_rank() OVER (ORDER BY e) - 1 AS r FROM ends),
+top AS (SELECT greatest(max(r), 1) AS m FROM ranked)
+SELECT id, tbl, make_interval(secs => CAST(:start_s AS double precision)
+                                      + r * CAST(:history_s AS double precision) / top.m
+                                      - extract(epoch FROM e)) AS d
+FROM ranked, top;
 UPDATE jobs_archive a
-SET created_at = a.created_at + s.d, started_at = a.started_at + s.d, finished_at = a.finished_at + s.d
-FROM (SELECT id, make_interval(secs => CAST(:start_s AS double precision)
-                                + (extract(epoch FROM finished_at) - CAST(:first_s AS double precision))
-                                  * CAST(:scale AS double precision)
-                                - extract(epoch FROM finished_at)) AS d
-      FROM jobs_archive WHERE created_by = 'chokaq-demo') s
-WHERE a.id = s.id;
+SET created_at = a.created_at + m.d, started_at = a.started_at + m.d, finished_at = a.finished_at + m.d
+FROM demo_moves m WHERE m.tbl = 'archive' AND a.id = m.id;
 UPDATE jobs_dlq q
-SET created_at = q.created_at + s.d, started_at = q.started_at + s.d, heartbeat_at = q.heartbeat_at + s.d,
-    failed_at = q.failed_at + s.d
-FROM (SELECT id, make_interval(secs => CAST(:start_s AS double precision)
-                                + (extract(epoch FROM failed_at) - CAST(:first_s AS double precision))
-                                  * CAST(:scale AS double precision)
-                                - extract(epoch FROM failed_at)) AS d
-      FROM jobs_dlq WHERE created_by = 'chokaq-demo') s
-WHERE q.id = s.id;
-UPDATE audit_log
-SET at = at + make_interval(secs => CAST(:start_s AS double precision)
-                                    + (extract(epoch FROM at) - CAST(:first_s AS double precision))
-                                      * CAST(:scale AS double precision)
-                                    - extract(epoch FROM at))
-WHERE actor = 'chokaq-demo' AND at <= to_timestamp(CAST(:last_s AS double precision));
+SET created_at = q.created_at + m.d, started_at = q.started_at + m.d, heartbeat_at = q.heartbeat_at + m.d,
+    failed_at = q.failed_at + m.d
+FROM demo_moves m WHERE m.tbl = 'dlq' AND q.id = m.id;
+-- The operator's cancellations happened when their jobs entered the DLQ.
+UPDATE audit_log l SET at = q.failed_at FROM jobs_dlq q WHERE l.actor = 'chokaq-demo' AND l.job_id = q.id;
 
 -- name: demo_outcomes
 -- What the demo made, for its closing summary.

@@ -3,47 +3,35 @@
 -- have hours and days to show. Each job moves as a whole (all its times by one offset), so durations,
 -- heartbeat ages and retries keep their real values; jobs keep their order. Rows: created_by 'chokaq-demo'.
 
--- name: demo_span
--- First and last finish (archive) or failure (DLQ) of the demo's jobs, in epoch seconds.
-SELECT min(e) AS first_s, max(e) AS last_s, (julianday('now') - 2440587.5) * 86400.0 AS now_s FROM (
-    SELECT (julianday(finished_at) - 2440587.5) * 86400.0 AS e FROM jobs_archive WHERE created_by = 'chokaq-demo'
-    UNION ALL
-    SELECT (julianday(failed_at) - 2440587.5) * 86400.0 FROM jobs_dlq WHERE created_by = 'chokaq-demo'
-);
-
 -- name: demo_spread
--- Moves each demo job so its end time maps linearly from [:first_s, :last_s] to [:start_s, :end_s]. SET
--- expressions see the old row, so every column moves by the offset of the old end time.
+-- Moves each finished demo job so the k-th distinct end time (finish or failure) lands at
+-- :start_s + k/(K-1) * :history_s: an even history ending now, jobs that ended together still together.
+DROP TABLE IF EXISTS temp.demo_moves;
+CREATE TEMP TABLE demo_moves AS
+WITH ends AS (
+    SELECT id, 'archive' AS tbl, (julianday(finished_at) - 2440587.5) * 86400.0 AS e
+    FROM jobs_archive WHERE created_by = 'chokaq-demo'
+    UNION ALL
+    SELECT id, 'dlq', (julianday(failed_at) - 2440587.5) * 86400.0 FROM jobs_dlq WHERE created_by = 'chokaq-demo'
+),
+ranked AS (SELECT id, tbl, e, dense_rank() OVER (ORDER BY e) - 1 AS r FROM ends),
+top AS (SELECT max(max(r), 1) AS m FROM ranked)
+SELECT id, tbl, (:start_s + r * :history_s / top.m - e) / 86400.0 AS days FROM ranked, top;
 UPDATE jobs_archive SET
-    created_at = strftime('%Y-%m-%d %H:%M:%f', julianday(created_at)
-        + (:start_s + ((julianday(finished_at) - 2440587.5) * 86400.0 - :first_s) * :scale
-           - (julianday(finished_at) - 2440587.5) * 86400.0) / 86400.0),
-    started_at = strftime('%Y-%m-%d %H:%M:%f', julianday(started_at)
-        + (:start_s + ((julianday(finished_at) - 2440587.5) * 86400.0 - :first_s) * :scale
-           - (julianday(finished_at) - 2440587.5) * 86400.0) / 86400.0),
-    finished_at = strftime('%Y-%m-%d %H:%M:%f', julianday(finished_at)
-        + (:start_s + ((julianday(finished_at) - 2440587.5) * 86400.0 - :first_s) * :scale
-           - (julianday(finished_at) - 2440587.5) * 86400.0) / 86400.0)
-WHERE created_by = 'chokaq-demo';
+    created_at = strftime('%Y-%m-%d %H:%M:%f', julianday(created_at) + m.days),
+    started_at = strftime('%Y-%m-%d %H:%M:%f', julianday(started_at) + m.days),
+    finished_at = strftime('%Y-%m-%d %H:%M:%f', julianday(finished_at) + m.days)
+FROM demo_moves m WHERE m.tbl = 'archive' AND jobs_archive.id = m.id;
 UPDATE jobs_dlq SET
-    created_at = strftime('%Y-%m-%d %H:%M:%f', julianday(created_at)
-        + (:start_s + ((julianday(failed_at) - 2440587.5) * 86400.0 - :first_s) * :scale
-           - (julianday(failed_at) - 2440587.5) * 86400.0) / 86400.0),
-    started_at = strftime('%Y-%m-%d %H:%M:%f', julianday(started_at)
-        + (:start_s + ((julianday(failed_at) - 2440587.5) * 86400.0 - :first_s) * :scale
-           - (julianday(failed_at) - 2440587.5) * 86400.0) / 86400.0),
-    heartbeat_at = strftime('%Y-%m-%d %H:%M:%f', julianday(heartbeat_at)
-        + (:start_s + ((julianday(failed_at) - 2440587.5) * 86400.0 - :first_s) * :scale
-           - (julianday(failed_at) - 2440587.5) * 86400.0) / 86400.0),
-    failed_at = strftime('%Y-%m-%d %H:%M:%f', julianday(failed_at)
-        + (:start_s + ((julianday(failed_at) - 2440587.5) * 86400.0 - :first_s) * :scale
-           - (julianday(failed_at) - 2440587.5) * 86400.0) / 86400.0)
-WHERE created_by = 'chokaq-demo';
-UPDATE audit_log SET
-    at = strftime('%Y-%m-%d %H:%M:%f', julianday(at)
-        + (:start_s + ((julianday(at) - 2440587.5) * 86400.0 - :first_s) * :scale
-           - (julianday(at) - 2440587.5) * 86400.0) / 86400.0)
-WHERE actor = 'chokaq-demo' AND (julianday(at) - 2440587.5) * 86400.0 <= :last_s;
+    created_at = strftime('%Y-%m-%d %H:%M:%f', julianday(created_at) + m.days),
+    started_at = strftime('%Y-%m-%d %H:%M:%f', julianday(started_at) + m.days),
+    heartbeat_at = strftime('%Y-%m-%d %H:%M:%f', julianday(heartbeat_at) + m.days),
+    failed_at = strftime('%Y-%m-%d %H:%M:%f', julianday(failed_at) + m.days)
+FROM demo_moves m WHERE m.tbl = 'dlq' AND jobs_dlq.id = m.id;
+-- The operator's cancellations happened when their jobs entered the DLQ.
+UPDATE audit_log SET at = (SELECT q.failed_at FROM jobs_dlq q WHERE q.id = audit_log.job_id)
+WHERE actor = 'chokaq-demo' AND job_id IN (SELECT id FROM jobs_dlq);
+DROP TABLE temp.demo_moves;
 
 -- name: demo_outcomes
 -- What the demo made, for its closing summary.
