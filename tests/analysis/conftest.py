@@ -14,7 +14,7 @@ from chokaq_ops.storage import Dead, Store
 matplotlib.use("Agg")  # tests draw without a display
 
 _workers = itertools.count()
-ENQUEUE_BATCH = 500  # SQLite's enqueue is quadratic in its batch size; 500 keeps a 2,500-job seed quick
+ENQUEUE_BATCH = 1000  # jobs per enqueue call, as a producer would batch them
 
 
 def traceback_text(exc_type: str, message: str, frame: str = "app/orders.py", func: str = "charge") -> str:
