@@ -35,7 +35,14 @@ def text(value: Any, field: str, *, max_len: int, required: bool = True) -> str 
         return None
     if len(value) > max_len:
         raise errors.ValidationError(f"{field} is longer than {max_len} characters", field=field)
+    _no_nul(value, field)
     return value
+
+
+def _no_nul(value: str, field: str) -> None:
+    # PostgreSQL text cannot hold NUL; refuse it everywhere so both databases accept the same input.
+    if "\x00" in value:
+        raise errors.ValidationError(f"{field} must not contain NUL characters", field=field)
 
 
 def job_id(value: Any, field: str = "id") -> str:
@@ -71,6 +78,7 @@ def payload(value: Any, field: str = "payload", *, max_bytes: int, require_json:
         return None
     if not isinstance(value, str):
         value = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    _no_nul(value, field)
     size = len(value.encode("utf-8"))
     if size > max_bytes:
         raise errors.ValidationError(f"{field} is {size} bytes; the limit is {max_bytes}", field=field)

@@ -173,3 +173,16 @@ def test_queue_controls_are_checked(seeded):
     expect_invalid(s, "max_workers", lambda: s.set_queue("qd", actor=OPS, max_workers=10_001))
     expect_invalid(s, "paused", lambda: s.set_queue("qd", actor=OPS, paused="yes"))  # type: ignore[arg-type]
     expect_invalid(s, "paused", lambda: s.set_queue("qd", actor=OPS))  # nothing to change
+
+
+@pytest.mark.parametrize("field", ["payload", "queue", "type", "tags"])
+def test_nul_characters_are_refused_on_both_databases(store, field):
+    from chokaq_ops.errors import ValidationError
+    from chokaq_ops.models import NewJob
+
+    values = {"type": "t", "payload": "{}", "queue": "q", "tags": None}
+    values[field] = "a\x00b" if field != "payload" else '{"a": "x\x00y"}'
+    with pytest.raises(ValidationError) as err:
+        store.enqueue([NewJob(**values)])
+    assert err.value.field == field
+    assert store.stats()["hot"] == 0
