@@ -129,3 +129,8 @@ UPDATE jobs_hot SET status = 1, worker_id = 'bench-worker-0', updated_at = now()
 WHERE id IN (SELECT 'bench-h-' || lpad(CAST(g AS text), 10, '0')
              FROM generate_series(CAST(:zombies AS integer) + 1,
                                   CAST(:zombies AS integer) + CAST(:abandoned AS integer)) AS g);
+
+-- name: bench_checkpoint
+-- Writes out what the seed dirtied, so a timed run does not share the disk with that checkpoint
+-- (needs superuser or pg_checkpoint; the bench goes on without it).
+CHECKPOINT;
