@@ -6,7 +6,7 @@ import hashlib
 import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from chokaq_ops import errors, validation
@@ -382,9 +382,13 @@ class AdminOps(StoreCore):
         """The token's {name, role} if it is valid and not revoked."""
         if not token or len(token) > 200:
             return None
-        rows = self.run("token_by_hash", token_hash=hash_token(token))
-        if not rows or not secrets.compare_digest(rows[0]["token_hash"].strip(), hash_token(token)):
+        digest = hash_token(token)
+        rows = self.run("token_by_hash", write=False, token_hash=digest)
+        if not rows or not secrets.compare_digest(rows[0]["token_hash"].strip(), digest):
             return None
+        last = rows[0]["last_used_at"]
+        if last is None or (datetime.now(UTC) - last).total_seconds() > 60:
+            self.run("touch_token", token_hash=digest)
         return {"name": rows[0]["name"], "role": rows[0]["role"].strip()}
 
     def list_tokens(self) -> list[dict[str, Any]]:

@@ -290,7 +290,8 @@ counters AS ({{counters_failed}}),
 buckets AS ({{buckets_failed}}),
 events AS (
     INSERT INTO events (kind, message, data)
-    SELECT 'dlq', 'Job ' || id || ' (' || type || ') dead: reason ' || failure_reason,
+    SELECT 'dlq', 'Job ' || id || ' (' || type || ') dead: '
+                  || coalesce((SELECT r.name FROM failure_reasons r WHERE r.code = failure_reason), 'reason ' || failure_reason),
            json_build_object('job_id', id, 'queue', queue, 'type', type, 'reason', failure_reason)::text
     FROM moved
 )
@@ -834,9 +835,14 @@ VALUES (CAST(:name AS text), CAST(:role AS text), CAST(:token_hash AS text), CAS
 RETURNING name, role, created_at;
 
 -- name: token_by_hash
+-- A read: checking a token on every request must not take a write lock.
+SELECT name, role, token_hash, last_used_at FROM api_tokens
+WHERE token_hash = CAST(:token_hash AS text) AND revoked_at IS NULL;
+
+-- name: touch_token
+-- last_used_at is kept to the minute; writing it on every request would serialise readers on SQLite.
 UPDATE api_tokens SET last_used_at = now()
-WHERE token_hash = CAST(:token_hash AS text) AND revoked_at IS NULL
-RETURNING name, role, token_hash;
+WHERE token_hash = CAST(:token_hash AS text) AND (last_used_at IS NULL OR last_used_at < now() - interval '60 seconds');
 
 -- name: list_tokens
 SELECT name, role, created_at, created_by, revoked_at, last_used_at FROM api_tokens ORDER BY name;

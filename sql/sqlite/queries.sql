@@ -269,7 +269,8 @@ WHERE h.worker_id = :worker_id AND h.status = 2;
 {{staged_counters_failed}};
 {{staged_buckets_failed}};
 INSERT INTO events (kind, message, data)
-SELECT 'dlq', 'Job ' || h.id || ' (' || h.type || ') dead: reason ' || s.reason,
+SELECT 'dlq', 'Job ' || h.id || ' (' || h.type || ') dead: '
+              || coalesce((SELECT r.name FROM failure_reasons r WHERE r.code = s.reason), 'reason ' || s.reason),
        json_object('job_id', h.id, 'queue', h.queue, 'type', h.type, 'reason', s.reason)
 FROM staged s JOIN jobs_hot h ON h.id = s.id;
 DELETE FROM jobs_hot WHERE id IN (SELECT id FROM staged);
@@ -701,8 +702,14 @@ INSERT INTO api_tokens (name, role, token_hash, created_by) VALUES (:name, :role
 RETURNING name, role, created_at;
 
 -- name: token_by_hash
-UPDATE api_tokens SET last_used_at = {{now}} WHERE token_hash = :token_hash AND revoked_at IS NULL
-RETURNING name, role, token_hash;
+-- A read: checking a token on every request must not take the write lock.
+SELECT name, role, token_hash, last_used_at FROM api_tokens WHERE token_hash = :token_hash AND revoked_at IS NULL;
+
+-- name: touch_token
+-- last_used_at is kept to the minute; writing it on every request would serialise readers.
+UPDATE api_tokens SET last_used_at = {{now}}
+WHERE token_hash = :token_hash
+  AND (last_used_at IS NULL OR last_used_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-60 seconds'));
 
 -- name: list_tokens
 SELECT name, role, created_at, created_by, revoked_at, last_used_at FROM api_tokens ORDER BY name;

@@ -118,6 +118,16 @@ CREATE TRIGGER tr_dlq_counts_update AFTER UPDATE OF queue, failure_reason, faile
     ON CONFLICT (hour, queue, failure_reason) DO UPDATE SET n = n + 1; -- moved in
 END;
 
+-- Names of the failure reasons stored as numbers in jobs_dlq and metric_buckets (for messages and for people
+-- reading the database directly).
+CREATE TABLE failure_reasons (
+    code  INTEGER NOT NULL PRIMARY KEY,
+    name  TEXT    NOT NULL
+);
+INSERT INTO failure_reasons (code, name) VALUES (0, 'MaxRetriesExceeded'), (1, 'Cancelled'), (2, 'Zombie'),
+    (3, 'CircuitBreakerOpen'), (4, 'Rejected'), (5, 'Throttled'), (6, 'Fatal'), (7, 'Timeout'), (8, 'Transient'),
+    (9, 'HeartbeatFailure'), (10, 'RetryLifetimeExpired');
+
 CREATE TABLE queues (
     name                    TEXT    NOT NULL PRIMARY KEY,
     paused                  INTEGER NOT NULL DEFAULT 0,

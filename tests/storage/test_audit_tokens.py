@@ -9,7 +9,7 @@ import pytest
 from storage_factories import OPS, dead, enqueue, scalar, sql
 
 from chokaq_ops import errors
-from chokaq_ops.models import Actor
+from chokaq_ops.models import Actor, FailureReason
 from chokaq_ops.storage import Store
 
 
@@ -108,3 +108,20 @@ def test_leases_have_one_holder_until_expiry(store):
     assert store.try_lease("sweep", "b", 0.2) is True
     time.sleep(0.3)
     assert store.try_lease("sweep", "a", 60) is True  # b's lease expired on the database clock
+
+
+def test_verifying_a_token_writes_last_used_at_at_most_once_a_minute(store):
+    token = store.create_token("reader-1", "reader", actor=Actor("cli"))
+    assert store.verify_token(token) == {"name": "reader-1", "role": "reader"}
+    first = scalar(store, "SELECT last_used_at FROM api_tokens WHERE name = 'reader-1'")
+    assert first is not None
+    time.sleep(0.05)
+    assert store.verify_token(token) == {"name": "reader-1", "role": "reader"}
+    # Fresh within the minute: the second check was a pure read.
+    assert scalar(store, "SELECT last_used_at FROM api_tokens WHERE name = 'reader-1'") == first
+
+
+def test_dlq_event_messages_name_the_failure_reason(store):
+    [job] = dead(store, 1, reason=FailureReason.Timeout)
+    [event] = [e for e in store.events_after(0) if e["kind"] == "dlq"]
+    assert event["message"].endswith("dead: Timeout") and job in event["message"]

@@ -160,6 +160,17 @@ CREATE TRIGGER tr_dlq_counts_update AFTER UPDATE ON jobs_dlq
 CREATE TRIGGER tr_dlq_counts_truncate AFTER TRUNCATE ON jobs_dlq
     FOR EACH STATEMENT EXECUTE FUNCTION dlq_counts_truncate();
 
+-- Names of the failure reasons stored as numbers in jobs_dlq and metric_buckets (for messages and for people
+-- reading the database directly).
+CREATE TABLE failure_reasons (
+    code  smallint    NOT NULL,
+    name  varchar(30) NOT NULL,
+    CONSTRAINT pk_failure_reasons PRIMARY KEY (code)
+);
+INSERT INTO failure_reasons (code, name) VALUES (0, 'MaxRetriesExceeded'), (1, 'Cancelled'), (2, 'Zombie'),
+    (3, 'CircuitBreakerOpen'), (4, 'Rejected'), (5, 'Throttled'), (6, 'Fatal'), (7, 'Timeout'), (8, 'Transient'),
+    (9, 'HeartbeatFailure'), (10, 'RetryLifetimeExpired');
+
 -- Control plane. A queue with no row is active, unpaused and unlimited.
 CREATE TABLE queues (
     name                    varchar(255) NOT NULL,
