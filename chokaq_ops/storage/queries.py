@@ -85,12 +85,26 @@ def _scan(sql: str) -> tuple[str, tuple[str, ...]]:
 
 
 def _split_statements(body: str) -> list[str]:
+    """Split at lines ending with `;`, except inside PostgreSQL dollar-quoted bodies (`$$ ... $$`) and
+    SQLite trigger bodies (`CREATE TRIGGER ... BEGIN` up to `END;`)."""
     parts, current = [], []
+    in_dollar = in_trigger = False
     for line in body.splitlines():
         current.append(line)
-        if line.rstrip().endswith(";"):
-            parts.append("\n".join(current).strip())
-            current = []
+        stripped = line.strip()
+        if stripped.count("$$") % 2:
+            in_dollar = not in_dollar
+        if re.match(r"(?i)create\s+trigger\b", stripped) and re.search(r"(?i)\bbegin$", stripped):
+            in_trigger = True
+        if in_dollar or not stripped.endswith(";"):
+            continue
+        if in_trigger:
+            if re.fullmatch(r"(?i)end\s*;", stripped):
+                in_trigger = False
+            else:
+                continue
+        parts.append("\n".join(current).strip())
+        current = []
     tail = "\n".join(current).strip()
     if tail and not all(ln.strip().startswith("--") or not ln.strip() for ln in current):
         parts.append(tail)

@@ -85,7 +85,6 @@ CREATE INDEX ix_jobs_dlq_created ON jobs_dlq (created_at, id);
 -- Dead jobs per hour of failure (UTC), queue and reason, kept exact by triggers in the transaction of every
 -- DLQ insert, delete and update. GET /dlq reads its X-Pagination total here instead of counting a million
 -- rows, and a deep page seeks to the hour that holds its first row instead of OFFSET-scanning the list.
--- (Lines inside trigger bodies end in a comment: the migration runner splits at line-final semicolons.)
 CREATE TABLE dlq_counts (
     hour            TEXT    NOT NULL,
     queue           TEXT    NOT NULL,
@@ -96,26 +95,26 @@ CREATE TABLE dlq_counts (
 CREATE TRIGGER tr_dlq_counts_insert AFTER INSERT ON jobs_dlq BEGIN
     INSERT INTO dlq_counts (hour, queue, failure_reason, n)
     VALUES (substr(NEW.failed_at, 1, 13) || ':00:00.000', NEW.queue, NEW.failure_reason, 1)
-    ON CONFLICT (hour, queue, failure_reason) DO UPDATE SET n = n + 1; -- added
+    ON CONFLICT (hour, queue, failure_reason) DO UPDATE SET n = n + 1;
 END;
 CREATE TRIGGER tr_dlq_counts_delete AFTER DELETE ON jobs_dlq BEGIN
     UPDATE dlq_counts SET n = n - 1
     WHERE hour = substr(OLD.failed_at, 1, 13) || ':00:00.000' AND queue = OLD.queue
-      AND failure_reason = OLD.failure_reason; -- removed
+      AND failure_reason = OLD.failure_reason;
     DELETE FROM dlq_counts
     WHERE hour = substr(OLD.failed_at, 1, 13) || ':00:00.000' AND queue = OLD.queue
-      AND failure_reason = OLD.failure_reason AND n <= 0; -- emptied
+      AND failure_reason = OLD.failure_reason AND n <= 0;
 END;
 CREATE TRIGGER tr_dlq_counts_update AFTER UPDATE OF queue, failure_reason, failed_at ON jobs_dlq BEGIN
     UPDATE dlq_counts SET n = n - 1
     WHERE hour = substr(OLD.failed_at, 1, 13) || ':00:00.000' AND queue = OLD.queue
-      AND failure_reason = OLD.failure_reason; -- moved out
+      AND failure_reason = OLD.failure_reason;
     DELETE FROM dlq_counts
     WHERE hour = substr(OLD.failed_at, 1, 13) || ':00:00.000' AND queue = OLD.queue
-      AND failure_reason = OLD.failure_reason AND n <= 0; -- emptied
+      AND failure_reason = OLD.failure_reason AND n <= 0;
     INSERT INTO dlq_counts (hour, queue, failure_reason, n)
     VALUES (substr(NEW.failed_at, 1, 13) || ':00:00.000', NEW.queue, NEW.failure_reason, 1)
-    ON CONFLICT (hour, queue, failure_reason) DO UPDATE SET n = n + 1; -- moved in
+    ON CONFLICT (hour, queue, failure_reason) DO UPDATE SET n = n + 1;
 END;
 
 -- Names of the failure reasons stored as numbers in jobs_dlq and metric_buckets (for messages and for people

@@ -99,7 +99,6 @@ CREATE INDEX ix_jobs_dlq_created ON jobs_dlq (created_at, id);
 -- Dead jobs per hour of failure (UTC), queue and reason, kept exact by triggers in the transaction of every
 -- DLQ insert, delete and update. GET /dlq reads its X-Pagination total here instead of counting a million
 -- rows, and a deep page seeks to the hour that holds its first row instead of OFFSET-scanning the list.
--- (Lines inside function bodies end in a comment: the migration runner splits at line-final semicolons.)
 CREATE TABLE dlq_counts (
     hour            timestamptz  NOT NULL,
     queue           varchar(255) NOT NULL,
@@ -113,19 +112,19 @@ BEGIN
     INSERT INTO dlq_counts (hour, queue, failure_reason, n)
     SELECT date_trunc('hour', failed_at, 'UTC'), queue, failure_reason, count(*) FROM new_rows
     GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
-    ON CONFLICT (hour, queue, failure_reason) DO UPDATE SET n = dlq_counts.n + excluded.n; -- added
-    RETURN NULL; -- after-statement trigger
+    ON CONFLICT (hour, queue, failure_reason) DO UPDATE SET n = dlq_counts.n + excluded.n;
+    RETURN NULL;
 END $$;
 CREATE FUNCTION dlq_counts_delete() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO dlq_counts AS c (hour, queue, failure_reason, n)
     SELECT date_trunc('hour', failed_at, 'UTC'), queue, failure_reason, -count(*) FROM old_rows
     GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
-    ON CONFLICT (hour, queue, failure_reason) DO UPDATE SET n = c.n + excluded.n; -- removed
+    ON CONFLICT (hour, queue, failure_reason) DO UPDATE SET n = c.n + excluded.n;
     DELETE FROM dlq_counts c
     USING (SELECT DISTINCT date_trunc('hour', failed_at, 'UTC') AS hour, queue, failure_reason FROM old_rows) o
-    WHERE c.n <= 0 AND c.hour = o.hour AND c.queue = o.queue AND c.failure_reason = o.failure_reason; -- emptied
-    RETURN NULL; -- after-statement trigger
+    WHERE c.n <= 0 AND c.hour = o.hour AND c.queue = o.queue AND c.failure_reason = o.failure_reason;
+    RETURN NULL;
 END $$;
 CREATE FUNCTION dlq_counts_update() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -140,16 +139,16 @@ BEGIN
         FROM new_rows n JOIN old_rows o ON o.id = n.id
         WHERE (n.queue, n.failure_reason, n.failed_at) IS DISTINCT FROM (o.queue, o.failure_reason, o.failed_at)
     ) moved GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
-    ON CONFLICT (hour, queue, failure_reason) DO UPDATE SET n = c.n + excluded.n; -- moved
+    ON CONFLICT (hour, queue, failure_reason) DO UPDATE SET n = c.n + excluded.n;
     DELETE FROM dlq_counts c
     USING (SELECT DISTINCT date_trunc('hour', failed_at, 'UTC') AS hour, queue, failure_reason FROM old_rows) o
-    WHERE c.n <= 0 AND c.hour = o.hour AND c.queue = o.queue AND c.failure_reason = o.failure_reason; -- emptied
-    RETURN NULL; -- after-statement trigger
+    WHERE c.n <= 0 AND c.hour = o.hour AND c.queue = o.queue AND c.failure_reason = o.failure_reason;
+    RETURN NULL;
 END $$;
 CREATE FUNCTION dlq_counts_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    DELETE FROM dlq_counts; -- nothing is dead any more
-    RETURN NULL; -- after-statement trigger
+    DELETE FROM dlq_counts;
+    RETURN NULL;
 END $$;
 CREATE TRIGGER tr_dlq_counts_insert AFTER INSERT ON jobs_dlq
     REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION dlq_counts_insert();
