@@ -453,11 +453,11 @@ class Worker:
         the candidates are of types whose recent runs all took under START_AHEAD_MS - up to one more set
         queued behind the running ones. Those start within milliseconds, and marking them in the same
         statement halves the round trips per job when handlers are fast."""
-        buffer = self._buffer
+        buffer, fast = self._buffer, self._fast
         entries = [heapq.heappop(buffer) for _ in range(min(max(self._free, 0), len(buffer)))]
-        if self._slow_running == 0:
+        if self._slow_running == 0 and all(fast.get(e[3]["type"], 0) >= FAST_RUNS for e in entries):
             extra = self._free - len(entries) + self.concurrency
-            while extra > 0 and buffer and self._fast.get(buffer[0][3]["type"], 0) >= FAST_RUNS:
+            while extra > 0 and buffer and fast.get(buffer[0][3]["type"], 0) >= FAST_RUNS:
                 entries.append(heapq.heappop(buffer))
                 extra -= 1
         return entries

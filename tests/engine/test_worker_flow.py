@@ -9,6 +9,7 @@ from worker_support import enqueue, fast_settings, hosted, settled, wait_for
 
 from chokaq_ops.engine.handlers import Registry
 from chokaq_ops.models import Actor
+from chokaq_ops.storage import Store
 
 OPS = Actor("test-operator")
 
@@ -134,3 +135,45 @@ def test_shutdown_reschedules_handlers_still_running_after_the_grace_period(stor
     assert (row["location"], row["status"], row["worker_id"]) == ("hot", "pending", None)
     assert row["attempt_count"] == 1  # the interrupted execution counts
     assert store.stats()["retried_total"] == 1
+
+
+class RecordingStore(Store):
+    """The real store, recording each mark-processing set and what was running when it was asked."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.sets: list[list[str]] = []
+
+    def mark_processing(self, worker_id, job_ids):
+        self.sets.append(list(job_ids))
+        return super().mark_processing(worker_id, job_ids)
+
+
+def test_fast_types_start_one_set_ahead_and_slow_ones_never(store):
+    reg = Registry()
+    gate = threading.Event()
+    reg.job("fast")(lambda p, ctx: None)
+
+    @reg.job("slow")
+    def slow(payload, ctx):
+        gate.wait(10)
+
+    recording = RecordingStore(store.url, pool_size=8)
+    try:
+        fast = [enqueue(store, "fast") for _ in range(80)]
+        with hosted(recording, fast_settings(store), reg, concurrency=2):
+            for j in fast:
+                settled(store, j, "archive")
+            assert max(len(s) for s in recording.sets) <= 4  # at most one set (2) ahead of 2 slots
+            assert any(len(s) > 2 for s in recording.sets)  # and it does go ahead for a fast type
+            slow_ids = [enqueue(store, "slow", priority=20) for _ in range(2)]
+            more = [enqueue(store, "fast") for _ in range(3)]
+            wait_for(lambda: all(store.get_job(j)["status"] == "processing" for j in slow_ids))
+            time.sleep(0.3)
+            # Both slots hold a job of a type never seen finishing: nothing is started behind them.
+            assert [store.get_job(j)["status"] for j in more] == ["fetched"] * 3
+            gate.set()
+            for j in more:
+                settled(store, j, "archive")
+    finally:
+        recording.close()
