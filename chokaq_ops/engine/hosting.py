@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from chokaq_ops import errors
-from chokaq_ops.engine.handlers import Registry
+from chokaq_ops.engine.handlers import Registry, load_handler_modules
 from chokaq_ops.engine.metrics import Metrics
 from chokaq_ops.engine.worker import Worker
 from chokaq_ops.settings import Settings
@@ -65,6 +65,10 @@ class Host:
         self.store = store
         self.metrics = metrics if metrics is not None else Metrics(store)
         self.worker: Worker | None = None
+        if run_worker and registry is None:
+            # The default registry is filled by importing the configured modules (a no-op when the
+            # caller imported them already), so Host(settings, store).run_forever() is a whole worker.
+            load_handler_modules(settings.worker.handlers)
         if run_worker:
             self.worker = Worker(
                 store,

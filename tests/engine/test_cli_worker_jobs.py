@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -108,9 +110,10 @@ def test_worker_process_drains_jobs_and_stops_on_sigterm(db_url, tmp_path, store
         )
     assert main(["enqueue", "cli.echo", SEEDS_PAYLOAD, "--db", db_url]) == 0
     *ids, bad = capsys.readouterr().out.split()
+    port = _free_port()
     proc = subprocess.Popen(
         [CHOKAQ, "worker", "--db", db_url, "--handlers", "cli_echo_handlers",
-         "--concurrency", "2", "--no-retention"],
+         "--concurrency", "2", "--no-retention", "--metrics-port", str(port)],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -119,6 +122,10 @@ def test_worker_process_drains_jobs_and_stops_on_sigterm(db_url, tmp_path, store
         dead = settled(store, bad, "dlq", timeout=30)
         assert dead["failure_reason"] == "Fatal" and "Expecting ',' delimiter" in dead["error_details"]
         assert {json.loads((tmp_path / f"out{i}.json").read_text())["id"] for i in range(3)} == set(ids)
+        scraped = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+        assert 'chokaq_jobs_succeeded_total{queue="default",type="cli.echo"} 3.0' in scraped
+        assert 'chokaq_jobs_failed_total{queue="default",reason="Fatal",type="cli.echo"} 1.0' in scraped
+        assert "chokaq_queue_jobs" in scraped  # gauges read from the database at scrape time
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=30)
     finally:
@@ -130,6 +137,12 @@ def test_worker_process_drains_jobs_and_stops_on_sigterm(db_url, tmp_path, store
     assert "worker stopped" in err
     assert main(["jobs", "ls", "--db", db_url, "--status", "succeeded", "--format", "json"]) == 0
     assert sorted(j["id"] for j in json.loads(capsys.readouterr().out)) == sorted(ids)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def test_worker_refuses_to_start_without_handlers(db_url):
