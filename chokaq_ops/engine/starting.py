@@ -1,0 +1,272 @@
+"""Starting and running (part of Worker): the starter, the execution threads and the timeout watchdog.
+
+The starter marks buffered jobs processing in sets (one statement for as many jobs as there are free
+slots, plus one set ahead for job types known to be fast); execution threads run handlers; the watchdog
+cancels and dead-letters jobs at their deadline.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import time
+from collections import Counter
+from typing import Any
+
+from chokaq_ops.engine.execution import (
+    DONE,
+    RUNNING,
+    TIMED_OUT,
+    Outcome,
+    Run,
+    execute,
+    preempted,
+)
+from chokaq_ops.models import FailureReason
+
+log = logging.getLogger("chokaq.worker")
+
+START_AHEAD_MS = 5.0  # handlers of a type this fast let the starter mark one set ahead of free slots...
+FAST_RUNS = 16  # ...once this many of its runs in a row were that fast
+START_LINGER_S = 0.001  # a starter with under half a set of free slots waits this long for more
+
+
+class Starting:
+    """Mixed into Worker; uses its state (see Worker.__init__)."""
+
+    def _start_loop(self) -> None:
+        failures = 0
+        while True:
+            with self._lock:
+                entries = self._wait_for_work()
+                if entries is None:
+                    return
+                take = len(entries)
+                self._free -= take
+                paused = self._paused
+                self._cv_fetch.notify()
+            rows = [e[3] for e in entries]
+            held = [r for r in rows if r["queue"] in paused]
+            if held:
+                rows = [r for r in rows if r["queue"] not in paused]
+                self._release(held, why="queue paused")
+            try:
+                marked = self.db(self.store.mark_processing, self.worker_id, [r["id"] for r in rows])
+            except Exception as exc:
+                failures += 1
+                log.error("mark_processing of %d jobs failed (attempt %d): %s", len(rows), failures, exc)
+                with self._lock:
+                    for e in entries:
+                        if e[3]["queue"] not in paused:
+                            heapq.heappush(self._buffer, e)
+                    self._free += take
+                time.sleep(min(5.0, 0.1 * 2 ** min(failures, 6)))
+                continue
+            failures = 0
+            self._launch(rows, marked, take)
+
+    def _wait_for_work(self) -> list[tuple[Any, ...]] | None:
+        """(lock held) The next set to mark, or None when stopping. With jobs still running and less
+        than half a set of slots free, wait up to START_LINGER_S for more to free up: the slots of a
+        set of fast jobs free within a moment of each other, and one statement for all of them costs
+        the database the same as one for the first few."""
+        deadline: float | None = None
+        while not self._stopping:
+            avail = self._free + (self.concurrency if self._slow_running == 0 else 0)
+            if avail > 0 and self._buffer:
+                now = time.monotonic()
+                enough = avail >= max(1, self.concurrency // 2) or not self._running
+                if enough or (deadline is not None and now >= deadline):
+                    entries = self._take()
+                    if entries:
+                        return entries
+                    deadline = None
+                elif deadline is None:
+                    deadline = now + START_LINGER_S
+            elif self._free > 0:
+                self._starved = True
+            self._cv_start.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return None
+
+    def _take(self) -> list[tuple[Any, ...]]:
+        """Buffered jobs to mark now (lock held): one per free slot, plus - while every running job and
+        the candidates are of types whose recent runs all took under START_AHEAD_MS - up to one more set
+        queued behind the running ones. Those start within milliseconds, and marking them in the same
+        statement halves the round trips per job when handlers are fast."""
+        buffer, fast = self._buffer, self._fast
+        entries = [heapq.heappop(buffer) for _ in range(min(max(self._free, 0), len(buffer)))]
+        if self._slow_running == 0 and all(fast.get(e[3]["type"], 0) >= FAST_RUNS for e in entries):
+            extra = self._free - len(entries) + self.concurrency
+            while extra > 0 and buffer and fast.get(buffer[0][3]["type"], 0) >= FAST_RUNS:
+                entries.append(heapq.heappop(buffer))
+                extra -= 1
+        return entries
+
+    def _launch(self, rows: list[dict[str, Any]], marked: dict[str, dict[str, Any]], took: int) -> None:
+        now = time.monotonic()
+        runs = []
+        refused = []
+        for row in rows:
+            m = marked.get(row["id"])
+            if m is None:
+                refused.append(row["id"])
+            else:
+                runs.append(self._run_for(row, m, now))
+        with self._lock:
+            self._free += took - len(runs)
+            for run in runs:
+                self._running[run.id] = run
+                self._owned[run.id] = run
+                run.slow = self._fast.get(run.type, 0) < FAST_RUNS
+                self._slow_running += run.slow
+            if runs:
+                first = min(r.deadline for r in runs)
+                if first < self._next_deadline:
+                    self._cv_watch.notify()
+            if took > len(runs):
+                self._cv_start.notify()
+        for run in runs:
+            self._exec_q.put(run)
+        if refused:
+            self._conflict("mark_processing", len(refused))
+            log.warning(
+                "not started: %d jobs no longer fetched by this worker (recovered by the rescue sweep or "
+                "cancelled): %s",
+                len(refused),
+                ", ".join(refused[:20]),
+            )
+        started: Counter[tuple[str, str]] = Counter((r.queue, r.type) for r in runs)
+        for (q, t), n in started.items():
+            self._child(self.metrics.started, q, t).inc(n)
+        self.counts["started"] += len(runs)
+
+    def _run_for(self, row: dict[str, Any], marked: dict[str, Any], now: float) -> Run:
+        handler = self.registry.get(row["type"])
+        if handler is not None and handler.timeout is not None:
+            timeout, source = handler.timeout, f"@job({row['type']!r}, timeout=...)"
+        else:
+            timeout, source = self._queue_timeout(row["queue"])
+        max_attempts = (
+            handler.max_attempts
+            if handler is not None and handler.max_attempts is not None
+            else self.settings.retry.max_attempts
+        )
+        return Run(
+            row,
+            marked,
+            handler,
+            worker_id=self.worker_id,
+            max_attempts=max_attempts,
+            timeout=timeout,
+            timeout_source=source,
+            now=now,
+        )
+
+    def _queue_timeout(self, queue_name: str) -> tuple[float, str]:
+        found = self._timeouts.get(queue_name)
+        if found is None:
+            folded = queue_name.casefold()
+            per_queue = any(
+                n.casefold() == folded and q.execution_timeout is not None
+                for n, q in self.settings.queues.items()
+            )
+            source = f"Queues.{queue_name}.ExecutionTimeout" if per_queue else "Execution.DefaultTimeout"
+            found = (self.settings.execution_timeout_for(queue_name), source)
+            self._timeouts[queue_name] = found
+        return found
+
+    # ------------------------------------------------------------------ executors
+
+    def _exec_loop(self) -> None:
+        policy = self.settings.retry
+        while True:
+            run = self._exec_q.get()
+            if run is None:
+                return
+            if run.state != RUNNING:
+                # Decided while it waited for a thread (timed out, lost, rescheduled at shutdown): the
+                # job may already run elsewhere, so its user code must not start here.
+                self._skip(run)
+                continue
+            outcome = execute(run, policy)
+            with self._lock:
+                self._free += 1
+                self._running.pop(run.id, None)
+                self._slow_running -= run.slow
+                ms = outcome.duration_ms
+                fast = run.state == RUNNING and ms is not None and ms <= START_AHEAD_MS
+                self._fast[run.type] = min(self._fast.get(run.type, 0) + 1, FAST_RUNS) if fast else 0
+                deliver = run.state == RUNNING
+                if deliver:
+                    run.state = DONE
+                if run.queue in self._capped:
+                    self._wake_fetch = True
+                    self._cv_fetch.notify()
+                self._cv_start.notify()
+                if not self._running:
+                    self._cv_idle.notify_all()
+            if deliver:
+                self.completer.add(outcome)
+            else:
+                self._late(run, outcome)
+            if outcome.duration_ms is not None:
+                self._child(self.metrics.duration, run.queue, run.type).observe(outcome.duration_ms / 1000.0)
+
+    def _skip(self, run: Run) -> None:
+        with self._lock:
+            self._free += 1
+            self._running.pop(run.id, None)
+            self._slow_running -= run.slow
+            self._cv_start.notify()
+            if not self._running:
+                self._cv_idle.notify_all()
+        log.warning(
+            "job not started: it was %s before a thread was free job_id=%s type=%s",
+            run.state.replace("_", " "),
+            run.id,
+            run.type,
+        )
+
+    def _late(self, run: Run, outcome: Outcome) -> None:
+        log.warning(
+            "handler returned after the job was %s; its %s result is discarded job_id=%s type=%s ran=%.0fms",
+            run.state.replace("_", " "),
+            outcome.kind,
+            run.id,
+            run.type,
+            (time.monotonic() - run.mono_start) * 1000.0,
+        )
+        self.counts["late_results"] += 1
+
+    # ------------------------------------------------------------------ watchdog (execution timeouts)
+
+    def _watch_loop(self) -> None:
+        while True:
+            with self._lock:
+                if self._watch_stop:
+                    return
+                now = time.monotonic()
+                live = [r for r in self._running.values() if r.state == RUNNING]
+                expired = [r for r in live if r.deadline <= now]
+                for r in expired:
+                    r.state = TIMED_OUT
+                if not expired:
+                    wait = min([r.deadline for r in live if r.deadline > now] + [now + 1.0]) - now
+                    self._next_deadline = now + wait
+                    self._cv_watch.wait(max(0.002, wait))
+                    continue
+            for r in expired:
+                r.ctx.cancel("timeout")
+                text = (
+                    f"Timeout: execution exceeded {r.timeout:g}s ({r.timeout_source}); ctx.cancelled was "
+                    f"set and the job was dead-lettered at the deadline (attempt {r.attempt})"
+                )
+                self.completer.add(preempted(r, FailureReason.Timeout, text))
+                log.warning(
+                    "job timed out job_id=%s type=%s queue=%s timeout=%gs source=%s",
+                    r.id,
+                    r.type,
+                    r.queue,
+                    r.timeout,
+                    r.timeout_source,
+                )
