@@ -29,6 +29,7 @@ log = logging.getLogger("chokaq.worker")
 START_AHEAD_MS = 5.0  # handlers of a type this fast let the starter mark one set ahead of free slots...
 FAST_RUNS = 16  # ...once this many of its runs in a row were that fast
 START_LINGER_S = 0.001  # a starter with under half a set of free slots waits this long for more
+ADOPT_MAX = 100  # refused jobs checked for a start that committed unseen
 
 
 class Starting:
@@ -109,9 +110,13 @@ class Starting:
         for row in rows:
             m = marked.get(row["id"])
             if m is None:
-                refused.append(row["id"])
+                refused.append(row)
             else:
                 runs.append(self._run_for(row, m, now))
+        if refused:
+            adopted = self._adopt(refused)
+            runs += [self._run_for(row, adopted[row["id"]], now) for row in refused if row["id"] in adopted]
+            refused = [row["id"] for row in refused if row["id"] not in adopted]
         with self._lock:
             self._free += took - len(runs)
             for run in runs:
@@ -139,6 +144,25 @@ class Starting:
         for (q, t), n in started.items():
             self._child(self.metrics.started, q, t).inc(n)
         self.counts["started"] += len(runs)
+
+    def _adopt(self, rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Refused jobs that are in fact processing under this worker: a start statement that committed
+        while its connection died (the store's retry then finds them no longer fetched). User code never
+        ran for them, so they start now instead of turning into zombies. Read one by one: refusals are
+        rare (the sweep recovered a stale reservation, an operator cancelled), and a few reads are cheap."""
+        found: dict[str, dict[str, Any]] = {}
+        for row in rows[:ADOPT_MAX]:
+            try:
+                job = self.store.get_job(row["id"])
+            except Exception as exc:  # not found (cancelled and purged) or the database is down
+                log.debug("cannot check refused job %s: %s", row["id"], exc)
+                continue
+            mine = job.get("worker_id") == self.worker_id and job["id"] not in self._owned
+            if mine and job.get("location") == "hot" and job.get("status") == "processing":
+                found[job["id"]] = job
+        if found:
+            log.warning("adopted %d jobs whose start committed while the connection was lost", len(found))
+        return found
 
     def _run_for(self, row: dict[str, Any], marked: dict[str, Any], now: float) -> Run:
         handler = self.registry.get(row["type"])

@@ -177,3 +177,26 @@ def test_fast_types_start_one_set_ahead_and_slow_ones_never(store):
                 settled(store, j, "archive")
     finally:
         recording.close()
+
+
+class LostStartReplies(Store):
+    """The start statement commits but its reply is lost (the connection died after the commit)."""
+
+    def mark_processing(self, worker_id, job_ids):
+        super().mark_processing(worker_id, job_ids)
+        return {}
+
+
+def test_a_start_that_committed_unseen_is_adopted_not_left_as_a_zombie(store):
+    reg = Registry()
+    ran = []
+    reg.job("t")(lambda p, ctx: ran.append((ctx.job_id, ctx.attempt)))
+    job_id = enqueue(store, "t")
+    lossy = LostStartReplies(store.url, pool_size=8)
+    try:
+        with hosted(lossy, fast_settings(store), reg) as host:
+            row = settled(store, job_id, "archive")
+            assert host.worker.counts["conflicts"] == 0
+    finally:
+        lossy.close()
+    assert ran == [(job_id, 1)] and row["attempt_count"] == 1
