@@ -68,15 +68,16 @@ class Starting:
 
     def _wait_for_work(self) -> list[tuple[Any, ...]] | None:
         """(lock held) The next set to mark, or None when stopping. With jobs still running and less
-        than half a set of slots free, wait up to START_LINGER_S for more to free up: the slots of a
-        set of fast jobs free within a moment of each other, and one statement for all of them costs
-        the database the same as one for the first few."""
+        than half of the slots (those ahead included) free, wait up to START_LINGER_S for more: the slots
+        of a set of fast jobs free within a moment of each other, and one statement for all of them
+        costs the database the same as one for the first few."""
         deadline: float | None = None
         while not self._stopping:
-            avail = self._free + (self.concurrency if self._slow_running == 0 else 0)
+            ahead = self.concurrency if self._slow_running == 0 else 0
+            avail = self._free + ahead
             if avail > 0 and self._buffer:
                 now = time.monotonic()
-                enough = avail >= max(1, self.concurrency // 2) or not self._running
+                enough = avail >= max(1, (self.concurrency + ahead) // 2) or not self._running
                 if enough or (deadline is not None and now >= deadline):
                     entries = self._take()
                     if entries:
