@@ -81,7 +81,7 @@ def pg_server() -> Iterator[PgServer | None]:
         if REQUIRE_PG:
             pytest.fail(
                 f"PostgreSQL is required (CHOKAQ_REQUIRE_PG) but unreachable at {PG_ADMIN_URL}: {exc}"
-            )  # noqa: E501
+            )
         yield None
         return
     yield server

@@ -64,6 +64,10 @@ class StoreCore:
         self.max_payload_bytes = max_payload_bytes
         self.retries_done = 0  # transient retries taken; tests and metrics read it
         self._retry_lock = threading.Lock()
+        self._local = threading.local()  # retries taken by the calling thread (see thread_retries)
+        # (worker id, job id) whose mark_processing failed transiently: it may have committed (WorkerOps).
+        self._uncertain_marks: set[tuple[str, str]] = set()
+        self._uncertain_lock = threading.Lock()
 
     @property
     def url(self) -> str:
@@ -132,9 +136,15 @@ class StoreCore:
                 self._back_off(attempt, exc)
             attempt += 1
 
+    def thread_retries(self) -> int:
+        """Transient retries taken so far by the calling thread: a call during which this changed may have
+        committed an attempt whose reply was lost."""
+        return getattr(self._local, "retries", 0)
+
     def _back_off(self, attempt: int, exc: BaseException) -> None:
         with self._retry_lock:
             self.retries_done += 1
+        self._local.retries = getattr(self._local, "retries", 0) + 1
         delay = self.transient_retry_base_delay * (2**attempt)
         delay += random.uniform(0, self.transient_retry_base_delay / 2)
         log.warning("transient database error (attempt %d, retrying in %.2fs): %s", attempt + 1, delay, exc)

@@ -120,8 +120,27 @@ class WorkerOps(StoreCore):
         """fetched -> processing for the jobs this worker still owns; returns those rows by id."""
         if not job_ids:
             return {}
-        rows = self.run("mark_processing", worker_id=worker_id, ids=list(job_ids))
-        return {r["id"]: r for r in rows}
+        ids, retries = list(job_ids), self.thread_retries()
+        try:
+            rows = self.run("mark_processing", worker_id=worker_id, ids=ids)
+        except errors.TransientStorageError:
+            with self._uncertain_lock:
+                self._uncertain_marks.update((worker_id, i) for i in ids)
+            raise
+        marked = {r["id"]: r for r in rows}
+        with self._uncertain_lock:
+            uncertain = {i for i in ids if (worker_id, i) in self._uncertain_marks}
+            self._uncertain_marks.difference_update((worker_id, i) for i in ids)
+        if self.thread_retries() != retries:
+            uncertain = set(ids)
+        # An attempt that committed but lost its reply (the connection died after the commit) leaves its
+        # rows processing under this worker, and a retry finds nothing to mark: those rows are this
+        # worker's to run, or they would become false zombies. A plain replay is still refused.
+        maybe = [i for i in ids if i not in marked and i in uncertain]
+        if maybe:
+            owned = self.run("owned_processing", write=False, worker_id=worker_id, ids=maybe)
+            marked.update((r["id"], r) for r in owned)
+        return marked
 
     def heartbeat(self, worker_id: str, job_ids: Sequence[str]) -> set[str]:
         """Refresh the heartbeat of running jobs in one statement; returns the ids still owned."""
@@ -130,10 +149,19 @@ class WorkerOps(StoreCore):
         return {r["id"] for r in self.run("heartbeat", worker_id=worker_id, ids=list(job_ids))}
 
     def release(self, worker_id: str, job_ids: Sequence[str]) -> list[str]:
-        """Prefetched jobs back to pending (attempts unchanged), only while still fetched by this worker."""
+        """Prefetched jobs back to pending (attempts unchanged), only while still fetched by this worker
+        (or processing under it after a start of theirs failed in a way that may have committed)."""
         if not job_ids:
             return []
-        return [r["id"] for r in self.run("release", worker_id=worker_id, ids=list(job_ids))]
+        done = [r["id"] for r in self.run("release", worker_id=worker_id, ids=list(job_ids))]
+        with self._uncertain_lock:
+            uncertain = [i for i in job_ids if i not in done and (worker_id, i) in self._uncertain_marks]
+        if uncertain:
+            # A start that failed for this worker may still have committed: the worker never ran those jobs.
+            done += [r["id"] for r in self.run("release_unstarted", worker_id=worker_id, ids=uncertain)]
+        with self._uncertain_lock:
+            self._uncertain_marks.difference_update((worker_id, i) for i in job_ids)
+        return done
 
     def archive_succeeded(self, worker_id: str, items: Sequence[tuple[str, float | None]]) -> list[str]:
         """Processing -> archive with handler durations (ms); a job no longer owned is left alone."""

@@ -158,11 +158,15 @@ ORDER BY name FOR UPDATE;
 
 -- name: fetch
 -- Claims up to :limit due pending jobs, priority first then due time, skipping rows other workers
--- hold; queues with max_workers get at most (max_workers - fetched - processing) of them. Each source
--- is read in index order and stops at :limit: any queue from ix_jobs_hot_fetch, named (:queues) and
--- capped queues one by one from ix_jobs_hot_queue_fetch. (Filtering the any-queue scan by name walked
--- every pending job of other queues: 160-620 ms per claim at a million pending jobs.)
-WITH named AS (
+-- hold; queues with max_workers get at most (max_workers - fetched - processing) of them. Every source
+-- is read in index order and stops early.
+-- - Any queue: the first 4 x :limit due jobs of ix_jobs_hot_fetch, minus paused/inactive/capped queues.
+-- - Only when those yield too few (a paused or capped queue's backlog, or rows other workers hold, at
+--   the top of the index): each other queue with pending jobs from ix_jobs_hot_queue_fetch, the queues
+--   found by a loose index scan (one probe per queue). Filtering one scan of the whole index walked a
+--   capped or paused backlog on every claim (1.7 s at a million pending jobs).
+-- - Named queues (:queues) and capped queues one by one from ix_jobs_hot_queue_fetch.
+WITH RECURSIVE named AS (
     SELECT x.name FROM (SELECT DISTINCT jsonb_array_elements_text(CAST(:queues AS jsonb)) AS name) x
     WHERE NOT EXISTS (SELECT 1 FROM queues q WHERE q.name = x.name
                       AND (q.paused OR NOT q.active OR q.max_workers IS NOT NULL))
@@ -174,17 +178,39 @@ capped AS (
     WHERE q.max_workers IS NOT NULL AND NOT q.paused AND q.active
       AND (CAST(:queues AS jsonb) IS NULL OR q.name IN (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb))))
 ),
-free AS (
-    -- OFFSET 0 keeps the NOT EXISTS a per-row probe: as an anti-join its selectivity is estimated from
-    -- queue statistics, and with most jobs in one queue that estimate is ~1 row, so the planner sorted
-    -- every pending job instead of reading ix_jobs_hot_fetch in order (8 ms at 16k pending, growing).
-    SELECT h.id, h.priority, h.due_at FROM jobs_hot h
+excluded AS (
+    SELECT q.name FROM queues q WHERE q.paused OR NOT q.active OR q.max_workers IS NOT NULL
+),
+head AS (
+    SELECT h.id FROM jobs_hot h
     WHERE CAST(:queues AS jsonb) IS NULL AND h.status = 0 AND h.due_at <= now()
-      AND NOT EXISTS (SELECT 1 FROM queues q WHERE q.name = h.queue
-                      AND (q.paused OR NOT q.active OR q.max_workers IS NOT NULL) OFFSET 0)
+    ORDER BY h.priority DESC, h.due_at
+    LIMIT 4 * CAST(:limit AS integer)
+),
+free AS (
+    SELECT h.id, h.priority, h.due_at FROM jobs_hot h
+    WHERE h.id = ANY (ARRAY(SELECT id FROM head)) AND h.status = 0 AND h.due_at <= now()
+      AND NOT EXISTS (SELECT 1 FROM excluded x WHERE x.name = h.queue)
     ORDER BY h.priority DESC, h.due_at
     LIMIT CAST(:limit AS integer)
     FOR UPDATE OF h SKIP LOCKED
+),
+pending_queues (name) AS (
+    SELECT min(queue) FROM jobs_hot WHERE status = 0
+    UNION ALL
+    SELECT (SELECT min(h.queue) FROM jobs_hot h WHERE h.status = 0 AND h.queue > pq.name)
+    FROM pending_queues pq WHERE pq.name IS NOT NULL
+),
+spill AS (
+    SELECT p.id, p.priority, p.due_at FROM pending_queues pq CROSS JOIN LATERAL (
+        SELECT h.id, h.priority, h.due_at FROM jobs_hot h
+        WHERE h.queue = pq.name AND h.status = 0 AND h.due_at <= now()
+        ORDER BY h.priority DESC, h.due_at
+        LIMIT CAST(:limit AS integer)
+        FOR UPDATE OF h SKIP LOCKED) p
+    WHERE CAST(:queues AS jsonb) IS NULL
+      AND (SELECT count(*) FROM free) < CAST(:limit AS integer)
+      AND NOT EXISTS (SELECT 1 FROM excluded x WHERE x.name = pq.name)
 ),
 free_named AS (
     SELECT p.id, p.priority, p.due_at FROM named n CROSS JOIN LATERAL (
@@ -203,7 +229,10 @@ limited AS (
         FOR UPDATE OF h SKIP LOCKED) p
 ),
 picked AS (
-    SELECT id FROM (SELECT * FROM free UNION ALL SELECT * FROM free_named UNION ALL SELECT * FROM limited) u
+    -- DISTINCT: a row of the head can come back from its queue's spill scan too.
+    SELECT id FROM (SELECT DISTINCT id, priority, due_at FROM (
+        SELECT * FROM free UNION ALL SELECT * FROM spill
+        UNION ALL SELECT * FROM free_named UNION ALL SELECT * FROM limited) u) d
     ORDER BY priority DESC, due_at LIMIT CAST(:limit AS integer)
 )
 UPDATE jobs_hot h SET status = 1, worker_id = CAST(:worker_id AS text), updated_at = now()
@@ -223,6 +252,14 @@ WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
   AND worker_id = CAST(:worker_id AS text) AND status + 0 = 1
 RETURNING id, attempt_count, started_at;
 
+-- name: owned_processing
+-- Which of :ids this worker already runs: after a mark_processing whose reply was lost (the connection
+-- died after the commit) a retry finds its rows processing under this worker, and only this worker's own
+-- start can have put them there.
+SELECT id, attempt_count, started_at FROM jobs_hot
+WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+  AND worker_id = CAST(:worker_id AS text) AND status + 0 = 2;
+
 -- name: heartbeat
 -- One statement for every running job of a worker; returns the ids the worker still owns.
 UPDATE jobs_hot SET heartbeat_at = now(), updated_at = now()
@@ -235,6 +272,15 @@ RETURNING id;
 UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = now()
 WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
   AND worker_id = CAST(:worker_id AS text) AND status + 0 = 1
+RETURNING id;
+
+-- name: release_unstarted
+-- Jobs a start marked processing although its reply was lost and the worker never ran them: back to
+-- pending, the attempt that start counted taken back.
+UPDATE jobs_hot SET status = 0, worker_id = NULL, attempt_count = greatest(attempt_count - 1, 0),
+                    heartbeat_at = NULL, updated_at = now()
+WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+  AND worker_id = CAST(:worker_id AS text) AND status + 0 = 2
 RETURNING id;
 
 -- name: archive_succeeded

@@ -3,6 +3,7 @@ database clock, read rows directly (from outside any worker), and check the one-
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -106,3 +107,19 @@ def assert_one_table_each(store: Store, expected_ids: Sequence[str] | None = Non
         missing = set(expected_ids) - set(where)
         assert not missing, f"{len(missing)} jobs in no table, e.g. {sorted(missing)[:10]}"
     return where
+
+
+def events(store: Store, kind: str | None = None) -> list[dict[str, Any]]:
+    """Event rows read directly: the stream's reader (`events_after`) on PostgreSQL holds back events while
+    any transaction on the shared server is older than them, which other tests' load can make seconds."""
+    rows = sql(store, "SELECT id, kind, message, data FROM events ORDER BY id")
+    out = [
+        {"id": int(i), "kind": k, "message": m, "data": json.loads(d) if d else None} for i, k, m, d in rows
+    ]
+    return [e for e in out if kind is None or e["kind"] == kind]
+
+
+def rescue_totals(store: Store) -> tuple[int, int]:
+    """(recovered, archived) summed over every rescue event."""
+    data = [e["data"] for e in events(store, "rescue")]
+    return sum(d["recovered"] for d in data), sum(d["archived"] for d in data)

@@ -3,13 +3,12 @@ lease, the event / log / metrics of a sweep, failure handling. Times are aged on
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from crash.support import age, ago, assert_one_table_each, counts, fetched, processing, sql
+from crash.support import age, ago, assert_one_table_each, counts, events, fetched, processing, sql
 
 from chokaq_ops.engine.metrics import Metrics
 from chokaq_ops.engine.rescue import ZOMBIE_FINGERPRINT, RescueError, Rescuer, sweep_now
@@ -36,7 +35,7 @@ def metric(m: Metrics, name: str) -> float:
 
 
 def rescue_events(store) -> list[dict]:
-    return [e for e in store.events_after(0, 1000) if e["kind"] == "rescue"]
+    return events(store, "rescue")
 
 
 # ------------------------------------------------------------------------------------ phases
@@ -207,7 +206,7 @@ def test_a_sweep_that_changed_something_logs_writes_one_event_and_counts(store, 
     ]
     [event] = rescue_events(store)
     assert event["message"] == "ZombieRescue: recovered 2 abandoned, archived 3 zombies"
-    data = json.loads(event["data"]) if isinstance(event["data"], str) else event["data"]
+    data = event["data"]
     assert (data["recovered"], data["archived"]) == (2, 3)
     assert sorted(data["recovered_ids"]) == sorted(waiting) and sorted(data["archived_ids"]) == sorted(
         running

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 
 import pytest
-from crash.support import age, ago, counts, processing, sql
+from crash.support import age, ago, counts, events, processing, sql
 
 from chokaq_ops.engine.retention import Retention
 from chokaq_ops.models import FailureReason
@@ -86,13 +86,13 @@ def test_metric_buckets_and_events_older_than_their_policy_are_pruned(store):
     archived(store, 2, "a")
     for i in range(4):
         store.add_event("test", f"event {i}")
-    old_event_ids = [int(e["id"]) for e in store.events_after(0, 100)][:2]
+    old_event_ids = [e["id"] for e in events(store)][:2]
     sql(store, f"UPDATE events SET at = {ago(store, 0)} WHERE id IN (?, ?)", 9 * DAY, *old_event_ids)
     sql(store, f"UPDATE metric_buckets SET bucket_start = {ago(store, 0)}", 9 * DAY)
     archived(store, 1, "b")  # a fresh bucket
     settings = Settings().with_overrides({"retention.metric_buckets": "8d", "retention.events": "8d"})
     assert Retention(store, settings).run()["pruned"] is True
-    assert [e["message"] for e in store.events_after(0, 100)] == ["event 2", "event 3"]
+    assert [e["message"] for e in events(store)] == ["event 2", "event 3"]
     assert sql(store, "SELECT sum(completed_count) FROM metric_buckets")[0][0] == 1
 
 
@@ -118,5 +118,5 @@ def test_a_failing_part_is_logged_and_the_others_still_run(store, caplog):
         sql(store, "ALTER TABLE jobs_archive_away RENAME TO jobs_archive")
     assert len(result["errors"]) == 1 and result["errors"][0].startswith("archive:")
     assert any("retention archive failed" in r.getMessage() for r in caplog.records)
-    assert result["pruned"] is True and store.events_after(0, 10) == []
+    assert result["pruned"] is True and events(store) == []
     assert Retention(store, Settings(), holder="next").run(force=True)["archive_purged"] == 2

@@ -1,0 +1,96 @@
+"""A small TCP proxy (threads, loopback only) that a test can cut: the database "unreachable" without
+touching the shared PostgreSQL server. While cut, every open connection is closed and new ones are
+accepted and dropped at once, as a client sees a server that went away."""
+
+from __future__ import annotations
+
+import contextlib
+import selectors
+import socket
+import threading
+
+
+class CuttableProxy:
+    def __init__(self, target_host: str = "127.0.0.1", target_port: int = 5432) -> None:
+        self.target = (target_host, target_port)
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self._listener.getsockname()[1]
+        self._lock = threading.Lock()
+        self._pairs: list[tuple[socket.socket, socket.socket]] = []
+        self._cut = threading.Event()
+        self._closed = threading.Event()
+        self.connections = 0  # accepted while up
+        self.refused = 0  # accepted and dropped while cut
+        self._thread = threading.Thread(target=self._accept_loop, name="proxy-accept", daemon=True)
+        self._thread.start()
+
+    def url_for(self, url: str) -> str:
+        """The same database URL, routed through this proxy."""
+        return url.replace(f"{self.target[0]}:{self.target[1]}", f"127.0.0.1:{self.port}", 1)
+
+    def cut(self) -> None:
+        self._cut.set()
+        with self._lock:
+            pairs, self._pairs = self._pairs, []
+        for a, b in pairs:
+            for s in (a, b):
+                with contextlib.suppress(OSError):
+                    s.shutdown(socket.SHUT_RDWR)
+                with contextlib.suppress(OSError):
+                    s.close()
+
+    def restore(self) -> None:
+        self._cut.clear()
+
+    def close(self) -> None:
+        self._closed.set()
+        self.cut()
+        with contextlib.suppress(OSError):
+            self._listener.close()
+        self._thread.join(timeout=5)
+
+    def _accept_loop(self) -> None:
+        self._listener.settimeout(0.2)
+        while not self._closed.is_set():
+            try:
+                client, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            if self._cut.is_set():
+                self.refused += 1
+                client.close()
+                continue
+            try:
+                upstream = socket.create_connection(self.target, timeout=5)
+            except OSError:
+                client.close()
+                continue
+            upstream.settimeout(None)
+            self.connections += 1
+            with self._lock:
+                self._pairs.append((client, upstream))
+            threading.Thread(target=self._pump, args=(client, upstream), daemon=True).start()
+
+    def _pump(self, a: socket.socket, b: socket.socket) -> None:
+        sel = selectors.DefaultSelector()
+        sel.register(a, selectors.EVENT_READ, b)
+        sel.register(b, selectors.EVENT_READ, a)
+        try:
+            while not self._closed.is_set():
+                for key, _ in sel.select(timeout=0.5):
+                    data = key.fileobj.recv(65536)  # type: ignore[union-attr]
+                    if not data:
+                        return
+                    key.data.sendall(data)
+        except (OSError, ValueError):
+            return
+        finally:
+            sel.close()
+            for s in (a, b):
+                with contextlib.suppress(OSError):
+                    s.close()
+            with self._lock:
+                if (a, b) in self._pairs:
+                    self._pairs.remove((a, b))
