@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 import urllib.request
 from pathlib import Path
 
@@ -162,3 +163,46 @@ def test_jobs_ls_table_pages(db_url, capsys):
     assert lines[0].split()[:3] == ["ID", "QUEUE", "TYPE"]
     assert [ln.split()[0] for ln in lines[1:]] == ["job-0", "job-1"]
     assert "page 1 of 2, 3 jobs" in out.err
+
+
+STUCK = """
+    import pathlib
+    from chokaq_ops import job
+
+    @job("cli.stuck")
+    def stuck(payload, ctx):
+        pathlib.Path(payload["out"]).write_text("started")
+        ctx.cancelled.wait(60)
+"""
+
+
+def test_a_second_signal_ends_the_grace_period(db_url, tmp_path, store, capsys):
+    (tmp_path / "cli_stuck_handlers.py").write_text(textwrap.dedent(STUCK))
+    env = dict(os.environ, PYTHONPATH=f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    env.update(CHOKAQ_WORKER__POLLING_INTERVAL="0.05", CHOKAQ_WORKER__SHUTDOWN_GRACE_PERIOD="60")
+    marker = tmp_path / "started"
+    assert main(["enqueue", "cli.stuck", json.dumps({"out": str(marker)}), "--db", db_url]) == 0
+    job_id = capsys.readouterr().out.strip()
+    proc = subprocess.Popen(
+        [CHOKAQ, "worker", "--db", db_url, "--handlers", "cli_stuck_handlers", "--no-retention",
+         "--no-rescue"],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 30
+        while not marker.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marker.exists(), "the handler never started"
+        proc.send_signal(signal.SIGTERM)
+        time.sleep(0.5)
+        assert proc.poll() is None  # waiting for the handler (grace period 60 s)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 0, err
+    assert "ending the shutdown grace period now" in err
+    row = store.get_job(job_id)
+    assert (row["status"], row["attempt_count"], row["worker_id"]) == ("pending", 1, None)
