@@ -25,6 +25,9 @@ TINY = {
     "sweep": ["--rows", "300", "--zombies", "12", "--abandoned", "5", "--live", "10"],
     "claim": ["--rows", "400", "--batch", "5", "--claims", "6", "--queues", "3"],
 }
+EXTRA = {  # other paths through the same benches
+    "claim": [["--queue-filter"], ["--max-workers", "1000"]],
+}
 MACHINE_KEYS = {"cpu_count", "platform", "cpu_model"}
 
 
@@ -66,6 +69,15 @@ def test_bench_prints_measurements_and_median(
     # The bench leaves its scratch database empty again.
     with Store(db_url, pool_size=1) as store:
         assert store.run("table_counts") == [{"hot": 0, "archive": 0, "dlq": 0}]
+
+
+@pytest.mark.parametrize(("name", "flags"), [(n, f) for n, fs in EXTRA.items() for f in fs])
+def test_bench_variants_run(
+    name: str, flags: list[str], db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["bench", name, "--db", db_url, "--repeat", "1", *TINY[name], *flags]) == 0
+    *runs, summary = _lines(capsys)
+    assert len(runs) == 1 and summary["stat"] == "median" and summary["p50_ms"] > 0
 
 
 def test_bench_refuses_a_database_that_holds_jobs(db_url: str, capsys: pytest.CaptureFixture[str]) -> None:

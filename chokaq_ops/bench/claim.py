@@ -3,7 +3,8 @@
 Seeds N pending jobs once over --queues queues with mixed priorities (one in twenty scheduled an hour
 ahead). Each run makes --claims fetches of --batch jobs as one worker, each timed alone; claimed jobs
 stay claimed, so every fetch digs into the backlog as a real worker does. `--queue-filter` makes the
-worker ask for one named queue, as `--queues` does for a worker.
+worker ask for one named queue, as `--queues` does for a worker; `--max-workers N` caps every queue,
+so claims take the capped path (slots counted per queue).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from chokaq_ops.bench.harness import BenchDb, expect, percentile
+from chokaq_ops.models import Actor
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -25,6 +27,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--queue-filter", action="store_true", help="claim from one named queue instead of any queue"
+    )
+    parser.add_argument(
+        "--max-workers", type=int, default=None, metavar="N", help="set max_workers on every queue"
     )
 
 
@@ -41,6 +46,9 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
             "bench_seed_hot", rows=rows, queues=queues, zombies=0, abandoned=0, fetched=0, processing=0
         )
         db.sql("bench_queues", queues=queues, rows=rows // queues, succeeded=0, failed=0)
+        if args.max_workers:
+            for q in range(queues):
+                store.set_queue(f"bench.q{q}", actor=Actor("bench"), max_workers=args.max_workers)
         seed_s += db.vacuum()
         for n in range(1, args.repeat + 1):
             times: list[float] = []
@@ -59,6 +67,7 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                 batch=batch,
                 claims=claims,
                 queue_filter=bool(wanted),
+                max_workers=args.max_workers,
                 p50_ms=round(percentile(ms, 50), 3),
                 p95_ms=round(percentile(ms, 95), 3),
                 max_ms=round(max(ms), 3),
