@@ -6,7 +6,7 @@ import time
 from datetime import timedelta
 
 import pytest
-from storage_factories import OPS, dead, enqueue, scalar, sql
+from storage_factories import OPS, dead, enqueue, events, scalar, sql
 
 from chokaq_ops import errors
 from chokaq_ops.models import Actor, FailureReason
@@ -123,5 +123,5 @@ def test_verifying_a_token_writes_last_used_at_at_most_once_a_minute(store):
 
 def test_dlq_event_messages_name_the_failure_reason(store):
     [job] = dead(store, 1, reason=FailureReason.Timeout)
-    [event] = [e for e in store.events_after(0) if e["kind"] == "dlq"]
+    [event] = events(store, "dlq")
     assert event["message"].endswith("dead: Timeout") and job in event["message"]
