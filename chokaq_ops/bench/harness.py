@@ -163,6 +163,29 @@ class BenchDb:
         return {"db_version": self.db_version, **machine()}
 
 
+class BatchClock:
+    """A progress callback that times each committed batch of a bulk operation."""
+
+    def __init__(self) -> None:
+        self.last = time.perf_counter()
+        self.ms: list[float] = []
+
+    def __call__(self, done: int) -> None:
+        now = time.perf_counter()
+        self.ms.append((now - self.last) * 1000)
+        self.last = now
+
+    def fields(self) -> dict[str, float]:
+        """Per-batch p50/p95/max in ms: a slow run shows whether every batch or a few stalled."""
+        if not self.ms:
+            return {}
+        return {
+            "batch_p50_ms": round(percentile(self.ms, 50), 2),
+            "batch_p95_ms": round(percentile(self.ms, 95), 2),
+            "batch_max_ms": round(max(self.ms), 2),
+        }
+
+
 def expect(condition: bool, message: str) -> None:
     """Benches check that the store did the whole job: a fast wrong answer is no result."""
     if not condition:

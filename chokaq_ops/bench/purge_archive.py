@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
-from chokaq_ops.bench.harness import BenchDb, expect
+from chokaq_ops.bench.harness import BatchClock, BenchDb, expect
 from chokaq_ops.models import Actor
 
 QUEUES = 4
@@ -33,8 +33,9 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
             db.sql("bench_queues", queues=QUEUES, rows=rows, succeeded=rows, failed=0)
             vacuum_s = db.vacuum()
             cutoff = store.now() - timedelta(days=1)
+            clock = BatchClock()
             start = time.perf_counter()
-            result = store.purge_archive(cutoff, actor=Actor("bench"))
+            result = store.purge_archive(cutoff, actor=Actor("bench"), progress=clock)
             seconds = time.perf_counter() - start
             expect(result.count == rows, f"purge_archive deleted {result.count} of {rows} rows")
             left = store.run("table_counts", write=False)[0]["archive"]
@@ -46,5 +47,6 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                 batches=result.batches,
                 batch_size=store.cleanup_batch_size,
                 seed_seconds=round(seed_s + vacuum_s, 2),
+                **clock.fields(),
             )
         yield db.summary(("seconds", "per_second", "batches", "batch_size"))

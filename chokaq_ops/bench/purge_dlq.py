@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from chokaq_ops.bench import dlq_seed
-from chokaq_ops.bench.harness import BenchDb, expect
+from chokaq_ops.bench.harness import BatchClock, BenchDb, expect
 from chokaq_ops.models import Actor
 
 
@@ -29,8 +29,9 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                 seed_s = dlq_seed.seed(db, rows, noise)
                 ids = dlq_seed.target_ids(db) if mode == "ids" else None
                 flt = dlq_seed.TARGET_FILTER if mode == "filter" else None
+                clock = BatchClock()
                 start = time.perf_counter()
-                result = store.purge_dlq(actor=Actor("bench"), ids=ids, flt=flt)
+                result = store.purge_dlq(actor=Actor("bench"), ids=ids, flt=flt, progress=clock)
                 seconds = time.perf_counter() - start
                 expect(result.count == rows, f"purge_dlq ({mode}) deleted {result.count} of {rows}")
                 dlq_seed.check_left(db, noise)
@@ -43,6 +44,7 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                     batch_size=store.cleanup_batch_size,
                     noise=noise,
                     seed_seconds=round(seed_s, 2),
+                    **clock.fields(),
                 )
         for mode in dlq_seed.modes(args):
             yield db.summary(("seconds", "per_second", "batches", "batch_size"), where={"mode": mode})

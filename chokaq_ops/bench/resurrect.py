@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from chokaq_ops.bench import dlq_seed
-from chokaq_ops.bench.harness import BenchDb, expect
+from chokaq_ops.bench.harness import BatchClock, BenchDb, expect
 from chokaq_ops.models import Actor
 from chokaq_ops.storage.admin_ops import RESURRECT_CHUNK
 
@@ -30,8 +30,9 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                 seed_s = dlq_seed.seed(db, rows, noise)
                 ids = dlq_seed.target_ids(db) if mode == "ids" else None
                 flt = dlq_seed.TARGET_FILTER if mode == "filter" else None
+                clock = BatchClock()
                 start = time.perf_counter()
-                result = store.resurrect_many(actor=Actor("bench"), ids=ids, flt=flt)
+                result = store.resurrect_many(actor=Actor("bench"), ids=ids, flt=flt, progress=clock)
                 seconds = time.perf_counter() - start
                 expect(result.count == rows, f"resurrect_many ({mode}) moved {result.count} of {rows}")
                 dlq_seed.check_left(db, noise)
@@ -46,6 +47,7 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                     batch_size=RESURRECT_CHUNK,
                     noise=noise,
                     seed_seconds=round(seed_s, 2),
+                    **clock.fields(),
                 )
         for mode in dlq_seed.modes(args):
             yield db.summary(("seconds", "per_second", "batches", "batch_size"), where={"mode": mode})
