@@ -45,6 +45,10 @@ class Tx:
 
 
 class StoreCore:
+    # Named queries the dialect may run as prepared statements (hot paths whose plans do not depend on
+    # their parameters; see PostgresDialect.prepare_on_use).
+    PREPARED: tuple[str, ...] = ()
+
     def __init__(
         self,
         url: str,
@@ -57,6 +61,10 @@ class StoreCore:
     ) -> None:
         self.dialect = dialects.from_url(url)
         self.queries = queries.load(self.dialect.name)
+        # Hot statements (single-statement worker queries) the dialect runs on its hot connections.
+        prepare = getattr(self.dialect, "prepare_on_use", None)
+        hot = {n: q.statements[0] for n in self.PREPARED if len((q := self.queries[n]).statements) == 1}
+        self._hot: set[str] = prepare(hot) if prepare else set()
         self.pool = Pool(self.dialect.connect, pool_size)
         self.cleanup_batch_size = cleanup_batch_size
         self.max_transient_retries = max_transient_retries
@@ -67,6 +75,11 @@ class StoreCore:
         self._local = threading.local()  # retries taken by the calling thread (see thread_retries)
         # (worker id, job id) whose mark_processing failed transiently: it may have committed (WorkerOps).
         self._uncertain_marks: set[tuple[str, str]] = set()
+        # Worker ids with a claim that failed transiently or was retried: it may have committed rows the
+        # worker never saw (WorkerOps.recover_claims finds them).
+        self._uncertain_claims: set[str] = set()
+        # (worker id, job id) whose finishing write failed transiently: it may have committed (WorkerOps).
+        self._uncertain_finishes: set[tuple[str, str]] = set()
         self._uncertain_lock = threading.Lock()
 
     @property
@@ -95,7 +108,8 @@ class StoreCore:
         query = self._query(name)
         if len(query.statements) == 1:
             # A single statement is atomic on its own; autocommit saves the commit round trip.
-            return self._retrying(lambda conn: self._execute(conn, query, params)[0])
+            kind = dialects.HOT if name in self._hot else ""
+            return self._retrying(lambda conn: self._execute(conn, query, params)[0], kind)
         return self.transaction(lambda tx: tx.run(name, **params), write=write)
 
     def transaction(self, fn: Callable[[Tx], T], *, write: bool = True) -> T:
@@ -114,11 +128,11 @@ class StoreCore:
 
         return self._retrying(attempt)
 
-    def _retrying(self, fn: Callable[[Any], T]) -> T:
+    def _retrying(self, fn: Callable[[Any], T], kind: str = "") -> T:
         attempt = 0
         while True:
             try:
-                with self.pool.connection() as conn:
+                with self.pool.connection(kind) as conn:
                     return fn(conn)
             except errors.ChokaqError as exc:
                 if not isinstance(exc, errors.TransientStorageError) or attempt >= self.max_transient_retries:

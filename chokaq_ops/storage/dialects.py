@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import re
 import sqlite3
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from chokaq_ops import errors
 from chokaq_ops.storage.queries import Statement
+
+log = logging.getLogger("chokaq.storage")
 
 # Columns that hold booleans; SQLite returns them as 0/1.
 _BOOL_COLUMNS = frozenset({"paused", "active"})
@@ -22,11 +25,14 @@ def _is_time_column(name: str) -> bool:
     return name.endswith("_at") or name in ("at", "bucket_start")
 
 
+HOT = "hot"  # the kind of pooled connection the worker's hot statements run on (PostgresDialect)
+
+
 class Dialect:
     name: str
     url: str
 
-    def connect(self) -> Any:
+    def connect(self, kind: str = "") -> Any:
         raise NotImplementedError
 
     def execute(self, cursor: Any, statement: Statement, params: dict[str, Any]) -> None:
@@ -84,7 +90,7 @@ class SqliteDialect(Dialect):
     busy_timeout_ms: int = 30000
     name: str = "sqlite"
 
-    def connect(self) -> sqlite3.Connection:
+    def connect(self, kind: str = "") -> sqlite3.Connection:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(
@@ -144,8 +150,41 @@ class PostgresDialect(Dialect):
     url: str
     odbc: str
     name: str = "postgresql"
+    # The worker's hot statements (see `prepare_on_use`), by id(Statement): (prepared statement name,
+    # parameter names in $n order, PREPARE text).
+    _prepared: dict[int, tuple[str, tuple[str, ...], str]] = field(default_factory=dict, repr=False)
+    # id(hot connection) -> names prepared on it; set up whenever connect() makes a hot connection.
+    _prepared_on: dict[int, set[str]] = field(default_factory=dict, repr=False)
+    _prepare_off: bool = False
 
-    def connect(self) -> Any:
+    @property
+    def driver_prepares(self) -> bool:
+        return "useserversideprepare=1" in self.odbc.lower().replace(" ", "")
+
+    def prepare_on_use(self, statements: dict[str, Statement]) -> set[str]:
+        """Run these statements (the worker's hot path) on hot connections, as server-side prepared
+        statements with one generic plan each: PREPARE once per connection, then `EXECUTE name(...)`.
+        Planning was half of their server time (a claim: 0.3 of 0.6 ms). A hot connection plans by
+        rule rather than by statistics (no sequential or bitmap scans, no hash or merge joins), so a
+        plan made while jobs_hot looked empty is still the index plan when it holds a million rows;
+        each statement reaches rows only through the primary key (`id = ANY(ARRAY(...))`) or the fetch
+        index read in order, which are right at any size. Returns the names that will be prepared;
+        none when the driver prepares every statement itself (UseServerSidePrepare=1)."""
+        if self.driver_prepares:
+            return set()
+        names = set()
+        for name, st in statements.items():
+            order = tuple(dict.fromkeys(st.param_order))
+            parts = st.qmark_sql.split("?")
+            if len(parts) != len(st.param_order) + 1:  # a literal '?' somewhere: leave it unprepared
+                continue
+            marks = [f"${order.index(k) + 1}" for k in st.param_order]
+            text = parts[0] + "".join(m + p for m, p in zip(marks, parts[1:], strict=True))
+            self._prepared[id(st)] = (f"chokaq_{name}", order, f"PREPARE chokaq_{name} AS {text}")
+            names.add(name)
+        return names
+
+    def connect(self, kind: str = "") -> Any:
         pyodbc = _pyodbc()
         try:
             conn = pyodbc.connect(self.odbc, autocommit=True)
@@ -153,9 +192,17 @@ class PostgresDialect(Dialect):
             raise errors.TransientStorageError(f"cannot connect to {self.redacted_url()}: {exc}") from exc
         cur = conn.cursor()
         cur.execute("SET TIME ZONE 'UTC'")
-        # Should statements ever be prepared (UseServerSidePrepare=1 in the URL): generic plans cannot
-        # prune `:x IS NULL OR col = :x` filters, so every execution is planned with its actual parameters.
-        cur.execute("SET plan_cache_mode = force_custom_plan")
+        if kind == HOT and not self.driver_prepares:
+            self._prepared_on[id(conn)] = set()
+            cur.execute("SET plan_cache_mode = force_generic_plan")
+            for setting in ("enable_seqscan", "enable_bitmapscan", "enable_hashjoin", "enable_mergejoin"):
+                cur.execute(f"SET {setting} = off")
+        else:
+            self._prepared_on.pop(id(conn), None)
+            # Should the driver prepare statements (UseServerSidePrepare=1 in the URL): generic plans
+            # cannot prune `:x IS NULL OR col = :x` filters, so every execution is planned with its
+            # actual parameters.
+            cur.execute("SET plan_cache_mode = force_custom_plan")
         # Every chokaq statement is short; JIT compiles any plan whose estimate crosses jit_above_cost, and
         # the LIMIT-ed lateral scans of fetch estimate high: 100 ms of compilation for a 2 ms claim.
         cur.execute("SET jit = off")
@@ -164,6 +211,34 @@ class PostgresDialect(Dialect):
         return conn
 
     def execute(self, cursor: Any, statement: Statement, params: dict[str, Any]) -> None:
+        prepared = self._prepared.get(id(statement))
+        conn = cursor.connection
+        done = self._prepared_on.get(id(conn))
+        if prepared is None or done is None or self._prepare_off or not conn.autocommit:
+            cursor.execute(statement.qmark_sql, [params.get(k) for k in statement.param_order])
+            return
+        name, order, prepare = prepared
+        run = f"EXECUTE {name}({', '.join('?' * len(order))})"
+        values = [params.get(k) for k in order]
+        for _ in range(2):
+            if name not in done:
+                try:
+                    cursor.execute(prepare)
+                except _pyodbc().Error as exc:
+                    if self.sqlstate(exc) != "42P05":  # already there: our bookkeeping was behind
+                        raise
+                done.add(name)
+            try:
+                cursor.execute(run, values)
+                return
+            except _pyodbc().Error as exc:
+                if self.sqlstate(exc) != "26000":
+                    raise
+                done.discard(name)  # the session lost it (DISCARD ALL, a pooler's reset): prepare again
+        # Gone again right after PREPARE: a pooler between us and the server (transaction pooling) hands
+        # each statement another session. Plain statements from now on.
+        self._prepare_off = True
+        log.warning("prepared statements do not survive on %s; running without them", self.redacted_url())
         cursor.execute(statement.qmark_sql, [params.get(k) for k in statement.param_order])
 
     def begin(self, conn: Any, write: bool) -> None:

@@ -10,22 +10,27 @@ from typing import Any
 
 
 class Pool:
-    def __init__(self, factory: Callable[[], Any], size: int) -> None:
+    """At most `size` connections in use at once. A connection has a kind ("" unless a caller asks for
+    another, e.g. the PostgreSQL dialect's hot-path connections with their own session settings); the
+    factory is called with the kind, and idle connections are reused for their own kind only."""
+
+    def __init__(self, factory: Callable[..., Any], size: int) -> None:
         self._factory = factory
-        self._idle: list[Any] = []
+        self._idle: dict[str, list[Any]] = {}
         self._lock = threading.Lock()
         self._slots = threading.BoundedSemaphore(size)
         self._closed = False
 
     @contextmanager
-    def connection(self) -> Iterator[Any]:
+    def connection(self, kind: str = "") -> Iterator[Any]:
         self._slots.acquire()
         conn = None
         try:
             with self._lock:
-                conn = self._idle.pop() if self._idle else None
+                idle = self._idle.get(kind)
+                conn = idle.pop() if idle else None
             if conn is None:
-                conn = self._factory()
+                conn = self._factory(kind) if kind else self._factory()
             yield conn
         except BaseException:
             # A connection that saw an error may be mid-transaction or dead; never reuse it.
@@ -39,15 +44,16 @@ class Pool:
                     if self._closed:
                         _close_quietly(conn)
                     else:
-                        self._idle.append(conn)
+                        self._idle.setdefault(kind, []).append(conn)
             self._slots.release()
 
     def discard_idle(self) -> None:
         """Drop idle connections, e.g. after the server restarted."""
         with self._lock:
-            idle, self._idle = self._idle, []
-        for conn in idle:
-            _close_quietly(conn)
+            idle, self._idle = self._idle, {}
+        for conns in idle.values():
+            for conn in conns:
+                _close_quietly(conn)
 
     def close(self) -> None:
         with self._lock:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -9,6 +10,8 @@ from typing import Any
 from chokaq_ops import errors, ids, validation
 from chokaq_ops.models import EnqueueResult, FailureReason, NewJob
 from chokaq_ops.storage.core import StoreCore, Tx
+
+log = logging.getLogger("chokaq.storage")
 
 
 def reason_number(value: Any, field: str = "reason") -> int:
@@ -39,6 +42,16 @@ class Retry:
 
 
 class WorkerOps(StoreCore):
+    PREPARED = (
+        "fetch_head",
+        "mark_processing",
+        "heartbeat",
+        "release",
+        "archive_succeeded",
+        "move_to_dlq",
+        "reschedule",
+    )
+
     # ------------------------------------------------------------------ producer
 
     def enqueue(self, jobs: Iterable[NewJob]) -> list[EnqueueResult]:
@@ -99,22 +112,83 @@ class WorkerOps(StoreCore):
     # ------------------------------------------------------------------ worker
 
     def fetch(
-        self, worker_id: str, limit: int, queues: Sequence[str] | None = None, *, exact_caps: bool = False
+        self,
+        worker_id: str,
+        limit: int,
+        queues: Sequence[str] | None = None,
+        *,
+        exact_caps: bool = False,
+        start: int = 0,
     ) -> list[dict[str, Any]]:
-        """Claim up to `limit` jobs for `worker_id` (status fetched). With `exact_caps`, fetches that may
-        claim from max_workers queues serialise on those queue rows, so the cap is never exceeded."""
-        params = {"worker_id": worker_id, "limit": limit, "queues": list(queues) if queues else None}
-        if exact_caps:
+        """Claim up to `limit` jobs for `worker_id`, in claim order (priority, due time, id). The first
+        `start` of them go straight to processing (claim-and-start: attempt + 1, started_at and
+        heartbeat_at on the database clock) and must reach user code at once, for the caller holds an
+        execution slot free for each; the rest are fetched. Each row carries `status` (`fetched` or
+        `processing`) and, when started, its new `attempt_count` and `started_at`. With `exact_caps`,
+        fetches that may claim from max_workers queues serialise on those queue rows, so the cap is
+        never exceeded.
 
-            def claim(tx: Tx) -> list[dict[str, Any]]:
-                tx.run("lock_capped_queues", queues=params["queues"])
-                return tx.run("fetch", **params)
+        A claim that failed transiently, or succeeded only on a retry, may have committed rows whose
+        reply was lost: `claims_uncertain(worker_id)` is then true until `recover_claims` ran."""
+        start = max(0, min(int(start), int(limit)))
+        params = {
+            "worker_id": worker_id,
+            "limit": limit,
+            "start": start,
+            "queues": list(queues) if queues else None,
+        }
+        retries = self.thread_retries()
+        rows: list[dict[str, Any]] = []
+        try:
+            if exact_caps:
 
-            rows = self.transaction(claim)
-        else:
-            rows = self.run("fetch", **params)
-        rows.sort(key=lambda r: (-r["priority"], r["due_at"], r["id"]))
-        return rows
+                def claim(tx: Tx) -> list[dict[str, Any]]:
+                    tx.run("lock_capped_queues", queues=params["queues"])
+                    return tx.run("fetch", **params)
+
+                rows = self.transaction(claim)
+            else:
+                if not queues:
+                    # The common case in a third of the time; a short answer asks the full claim for the rest.
+                    rows = self.run("fetch_head", **params)
+                    started = sum(1 for r in rows if int(r["status"]) == 2)
+                    params.update(limit=limit - len(rows), start=max(0, start - started))
+                if params["limit"] > 0:
+                    rows += self.run("fetch", **params)
+        except errors.TransientStorageError:
+            with self._uncertain_lock:
+                self._uncertain_claims.add(worker_id)
+            if not rows:
+                raise
+        except Exception:
+            if not rows:
+                raise
+            log.exception("the claim of the rest failed; keeping the %d jobs claimed", len(rows))
+        if self.thread_retries() != retries:
+            with self._uncertain_lock:
+                self._uncertain_claims.add(worker_id)
+        return _claimed(rows)
+
+    def claims_uncertain(self, worker_id: str) -> bool:
+        """True when a claim of this worker may have committed rows it never saw."""
+        with self._uncertain_lock:
+            return worker_id in self._uncertain_claims
+
+    def recover_claims(self, worker_id: str, known_ids: Iterable[str]) -> list[dict[str, Any]]:
+        """The rows a lost claim reply left under `worker_id`: every fetched or processing row of the
+        worker whose id is not in `known_ids` (all the worker holds: buffered, starting, running,
+        finishing). Rows that claim started never reached user code; they go back to fetched with the
+        attempt it counted taken back, so the worker buffers them like any claimed row (or releases
+        them), and none becomes a false zombie. Returned in claim order, as `fetch` returns them."""
+        with self._uncertain_lock:
+            self._uncertain_claims.discard(worker_id)
+        try:
+            rows = self.run("recover_claims", worker_id=worker_id, ids=sorted(set(known_ids)))
+        except Exception:
+            with self._uncertain_lock:
+                self._uncertain_claims.add(worker_id)
+            raise
+        return _claimed(rows)
 
     def mark_processing(self, worker_id: str, job_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """fetched -> processing for the jobs this worker still owns; returns those rows by id."""
@@ -163,12 +237,21 @@ class WorkerOps(StoreCore):
             self._uncertain_marks.difference_update((worker_id, i) for i in job_ids)
         return done
 
+    def release_unstarted(self, worker_id: str, job_ids: Sequence[str]) -> list[str]:
+        """Jobs this worker's claim started but that never reached user code (the claim's reply came
+        back as the worker was shutting down): back to pending, the attempt the start counted taken
+        back. Only rows still processing under this worker."""
+        if not job_ids:
+            return []
+        return [r["id"] for r in self.run("release_unstarted", worker_id=worker_id, ids=list(job_ids))]
+
     def archive_succeeded(self, worker_id: str, items: Sequence[tuple[str, float | None]]) -> list[str]:
         """Processing -> archive with handler durations (ms); a job no longer owned is left alone."""
         if not items:
             return []
         payload = [{"id": job_id, "duration_ms": ms} for job_id, ms in items]
-        return [r["id"] for r in self.run("archive_succeeded", worker_id=worker_id, items=payload)]
+        probes = [{"id": job_id, "kind": "ok"} for job_id, _ in items]
+        return self._finish("archive_succeeded", worker_id, payload, probes)
 
     def move_to_dlq(self, worker_id: str, items: Sequence[Dead]) -> list[str]:
         if not items:
@@ -183,14 +266,42 @@ class WorkerOps(StoreCore):
             }
             for d in items
         ]
-        return [r["id"] for r in self.run("move_to_dlq", worker_id=worker_id, items=payload)]
+        probes = [{"id": p["id"], "kind": "dead", "reason": p["reason"]} for p in payload]
+        return self._finish("move_to_dlq", worker_id, payload, probes)
 
     def reschedule(self, worker_id: str, items: Sequence[Retry]) -> list[str]:
         """Processing -> pending after `delay_s` seconds of database time; counts as a retry."""
         if not items:
             return []
         payload = [{"id": r.id, "delay_s": max(0.0, float(r.delay_s)), "error": r.error} for r in items]
-        return [r["id"] for r in self.run("reschedule", worker_id=worker_id, items=payload)]
+        probes = [{"id": r.id, "kind": "retry", "error": r.error} for r in items]
+        return self._finish("reschedule", worker_id, payload, probes)
+
+    def _finish(
+        self, query: str, worker_id: str, payload: list[dict[str, Any]], probes: list[dict[str, Any]]
+    ) -> list[str]:
+        """Run a fenced finishing move. A write whose earlier attempt failed transiently (here, retried
+        inside this call, or raised to the caller who now tries again) may have committed and lost its
+        reply; the ids it then no longer finds are checked, so a job this worker did finish is reported
+        as applied rather than as a conflict."""
+        ids, retries = [p["id"] for p in payload], self.thread_retries()
+        try:
+            done = [r["id"] for r in self.run(query, worker_id=worker_id, items=payload)]
+        except errors.TransientStorageError:
+            with self._uncertain_lock:
+                self._uncertain_finishes.update((worker_id, i) for i in ids)
+            raise
+        with self._uncertain_lock:
+            uncertain = {i for i in ids if (worker_id, i) in self._uncertain_finishes}
+            self._uncertain_finishes.difference_update((worker_id, i) for i in ids)
+        if self.thread_retries() != retries:
+            uncertain = set(ids)
+        applied = set(done)
+        maybe = [p for p in probes if p["id"] in uncertain and p["id"] not in applied]
+        if maybe:
+            found = self.run("finished_unseen", write=False, worker_id=worker_id, items=maybe)
+            done += [r["id"] for r in found]
+        return done
 
     # ------------------------------------------------------------------ rescue
 
@@ -224,3 +335,10 @@ class WorkerOps(StoreCore):
             "add_event", kind=kind, message=message, data=dict(data) if data is not None else None
         )
         return int(rows[0]["id"])
+
+
+def _claimed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    for r in rows:
+        r["status"] = "processing" if int(r["status"]) == 2 else "fetched"
+    rows.sort(key=lambda r: (-r["priority"], r["due_at"], r["id"]))
+    return rows

@@ -166,6 +166,9 @@ ORDER BY name FOR UPDATE;
 --   found by a loose index scan (one probe per queue). Filtering one scan of the whole index walked a
 --   capped or paused backlog on every claim (1.7 s at a million pending jobs).
 -- - Named queues (:queues) and capped queues one by one from ix_jobs_hot_queue_fetch.
+-- Claim-and-start: the first :start rows in claim order (priority, due time, id) go straight to
+-- processing (attempt + 1, started_at and heartbeat_at now), for execution slots the worker holds free
+-- for them; the rest are fetched. Each row comes back with its status.
 WITH RECURSIVE named AS (
     SELECT x.name FROM (SELECT DISTINCT jsonb_array_elements_text(CAST(:queues AS jsonb)) AS name) x
     WHERE NOT EXISTS (SELECT 1 FROM queues q WHERE q.name = x.name
@@ -230,15 +233,54 @@ limited AS (
 ),
 picked AS (
     -- DISTINCT: a row of the head can come back from its queue's spill scan too.
-    SELECT id FROM (SELECT DISTINCT id, priority, due_at FROM (
+    SELECT id, row_number() OVER (ORDER BY priority DESC, due_at, id) <= CAST(:start AS integer) AS go
+    FROM (SELECT DISTINCT id, priority, due_at FROM (
         SELECT * FROM free UNION ALL SELECT * FROM spill
         UNION ALL SELECT * FROM free_named UNION ALL SELECT * FROM limited) u) d
-    ORDER BY priority DESC, due_at LIMIT CAST(:limit AS integer)
+    ORDER BY priority DESC, due_at, id LIMIT CAST(:limit AS integer)
 )
-UPDATE jobs_hot h SET status = 1, worker_id = CAST(:worker_id AS text), updated_at = now()
+UPDATE jobs_hot h SET status = CASE WHEN picked.go THEN 2 ELSE 1 END, worker_id = CAST(:worker_id AS text),
+                      attempt_count = h.attempt_count + CASE WHEN picked.go THEN 1 ELSE 0 END,
+                      started_at = CASE WHEN picked.go THEN now() ELSE h.started_at END,
+                      heartbeat_at = CASE WHEN picked.go THEN now() ELSE h.heartbeat_at END, updated_at = now()
 FROM picked WHERE h.id = picked.id
 RETURNING h.id, h.queue, h.type, h.payload, h.tags, h.priority, h.attempt_count, h.created_at, h.scheduled_at,
-          h.due_at, h.idempotency_key, h.created_by;
+          h.due_at, h.idempotency_key, h.created_by, h.status, h.started_at;
+
+-- name: fetch_head
+-- The claim of `fetch` restricted to its first source, for a worker with no queue filter: the first
+-- 4 x :limit due jobs of ix_jobs_hot_fetch, minus paused and inactive queues; nothing at all while any
+-- queue has max_workers (capped rows may come first). A full answer is what fetch would claim; a short
+-- one says nothing about the other sources, so Store.fetch then asks fetch for the rest. Claim-and-start as in fetch. A hot statement
+-- (prepared, one rule-based plan: see PostgresDialect.prepare_on_use), so rows are reached only through
+-- the fetch index in order and the primary key, never a join the planner could turn around.
+WITH head AS (
+    SELECT h.id FROM jobs_hot h
+    WHERE h.status = 0 AND h.due_at <= now()
+      AND NOT EXISTS (SELECT 1 FROM queues c WHERE c.max_workers IS NOT NULL AND NOT c.paused AND c.active)
+    ORDER BY h.priority DESC, h.due_at
+    LIMIT 4 * CAST(:limit AS integer)
+),
+free AS (
+    SELECT h.id, h.priority, h.due_at FROM jobs_hot h
+    WHERE h.id = ANY (ARRAY(SELECT id FROM head)) AND h.status = 0 AND h.due_at <= now()
+      AND NOT EXISTS (SELECT 1 FROM queues q WHERE q.name = h.queue
+                      AND (q.paused OR NOT q.active OR q.max_workers IS NOT NULL))
+    ORDER BY h.priority DESC, h.due_at, h.id
+    LIMIT CAST(:limit AS integer)
+    FOR UPDATE OF h SKIP LOCKED
+),
+started AS (
+    SELECT ARRAY(SELECT id FROM free ORDER BY priority DESC, due_at, id LIMIT CAST(:start AS integer)) AS ids
+)
+UPDATE jobs_hot h SET status = CASE WHEN h.id = ANY(s.ids) THEN 2 ELSE 1 END, worker_id = CAST(:worker_id AS text),
+                      attempt_count = h.attempt_count + CASE WHEN h.id = ANY(s.ids) THEN 1 ELSE 0 END,
+                      started_at = CASE WHEN h.id = ANY(s.ids) THEN now() ELSE h.started_at END,
+                      heartbeat_at = CASE WHEN h.id = ANY(s.ids) THEN now() ELSE h.heartbeat_at END, updated_at = now()
+FROM started s
+WHERE h.id = ANY(ARRAY(SELECT id FROM free))
+RETURNING h.id, h.queue, h.type, h.payload, h.tags, h.priority, h.attempt_count, h.created_at, h.scheduled_at,
+          h.due_at, h.idempotency_key, h.created_by, h.status, h.started_at;
 
 -- name: mark_processing
 -- The lease gate before user code runs: only the owning worker, only from fetched.
@@ -282,6 +324,44 @@ UPDATE jobs_hot SET status = 0, worker_id = NULL, attempt_count = greatest(attem
 WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
   AND worker_id = CAST(:worker_id AS text) AND status + 0 = 2
 RETURNING id;
+
+-- name: recover_claims
+-- Rows a claim of this worker committed although its reply was lost: held by :worker_id (fetched or
+-- processing) and not among :ids, everything the worker knows it holds. A started one never reached
+-- user code: back to fetched, the attempt its start counted taken back. The two partial indexes find
+-- the worker's rows without reading the pending backlog.
+UPDATE jobs_hot h SET status = 1, updated_at = now(),
+                      attempt_count = CASE WHEN h.status = 2 THEN greatest(h.attempt_count - 1, 0) ELSE h.attempt_count END,
+                      heartbeat_at = CASE WHEN h.status = 2 THEN NULL ELSE h.heartbeat_at END
+WHERE h.id IN (SELECT x.id FROM jobs_hot x WHERE x.status = 1 AND x.worker_id = CAST(:worker_id AS text)
+               UNION ALL
+               SELECT x.id FROM jobs_hot x WHERE x.status = 2 AND x.worker_id = CAST(:worker_id AS text))
+  AND h.worker_id = CAST(:worker_id AS text) AND h.status IN (1, 2)
+  AND NOT (h.id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)))))
+RETURNING h.id, h.queue, h.type, h.payload, h.tags, h.priority, h.attempt_count, h.created_at, h.scheduled_at,
+          h.due_at, h.idempotency_key, h.created_by, h.status, h.started_at;
+
+-- name: finished_unseen
+-- After a finishing write that failed transiently (it may have committed and lost its reply): which of
+-- :items (id, kind: ok | dead | retry, reason) this worker's write did apply. Archive and DLQ rows keep
+-- the worker id; a DLQ row is ours only with the reason we sent (the sweep's Zombie and an operator's
+-- Cancelled keep it too); a retried job is back in hot, no longer processing under this worker, with
+-- the error we wrote.
+WITH items AS (
+    SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, kind text, reason integer, error text)
+)
+SELECT a.id FROM jobs_archive a JOIN items i ON i.id = a.id
+WHERE a.id = ANY(ARRAY(SELECT id FROM items WHERE kind = 'ok')) AND i.kind = 'ok'
+  AND a.worker_id = CAST(:worker_id AS text)
+UNION ALL
+SELECT d.id FROM jobs_dlq d JOIN items i ON i.id = d.id
+WHERE d.id = ANY(ARRAY(SELECT id FROM items WHERE kind = 'dead')) AND i.kind = 'dead'
+  AND d.worker_id = CAST(:worker_id AS text) AND d.failure_reason = i.reason
+UNION ALL
+SELECT h.id FROM jobs_hot h JOIN items i ON i.id = h.id
+WHERE h.id = ANY(ARRAY(SELECT id FROM items WHERE kind = 'retry')) AND i.kind = 'retry'
+  AND NOT (h.status = 2 AND h.worker_id IS NOT DISTINCT FROM CAST(:worker_id AS text))
+  AND h.last_error IS NOT DISTINCT FROM i.error;
 
 -- name: archive_succeeded
 -- Moves the worker's processing rows to the archive with their handler durations.

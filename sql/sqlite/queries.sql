@@ -172,6 +172,9 @@ SELECT name FROM queues WHERE 0;
 --   other queue with pending jobs from ix_jobs_hot_queue_fetch, the queues found by a loose index scan.
 --   Filtering one scan of the whole index walked that backlog on every claim (0.9 s at 1M pending).
 -- - Named queues (:queues) and capped queues one by one from ix_jobs_hot_queue_fetch.
+-- Claim-and-start: the first :start rows in claim order (priority, due time, id) go straight to
+-- processing (attempt + 1, started_at and heartbeat_at now), for execution slots the worker holds free
+-- for them; the rest are fetched. Each row comes back with its status.
 WITH RECURSIVE named AS (SELECT DISTINCT value AS name FROM json_each(:queues)),
 free_head AS MATERIALIZED (
     SELECT h.id, h.priority, h.due_at
@@ -229,17 +232,49 @@ ranked AS (
 ),
 picked AS (
     -- DISTINCT: a row of the head can come back from its queue's spill scan too.
-    SELECT id FROM (SELECT DISTINCT id, priority, due_at FROM (
+    SELECT id, row_number() OVER (ORDER BY priority DESC, due_at, id) <= :start AS go
+    FROM (SELECT DISTINCT id, priority, due_at FROM (
                         SELECT id, priority, due_at FROM free_head
                         UNION ALL SELECT id, priority, due_at FROM spill
                         UNION ALL SELECT id, priority, due_at FROM free_named
                         UNION ALL SELECT id, priority, due_at FROM ranked WHERE rn <= slots))
-    ORDER BY priority DESC, due_at LIMIT :limit
+    ORDER BY priority DESC, due_at, id LIMIT :limit
 )
-UPDATE jobs_hot SET status = 1, worker_id = :worker_id, updated_at = {{now}}
-WHERE id IN (SELECT id FROM picked)
+UPDATE jobs_hot SET status = CASE WHEN picked.go THEN 2 ELSE 1 END, worker_id = :worker_id,
+                    attempt_count = attempt_count + picked.go,
+                    started_at = CASE WHEN picked.go THEN {{now}} ELSE started_at END,
+                    heartbeat_at = CASE WHEN picked.go THEN {{now}} ELSE heartbeat_at END, updated_at = {{now}}
+FROM picked WHERE jobs_hot.id = picked.id
 RETURNING id, queue, type, payload, tags, priority, attempt_count, created_at, scheduled_at, due_at,
-          idempotency_key, created_by;
+          idempotency_key, created_by, status, started_at;
+
+-- name: fetch_head
+-- The claim of `fetch` restricted to its first source (see the PostgreSQL file): the first 4 x :limit
+-- due jobs of ix_jobs_hot_fetch, minus paused and inactive queues; nothing while any queue is capped.
+-- Claim-and-start as in fetch.
+WITH free_head AS MATERIALIZED (
+    SELECT h.id, h.priority, h.due_at
+    FROM (SELECT id FROM jobs_hot INDEXED BY ix_jobs_hot_fetch
+          WHERE status = 0 AND due_at <= {{now}}
+            AND NOT EXISTS (SELECT 1 FROM queues c WHERE c.max_workers IS NOT NULL AND NOT c.paused AND c.active)
+          ORDER BY priority DESC, due_at LIMIT 4 * :limit) t
+    CROSS JOIN jobs_hot h
+    WHERE h.id = t.id
+      AND NOT EXISTS (SELECT 1 FROM queues q WHERE q.name = h.queue
+                      AND (q.paused OR NOT q.active OR q.max_workers IS NOT NULL))
+    ORDER BY h.priority DESC, h.due_at, h.id
+    LIMIT :limit
+),
+picked AS (
+    SELECT id, row_number() OVER (ORDER BY priority DESC, due_at, id) <= :start AS go FROM free_head
+)
+UPDATE jobs_hot SET status = CASE WHEN picked.go THEN 2 ELSE 1 END, worker_id = :worker_id,
+                    attempt_count = attempt_count + picked.go,
+                    started_at = CASE WHEN picked.go THEN {{now}} ELSE started_at END,
+                    heartbeat_at = CASE WHEN picked.go THEN {{now}} ELSE heartbeat_at END, updated_at = {{now}}
+FROM picked WHERE jobs_hot.id = picked.id
+RETURNING id, queue, type, payload, tags, priority, attempt_count, created_at, scheduled_at, due_at,
+          idempotency_key, created_by, status, started_at;
 
 -- name: mark_processing
 UPDATE jobs_hot SET status = 2, attempt_count = attempt_count + 1, started_at = {{now}}, heartbeat_at = {{now}},
@@ -266,6 +301,32 @@ UPDATE jobs_hot SET status = 0, worker_id = NULL, attempt_count = max(attempt_co
                     heartbeat_at = NULL, updated_at = {{now}}
 WHERE id IN (SELECT value FROM json_each(:ids)) AND worker_id = :worker_id AND status = 2
 RETURNING id;
+
+-- name: recover_claims
+-- Rows a claim of this worker committed although its reply was lost (see the PostgreSQL file).
+UPDATE jobs_hot SET status = 1, updated_at = {{now}},
+                    attempt_count = CASE WHEN status = 2 THEN max(attempt_count - 1, 0) ELSE attempt_count END,
+                    heartbeat_at = CASE WHEN status = 2 THEN NULL ELSE heartbeat_at END
+WHERE worker_id = :worker_id AND status IN (1, 2) AND id NOT IN (SELECT value FROM json_each(:ids))
+RETURNING id, queue, type, payload, tags, priority, attempt_count, created_at, scheduled_at, due_at,
+          idempotency_key, created_by, status, started_at;
+
+-- name: finished_unseen
+-- After a finishing write that failed transiently: which of :items this worker's write did apply (see
+-- the PostgreSQL file).
+WITH items AS (
+    SELECT json_extract(value, '$.id') AS id, json_extract(value, '$.kind') AS kind,
+           json_extract(value, '$.reason') AS reason, json_extract(value, '$.error') AS error
+    FROM json_each(:items)
+)
+SELECT a.id FROM items i JOIN jobs_archive a ON a.id = i.id
+WHERE i.kind = 'ok' AND a.worker_id = :worker_id
+UNION ALL
+SELECT d.id FROM items i JOIN jobs_dlq d ON d.id = i.id
+WHERE i.kind = 'dead' AND d.worker_id = :worker_id AND d.failure_reason = i.reason
+UNION ALL
+SELECT h.id FROM items i JOIN jobs_hot h ON h.id = i.id
+WHERE i.kind = 'retry' AND NOT (h.status = 2 AND h.worker_id IS :worker_id) AND h.last_error IS i.error;
 
 -- name: archive_succeeded
 {{staging}};

@@ -1,0 +1,94 @@
+"""Claim-and-start (`Store.fetch(..., start=k)`) and the unseen-claim recovery, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from storage_factories import OPS
+
+from chokaq_ops.models import NewJob
+
+
+def _enqueue(store, priorities: list[int], queue: str = "q") -> list[str]:
+    jobs = [NewJob(type="t", id=f"p{i:02d}", queue=queue, priority=p) for i, p in enumerate(priorities)]
+    return [r.id for r in store.enqueue(jobs)]
+
+
+def test_the_first_k_claimed_in_claim_order_start_and_the_rest_are_fetched(store):
+    _enqueue(store, [1, 9, 5, 5, 7, 3])
+    rows = store.fetch("w", 5, start=2)
+    assert [(r["id"], r["status"]) for r in rows] == [
+        ("p01", "processing"),  # priority 9
+        ("p04", "processing"),  # priority 7
+        ("p02", "fetched"),  # 5, due first
+        ("p03", "fetched"),
+        ("p05", "fetched"),  # 3
+    ]
+    now = store.now()
+    for r in rows:
+        job = store.get_job(r["id"])
+        assert job["status"] == r["status"] and job["worker_id"] == "w"
+        started = r["status"] == "processing"
+        assert job["attempt_count"] == r["attempt_count"] == (1 if started else 0)
+        if started:
+            assert job["started_at"] == job["heartbeat_at"] == r["started_at"]  # the database clock
+            assert abs((now - r["started_at"]).total_seconds()) < 5
+        else:
+            assert job["started_at"] is None and r["started_at"] is None
+    # Started rows are the worker's to finish; fetched ones still need their own start.
+    started = [r["id"] for r in rows if r["status"] == "processing"]
+    assert set(store.heartbeat("w", started)) == set(started)
+    assert set(store.mark_processing("w", ["p02", "p03", "p05"])) == {"p02", "p03", "p05"}
+    assert store.mark_processing("w", started) == {}  # a started row is not started twice
+    assert store.get_job("p00")["status"] == "pending"
+
+
+def test_start_defaults_to_none_and_is_clipped_to_the_claim(store):
+    _enqueue(store, [5, 5, 5])
+    assert {r["status"] for r in store.fetch("w", 1)} == {"fetched"}
+    assert [r["status"] for r in store.fetch("w", 5, start=9)] == ["processing", "processing"]
+    assert store.fetch("w", 5, start=3) == []
+
+
+def test_claim_and_start_skips_paused_queues_and_keeps_caps(store):
+    _enqueue(store, [9, 9], queue="held")
+    ids = _enqueue_named(store, "capped", 4)
+    store.set_queue("held", actor=OPS, paused=True)
+    store.set_queue("capped", actor=OPS, max_workers=2)
+    rows = store.fetch("w", 10, start=10, exact_caps=True)
+    assert sorted(r["id"] for r in rows) == ids[:2] and {r["status"] for r in rows} == {"processing"}
+    assert store.fetch("w2", 10, start=10) == []  # the cap counts processing rows too
+    assert {store.get_job(i)["status"] for i in ("p00", "p01")} == {"pending"}
+
+
+def _enqueue_named(store, queue: str, n: int) -> list[str]:
+    jobs = [NewJob(type="t", id=f"{queue}{i}", queue=queue) for i in range(n)]
+    return sorted(r.id for r in store.enqueue(jobs))
+
+
+def test_release_unstarted_hands_back_a_claims_started_jobs_untouched(store):
+    _enqueue(store, [5, 5])
+    rows = store.fetch("w", 2, start=2)
+    ids = [r["id"] for r in rows]
+    assert store.release_unstarted("other", ids) == []  # fenced by the worker id
+    assert sorted(store.release_unstarted("w", ids)) == sorted(ids)
+    for i in ids:
+        job = store.get_job(i)
+        assert (job["status"], job["worker_id"], job["attempt_count"]) == ("pending", None, 0)
+
+
+def test_recover_claims_returns_the_rows_a_worker_holds_unknowingly(store):
+    """What a lost claim reply leaves: rows under the worker's id that it never saw. Started ones go
+    back to fetched with their attempt taken back; the ones the worker knows are left alone."""
+    _enqueue(store, [5, 5, 5, 5, 5, 5, 5])
+    seen = store.fetch("w", 2, start=1)  # the worker knows these
+    unseen = store.fetch("w", 3, start=2)  # ... and lost the reply of this one
+    other = store.fetch("x", 5, start=1)  # another worker's
+    assert len(other) == 2 and not store.claims_uncertain("w")
+    got = store.recover_claims("w", [r["id"] for r in seen])
+    assert [r["id"] for r in got] == [r["id"] for r in unseen]
+    assert {r["status"] for r in got} == {"fetched"} and {r["attempt_count"] for r in got} == {0}
+    for r in got:
+        job = store.get_job(r["id"])
+        assert (job["status"], job["worker_id"], job["attempt_count"]) == ("fetched", "w", 0)
+    assert [store.get_job(r["id"])["status"] for r in seen] == ["processing", "fetched"]
+    assert store.recover_claims("w", [r["id"] for r in seen + got]) == []
+    assert [store.get_job(r["id"])["status"] for r in other] == ["processing", "fetched"]
