@@ -1,11 +1,15 @@
-"""Claiming (part of Worker): the fetch loop, the prefetch buffer, queue pause and cap state, releases.
+"""Claiming (part of Worker): the fetch loop, claim-and-start, the prefetch buffer, queue pause and cap
+state, releases.
 
-Claims up to min(batch, free prefetch space) due jobs per statement into a bounded buffer (rows are
-`fetched`: reserved, user code not started); a full batch claims again at once and grows the batch when
-the starter went hungry, a short one waits `Worker.PollingInterval` (woken early when a job of a capped
-queue frees capacity). Queue rows are re-read every polling interval: jobs of paused or deactivated
-queues, and jobs that waited too long, go back to pending. Every turn stamps the worker's in-memory
-liveness time (`loop_age()`).
+Every claim is one statement. When execution slots are free that no buffered job covers, the claim
+starts jobs for exactly those slots in the same statement (claim-and-start: rows go from pending
+straight to processing and are handed to the free threads at once) and tops the prefetch buffer up
+with the rest (rows `fetched`: reserved, user code not started). A job therefore becomes processing only
+for a slot that is free at that moment, whichever way it starts. A claim that comes back short (no more
+due work) waits `Worker.PollingInterval` (woken early when a job of a capped queue frees capacity).
+Queue rows are re-read every polling interval: jobs of paused or deactivated queues, and jobs that
+waited too long, go back to pending. Every turn stamps the worker's in-memory liveness time
+(`loop_age()`).
 """
 
 from __future__ import annotations
@@ -18,14 +22,17 @@ from typing import Any
 
 log = logging.getLogger("chokaq.worker")
 
+CLAIM_LINGER_S = 0.001  # with under half the slots free and jobs running, wait this long for more
+FAST_CLAIMS = 4.0  # handlers taking less than this many claim round trips on average are fast
+EWMA = 0.05  # weight of the newest sample in the moving averages of run and claim times
+_WAIT = object()  # _next_claim: nothing to claim yet, turn the loop (stamp, refresh) and ask again
+
 
 class Claiming:
     """Mixed into Worker; uses its state (see Worker.__init__)."""
 
     def _fetch_loop(self) -> None:
         w = self.settings.worker
-        batch = w.fetch_batch_size
-        max_batch = max(w.fetch_batch_size, self.prefetch // 2)
         next_refresh = 0.0
         failures = 0
         warned = False
@@ -37,14 +44,9 @@ class Claiming:
             if now >= next_refresh:
                 self._refresh_queues(now)
                 next_refresh = now + w.polling_interval
+            if self.store.claims_uncertain(self.worker_id):
+                self._recover_claims()
             with self._lock:
-                space = self.prefetch - len(self._buffer)
-                # Top up only when a whole batch fits (or the buffer ran dry): a fetch costs the same
-                # planning and commit for 3 rows as for 100.
-                if space < min(batch, self.prefetch) and self._buffer:
-                    self._cv_fetch.wait(min(w.polling_interval, 1.0))
-                    continue
-                exact_caps = self._exact_caps
                 all_paused = self.queues is not None and all(q in self._paused for q in self.queues)
             if all_paused:
                 self._idle(w.no_queues_sleep_interval)
@@ -56,10 +58,28 @@ class Claiming:
                     warned = True
                 self._idle(w.polling_interval)
                 continue
-            limit = min(space, batch)
+            with self._lock:
+                plan = self._next_claim(min(w.polling_interval, 1.0))
+                if plan is None:
+                    return
+                if plan is _WAIT:
+                    continue
+                start, limit = plan
+                self._free -= start  # held for the jobs this claim starts
+                exact_caps = self._exact_caps
+            began = time.perf_counter()
             try:
-                rows = self.db(self.store.fetch, self.worker_id, limit, self.queues, exact_caps=exact_caps)
+                rows = self.db(
+                    self.store.fetch, self.worker_id, limit, self.queues, exact_caps=exact_caps, start=start
+                )
+                ms = (time.perf_counter() - began) * 1000.0
+                self._claim_ms = (
+                    ms if self._claim_ms is None else self._claim_ms + EWMA * (ms - self._claim_ms)
+                )
             except Exception as exc:
+                with self._lock:
+                    self._free += start
+                    self._cv_start.notify()
                 failures += 1
                 pause = min(5.0, 0.25 * 2 ** min(failures, 5))
                 log.error("fetch failed (attempt %d, next in %.1fs): %s", failures, pause, exc)
@@ -67,17 +87,98 @@ class Claiming:
                 self._idle(pause)
                 continue
             failures = 0
-            if rows:
-                self._buffered(rows)
-            if len(rows) >= limit:
-                # A backlog: when the starter went hungry since the last fetch, claim more per fetch
-                # (up to half the buffer, so a refill is in flight while the other half drains).
-                if self._starved and batch < max_batch:
-                    batch = min(max_batch, batch * 2)
-                self._starved = False
-                continue
-            batch = w.fetch_batch_size
-            self._idle(w.polling_interval)
+            self._claimed(rows, start)
+            if len(rows) < limit:
+                self._idle(w.polling_interval)
+
+    def _next_claim(self, timeout: float) -> tuple[int, int] | object | None:
+        """(lock held) Wait for something to claim; (jobs to start, jobs to claim), `_WAIT` after
+        `timeout`, None when stopping.
+
+        Free slots that the buffer cannot fill are started by the claim itself; with jobs still running
+        and less than half of the slots free, wait up to CLAIM_LINGER_S for more, so fast jobs are
+        claimed in sets. The buffer is topped up by up to `Worker.FetchBatchSize` jobs in the same
+        statement, and by a claim of its own only when a whole batch fits or it ran dry."""
+        end = time.monotonic() + timeout
+        linger: float | None = None
+        batch = self.settings.worker.fetch_batch_size
+        while not self._stopping:
+            buffered = len(self._buffer)
+            space = max(0, self._depth() - buffered)
+            # Top the buffer up only when a whole batch fits (or it ran dry): a claim costs the
+            # database about the same for 3 rows as for 20.
+            refill = min(space, batch) if space >= min(batch, self.prefetch) or not buffered else 0
+            uncovered = self._free - buffered
+            now = time.monotonic()
+            if uncovered > 0:
+                enough = uncovered >= max(1, self.concurrency // 2) or not self._running
+                if enough or (linger is not None and now >= linger):
+                    return uncovered, uncovered + refill
+                if linger is None:
+                    linger = now + CLAIM_LINGER_S
+            elif refill:
+                return 0, refill
+            wake = end if linger is None else min(end, linger)
+            if now >= end:
+                return _WAIT
+            self._cv_fetch.wait(max(0.0, wake - now))
+        return None
+
+    def _depth(self) -> int:
+        """(lock held) How many fetched jobs to keep buffered: up to `Worker.Prefetch` while handlers
+        run long next to a claim's round trip, so a slot that frees starts a buffered job after one
+        short statement; none while they are fast (a few claim round trips or less), where every
+        buffered job would cost the database one more row update (fetched -> processing) for a wait
+        no longer than a claim's, and claim-and-start alone keeps the slots busy."""
+        run_ms, claim_ms = self._run_ms, self._claim_ms
+        if run_ms is not None and claim_ms is not None and run_ms < FAST_CLAIMS * claim_ms:
+            return 0
+        return self.prefetch
+
+    def _claimed(self, rows: list[dict[str, Any]], held: int) -> None:
+        """Started rows to the execution threads (`held` slots were kept free for them), fetched rows
+        to the buffer. A claim that was in flight when shutdown began hands all its rows back."""
+        started = [r for r in rows if r["status"] == "processing"]
+        fetched = [r for r in rows if r["status"] != "processing"]
+        if started and self._stopping:
+            self._unstart(started)
+            started = []
+        now = time.monotonic()
+        self._dispatch([self._run_for(r, r, now) for r in started], held)
+        if fetched:
+            self._buffered(fetched)
+        self.counts["fetched"] += len(started)
+        self.counts["claim_started"] += len(started)
+
+    def _unstart(self, rows: Sequence[dict[str, Any]]) -> None:
+        try:
+            done = self.db(self.store.release_unstarted, self.worker_id, [r["id"] for r in rows])
+        except Exception as exc:
+            log.warning(
+                "could not hand back %d jobs a claim started as shutdown began; the rescue sweep moves "
+                "them to the DLQ as zombies: %s",
+                len(rows),
+                exc,
+            )
+            return
+        self.counts["released"] += len(done)
+        log.info("released %d claimed jobs to pending (shutdown)", len(done))
+
+    def _recover_claims(self) -> None:
+        """A claim failed or was retried: it may have committed rows this worker never saw. Every row
+        held under the worker's id that it does not know of is such a row; the store turns the started
+        ones back to fetched (they never ran), and they join the buffer."""
+        with self._lock:
+            known = {e[3]["id"] for e in self._buffer}
+            known.update(self._owned, self._marking, self._written_off)
+        try:
+            rows = self.db(self.store.recover_claims, self.worker_id, known)
+        except Exception as exc:
+            log.warning("cannot check for jobs of a claim whose reply was lost (trying again): %s", exc)
+            return
+        if rows:
+            log.warning("recovered %d jobs claimed while a connection was lost; buffered", len(rows))
+            self._buffered(rows)
 
     def _buffered(self, rows: list[dict[str, Any]]) -> None:
         now = time.monotonic()

@@ -164,6 +164,8 @@ class Completer:
             exc,
             ", ".join(o.run.id for o in items[:50]),
         )
+        with self.w._lock:
+            self.w._written_off.update(o.run.id for o in items)  # not unclaimed rows: they did run
         self.w.forget([o.run for o in items])
 
     def _statement(self, kind: str) -> Callable[..., list[str]]:

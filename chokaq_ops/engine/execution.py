@@ -50,7 +50,6 @@ class Run:
         "mono_start",
         "payload",
         "queue",
-        "slow",
         "started_at",
         "state",
         "timeout",
@@ -87,7 +86,6 @@ class Run:
         self.flushing = False  # the completer is writing this job's outcome
         self.lost = False  # the worker no longer owns the row: any outcome is a no-op
         self.hb_failures = 0
-        self.slow = True  # of a type not known to be fast (set by the worker when it starts the run)
         self.ctx = JobContext(
             job_id=self.id,
             attempt=self.attempt,

@@ -1,8 +1,10 @@
 """Starting and running (part of Worker): the starter, the execution threads and the timeout watchdog.
 
-The starter marks buffered jobs processing in sets (one statement for as many jobs as there are free
-slots, plus one set ahead for job types known to be fast); execution threads run handlers; the watchdog
-cancels and dead-letters jobs at their deadline.
+Jobs reach processing two ways, both only for an execution slot that is free at that moment: the
+fetcher's claim-and-start (engine/claiming.py) starts jobs for free slots no buffered job covers in the
+claim statement itself; the starter marks buffered (fetched) jobs processing in sets, one statement for
+as many jobs as there are free slots. Execution threads run handlers; the watchdog cancels and
+dead-letters jobs at their deadline.
 """
 
 from __future__ import annotations
@@ -11,8 +13,10 @@ import heapq
 import logging
 import time
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
+from chokaq_ops.engine.claiming import EWMA
 from chokaq_ops.engine.execution import (
     DONE,
     RUNNING,
@@ -26,9 +30,7 @@ from chokaq_ops.models import FailureReason
 
 log = logging.getLogger("chokaq.worker")
 
-START_AHEAD_MS = 5.0  # handlers of a type this fast let the starter mark one set ahead of free slots...
-FAST_RUNS = 16  # ...once this many of its runs in a row were that fast
-START_LINGER_S = 0.001  # a starter with under half a set of free slots waits this long for more
+START_LINGER_S = 0.001  # with under half the slots free and jobs running, wait this long for more
 ADOPT_MAX = 100  # refused jobs checked for a start that committed unseen
 
 
@@ -44,6 +46,7 @@ class Starting:
                     return
                 take = len(entries)
                 self._free -= take
+                self._marking.update(e[3]["id"] for e in entries)
                 paused = self._paused
                 self._cv_fetch.notify()
             rows = [e[3] for e in entries]
@@ -61,50 +64,35 @@ class Starting:
                         if e[3]["queue"] not in paused:
                             heapq.heappush(self._buffer, e)
                     self._free += take
+                    self._marking.difference_update(e[3]["id"] for e in entries)
                 time.sleep(min(5.0, 0.1 * 2 ** min(failures, 6)))
                 continue
             failures = 0
             self._launch(rows, marked, take)
+            with self._lock:
+                self._marking.difference_update(e[3]["id"] for e in entries)
 
     def _wait_for_work(self) -> list[tuple[Any, ...]] | None:
-        """(lock held) The next set to mark, or None when stopping. With jobs still running and less
-        than half of the slots (those ahead included) free, wait up to START_LINGER_S for more: the slots
-        of a set of fast jobs free within a moment of each other, and one statement for all of them
-        costs the database the same as one for the first few."""
+        """(lock held) The buffered jobs to mark now, one per free slot, or None when stopping. With jobs
+        still running and less than half of the slots free, wait up to START_LINGER_S for more: the
+        slots of a set of fast jobs free within a moment of each other, and one statement for all of
+        them costs the database the same as one for the first few."""
         deadline: float | None = None
         while not self._stopping:
-            ahead = self.concurrency if self._slow_running == 0 else 0
-            avail = self._free + ahead
-            if avail > 0 and self._buffer:
+            if self._free > 0 and self._buffer:
                 now = time.monotonic()
-                enough = avail >= max(1, (self.concurrency + ahead) // 2) or not self._running
+                enough = self._free >= max(1, self.concurrency // 2) or not self._running
                 if enough or (deadline is not None and now >= deadline):
-                    entries = self._take()
-                    if entries:
-                        return entries
-                    deadline = None
-                elif deadline is None:
+                    n = min(self._free, len(self._buffer))
+                    return [heapq.heappop(self._buffer) for _ in range(n)]
+                if deadline is None:
                     deadline = now + START_LINGER_S
-            elif self._free > 0:
-                self._starved = True
             self._cv_start.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return None
 
-    def _take(self) -> list[tuple[Any, ...]]:
-        """Buffered jobs to mark now (lock held): one per free slot, plus - while every running job and
-        the candidates are of types whose recent runs all took under START_AHEAD_MS - up to one more set
-        queued behind the running ones. Those start within milliseconds, and marking them in the same
-        statement halves the round trips per job when handlers are fast."""
-        buffer, fast = self._buffer, self._fast
-        entries = [heapq.heappop(buffer) for _ in range(min(max(self._free, 0), len(buffer)))]
-        if self._slow_running == 0 and all(fast.get(e[3]["type"], 0) >= FAST_RUNS for e in entries):
-            extra = self._free - len(entries) + self.concurrency
-            while extra > 0 and buffer and fast.get(buffer[0][3]["type"], 0) >= FAST_RUNS:
-                entries.append(heapq.heappop(buffer))
-                extra -= 1
-        return entries
-
     def _launch(self, rows: list[dict[str, Any]], marked: dict[str, dict[str, Any]], took: int) -> None:
+        """Hand the jobs the store marked processing to the execution threads; `took` slots were held
+        for `rows`, and those of refused rows are given back."""
         now = time.monotonic()
         runs = []
         refused = []
@@ -118,21 +106,7 @@ class Starting:
             adopted = self._adopt(refused)
             runs += [self._run_for(row, adopted[row["id"]], now) for row in refused if row["id"] in adopted]
             refused = [row["id"] for row in refused if row["id"] not in adopted]
-        with self._lock:
-            self._free += took - len(runs)
-            for run in runs:
-                self._running[run.id] = run
-                self._owned[run.id] = run
-                run.slow = self._fast.get(run.type, 0) < FAST_RUNS
-                self._slow_running += run.slow
-            if runs:
-                first = min(r.deadline for r in runs)
-                if first < self._next_deadline:
-                    self._cv_watch.notify()
-            if took > len(runs):
-                self._cv_start.notify()
-        for run in runs:
-            self._exec_q.put(run)
+        self._dispatch(runs, took)
         if refused:
             self._conflict("mark_processing", len(refused))
             log.warning(
@@ -141,6 +115,23 @@ class Starting:
                 len(refused),
                 ", ".join(refused[:20]),
             )
+
+    def _dispatch(self, runs: Sequence[Run], took: int) -> None:
+        """Runs onto the execution threads; `took` slots were held for them (the rest are freed)."""
+        with self._lock:
+            self._free += took - len(runs)
+            for run in runs:
+                self._running[run.id] = run
+                self._owned[run.id] = run
+            if runs:
+                first = min(r.deadline for r in runs)
+                if first < self._next_deadline:
+                    self._cv_watch.notify()
+            if took > len(runs):
+                self._cv_start.notify()
+                self._cv_fetch.notify()
+        for run in runs:
+            self._exec_q.put(run)
         started: Counter[tuple[str, str]] = Counter((r.queue, r.type) for r in runs)
         for (q, t), n in started.items():
             self._child(self.metrics.started, q, t).inc(n)
@@ -214,19 +205,19 @@ class Starting:
                 self._skip(run)
                 continue
             outcome = execute(run, policy)
+            ms = outcome.duration_ms
             with self._lock:
+                if ms is not None:
+                    avg = self._run_ms
+                    self._run_ms = ms if avg is None else avg + EWMA * (ms - avg)
                 self._free += 1
                 self._running.pop(run.id, None)
-                self._slow_running -= run.slow
-                ms = outcome.duration_ms
-                fast = run.state == RUNNING and ms is not None and ms <= START_AHEAD_MS
-                self._fast[run.type] = min(self._fast.get(run.type, 0) + 1, FAST_RUNS) if fast else 0
                 deliver = run.state == RUNNING
                 if deliver:
                     run.state = DONE
                 if run.queue in self._capped:
                     self._wake_fetch = True
-                    self._cv_fetch.notify()
+                self._cv_fetch.notify()
                 self._cv_start.notify()
                 if not self._running:
                     self._cv_idle.notify_all()
@@ -241,8 +232,8 @@ class Starting:
         with self._lock:
             self._free += 1
             self._running.pop(run.id, None)
-            self._slow_running -= run.slow
             self._cv_start.notify()
+            self._cv_fetch.notify()
             if not self._running:
                 self._cv_idle.notify_all()
         log.warning(

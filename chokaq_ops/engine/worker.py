@@ -3,11 +3,16 @@ sets — every write fenced by the worker id (PRODUCT §4.2-4.6, seeds 001/002).
 
 Threads of one Worker, each in the module that holds its code:
 
-- fetcher (engine/claiming.py): claims due jobs in batches into a bounded prefetch buffer (`fetched`:
-  reserved, user code not started); adaptive polling; paused queues' buffered jobs released; stamps the
-  worker's in-memory liveness time (`loop_age()`) on every turn.
-- starter (engine/starting.py): marks buffered jobs processing in sets, one statement per set (the
-  lease gate); only jobs that start within milliseconds; refused jobs never run.
+- fetcher (engine/claiming.py): one claim statement per set. Free slots that no buffered job covers
+  are started by the claim itself (claim-and-start: pending -> processing, handed to those slots at
+  once); the rest tops up a bounded prefetch buffer (`fetched`: reserved, user code not started),
+  kept only while handlers run long next to a claim. Adaptive polling; paused queues' buffered jobs
+  released; stamps the worker's in-memory liveness time (`loop_age()`) on every turn.
+- starter (engine/starting.py): marks buffered jobs processing in sets, one statement per set of free
+  slots (the lease gate); refused jobs never run.
+
+Either way a job becomes processing only for an execution slot that is free at that moment, so
+`processing` keeps meaning "user code is running or about to" (seeds 001/002).
 - executors (engine/starting.py, `Worker.Concurrency` threads): parse the payload, call the handler,
   classify the outcome (engine/execution.py).
 - watchdog (engine/starting.py): at a job's execution deadline sets `ctx.cancelled` and dead-letters it.
@@ -85,15 +90,16 @@ class Worker(Claiming, Starting, Heartbeats):
         self._cv_watch = threading.Condition(self._lock)
         self._buffer: list[tuple[Any, ...]] = []  # heap of (-priority, due_at, seq, row, fetched at)
         self._seq = itertools.count()
-        self._free = self.concurrency  # slots minus jobs marked and not finished (< 0: started ahead)
-        self._fast: dict[str, int] = {}  # job type -> consecutive recent runs under START_AHEAD_MS
-        self._slow_running = 0  # running jobs of types not (yet) known to be fast
+        self._free = self.concurrency  # slots not running a job nor held for a start in flight
+        self._marking: set[str] = set()  # buffered jobs taken by the starter, start not yet settled
+        self._written_off: set[str] = set()  # outcome unwritable: left processing for the sweep
+        self._run_ms: float | None = None  # moving average of handler durations...
+        self._claim_ms: float | None = None  # ...and of claim round trips: see Claiming._depth
         self._running: dict[str, Run] = {}  # handler executing (holds a slot)
         self._owned: dict[str, Run] = {}  # marked processing, outcome not yet written
         self._paused: frozenset[str] = frozenset()
         self._capped: frozenset[str] = frozenset()
         self._exact_caps = False
-        self._starved = False
         self._wake_fetch = False
         self._next_deadline = 0.0
         self._stopping = False

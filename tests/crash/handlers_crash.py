@@ -39,6 +39,18 @@ def block(payload, ctx: JobContext) -> None:
     record("end", ctx)
 
 
+@job("crash.fastgate")
+def fastgate(payload, ctx: JobContext) -> None:
+    """Returns at once, unless the file `$CHOKAQ_TEST_DIR/hold` exists: then it records "hold" and runs
+    until `release` exists (or the worker cancels it)."""
+    record("start", ctx)
+    if os.path.exists(os.path.join(_DIR, "hold")):
+        record("hold", ctx)
+        gate = os.path.join(_DIR, "release")
+        while not os.path.exists(gate) and not ctx.cancelled.is_set():
+            time.sleep(0.02)
+
+
 @job("crash.sleep", timeout=120)
 def sleep(payload, ctx: JobContext) -> None:
     """Sleeps `payload["seconds"]` without looking at cancellation: a handler that must be waited for."""
