@@ -15,17 +15,19 @@ import getpass
 import os
 import sys
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chokaq_ops import errors
 from chokaq_ops.cli import common
-from chokaq_ops.client import DbClient
 from chokaq_ops.fingerprint import fingerprint_text
 from chokaq_ops.models import FailureReason
 from chokaq_ops.settings import parse_duration
 from chokaq_ops.storage.migrate import require_current
 from chokaq_ops.storage.plan_ops import error_line
 from chokaq_ops.storage.read_ops import DLQ_SORTS
+
+if TYPE_CHECKING:
+    from chokaq_ops.client.db import DbClient
 
 JOB_FIELDS = (
     "id",
@@ -78,6 +80,9 @@ def actor_of(args: argparse.Namespace) -> str:
 
 
 def client_of(args: argparse.Namespace) -> DbClient:
+    # Imported here: the client brings pandas (0.3-0.7 s), which no other command needs to start.
+    from chokaq_ops.client.db import DbClient
+
     settings = common.settings_from(args)
     client = DbClient(
         common.open_store(args, settings), actor=actor_of(args), settings=settings, close_store=True
