@@ -69,15 +69,18 @@ class Completer:
 
     def _loop(self) -> None:
         last_size = 0
+        last_end = float("-inf")
         while True:
             with self._cv:
                 while not self._items and not self._closing:
                     self._cv.wait()
                 if not self._items and self._closing:
                     return
-                if last_size > 1 and not self._closing and len(self._items) < LINGER_ENOUGH:
-                    # Busy (the last flush carried several jobs): gather a little longer, as each
-                    # statement costs the database a plan and a commit whatever its size.
+                busy = last_size > 1 or time.monotonic() - last_end < LINGER_S
+                if busy and not self._closing and len(self._items) < LINGER_ENOUGH:
+                    # Busy (the last flush carried several jobs, or ended a moment ago: one slot
+                    # finishing job after job): gather a little longer, as each statement costs the
+                    # database a commit whatever its size and, on SQLite, holds its one writer.
                     end = time.monotonic() + LINGER_S
                     while len(self._items) < LINGER_ENOUGH and not self._closing:
                         left = end - time.monotonic()
@@ -95,6 +98,7 @@ class Completer:
                     self._items[:0] = batch
                 time.sleep(0.5)
             finally:
+                last_end = time.monotonic()
                 with self._cv:
                     self._flushing = 0
 
