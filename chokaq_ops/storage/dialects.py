@@ -68,11 +68,13 @@ class Dialect:
         names = [d[0].lower() for d in cursor.description]
         times = [i for i, n in enumerate(names) if _is_time_column(n)]
         bools = [i for i, n in enumerate(names) if n in _BOOL_COLUMNS]
+        parse = self.parse_time
         out = []
         for raw in cursor.fetchall():
             values = list(raw)
             for i in times:
-                values[i] = self.parse_time(values[i])
+                if values[i] is not None:  # the worker's claims carry several NULL times per row
+                    values[i] = parse(values[i])
             for i in bools:
                 if values[i] is not None:
                     values[i] = bool(values[i])
