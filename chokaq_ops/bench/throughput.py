@@ -3,8 +3,9 @@
 Each run empties the database, enqueues N no-op jobs in bulk (Store.enqueue, chunks of 1000; timed
 apart), settles the tables (VACUUM ANALYZE on PostgreSQL, a WAL checkpoint on SQLite), then starts a
 Host with only a worker in this process and times from start until the worker has archived all N. The
-worker runs with the configured Worker.* settings; every job goes through the full pipeline: claimed
-(fetched), marked processing, its JSON payload parsed, the handler called, archived with its duration.
+worker runs with the configured Worker.* settings; every job goes through the full pipeline: claimed and
+started (claim-and-start for free slots; a job that waited in the prefetch buffer is marked processing
+on its own), its JSON payload parsed, the handler called, archived with its duration.
 The run then checks that every job is in the archive and none is left in hot.
 """
 

@@ -92,3 +92,44 @@ def test_recover_claims_returns_the_rows_a_worker_holds_unknowingly(store):
     assert [store.get_job(r["id"])["status"] for r in seen] == ["processing", "fetched"]
     assert store.recover_claims("w", [r["id"] for r in seen + got]) == []
     assert [store.get_job(r["id"])["status"] for r in other] == ["processing", "fetched"]
+
+
+def test_hot_statements_keep_index_plans_when_prepared_on_an_empty_table(pg_url):
+    """PostgreSQL runs the worker's hot statements prepared, with one generic plan made at first use. A
+    plan made while jobs_hot is empty must still be the index plan once it holds many rows."""
+    import json
+
+    from chokaq_ops.storage import Store
+    from chokaq_ops.storage.dialects import HOT
+    from chokaq_ops.storage.worker_ops import Dead, Retry
+
+    with Store(pg_url, pool_size=1) as store:
+        # First use of every hot statement, on an empty table (ANALYZEd: the planner knows it is empty).
+        with store.connection() as conn:
+            conn.cursor().execute("ANALYZE jobs_hot")
+        store.fetch("w", 8, start=2)
+        store.mark_processing("w", ["x"])
+        store.heartbeat("w", ["x"])
+        store.release("w", ["x"])
+        store.archive_succeeded("w", [("x", 1.0)])
+        store.move_to_dlq("w", [Dead("x", 0, "e")])
+        store.reschedule("w", [Retry("x", 0, "e")])
+        for n in range(5):
+            store.enqueue([NewJob(type="t", id=f"big{n}-{i}") for i in range(1000)])
+        ids = json.dumps([f"big0-{i}" for i in range(8)])
+        done = json.dumps([{"id": f"big0-{i}", "duration_ms": 1.0} for i in range(8)])
+        statements = [
+            ("EXPLAIN EXECUTE chokaq_fetch_head(?, ?, ?)", (8, 2, "w")),
+            ("EXPLAIN EXECUTE chokaq_mark_processing(?, ?)", (ids, "w")),
+            ("EXPLAIN EXECUTE chokaq_heartbeat(?, ?)", (ids, "w")),
+            ("EXPLAIN EXECUTE chokaq_release(?, ?)", (ids, "w")),
+            ("EXPLAIN EXECUTE chokaq_archive_succeeded(?, ?)", (done, "w")),
+        ]
+        with store.pool.connection(HOT) as conn:
+            cur = conn.cursor()
+            for text, params in statements:
+                cur.execute(text, params)
+                plan = "\n".join(r[0] for r in cur.fetchall())
+                for bad in ("Seq Scan on jobs_hot", "Bitmap", "Hash Join", "Merge Join"):
+                    assert bad not in plan, f"{text}:\n{plan}"
+                assert "jobs_hot" in plan
