@@ -8,7 +8,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from crash.support import age, ago, assert_one_table_each, counts, events, fetched, processing, sql
+from crash.support import age, assert_one_table_each, counts, events, fetched, processing, sql
+from dbprobe import ago_expr
 
 from chokaq_ops.engine.metrics import Metrics
 from chokaq_ops.engine.rescue import ZOMBIE_FINGERPRINT, RescueError, Rescuer, sweep_now
@@ -167,7 +168,7 @@ def test_lease_lets_one_rescuer_sweep_per_interval(store):
 
 
 def age_lease(store, seconds: float) -> None:
-    sql(store, f"UPDATE leases SET expires_at = {ago(store, seconds)}", seconds)
+    sql(store, f"UPDATE leases SET expires_at = {ago_expr(store)}", seconds)
 
 
 def test_without_the_lease_both_rescuers_sweep_harmlessly(store):

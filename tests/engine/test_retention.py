@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 
 import pytest
-from crash.support import age, ago, counts, events, processing, sql
+from crash.support import age, counts, events, processing, sql
+from dbprobe import ago_expr
 
 from chokaq_ops.engine.retention import Retention
 from chokaq_ops.models import FailureReason
@@ -87,8 +88,8 @@ def test_metric_buckets_and_events_older_than_their_policy_are_pruned(store):
     for i in range(4):
         store.add_event("test", f"event {i}")
     old_event_ids = [e["id"] for e in events(store)][:2]
-    sql(store, f"UPDATE events SET at = {ago(store, 0)} WHERE id IN (?, ?)", 9 * DAY, *old_event_ids)
-    sql(store, f"UPDATE metric_buckets SET bucket_start = {ago(store, 0)}", 9 * DAY)
+    sql(store, f"UPDATE events SET at = {ago_expr(store)} WHERE id IN (?, ?)", 9 * DAY, *old_event_ids)
+    sql(store, f"UPDATE metric_buckets SET bucket_start = {ago_expr(store)}", 9 * DAY)
     archived(store, 1, "b")  # a fresh bucket
     settings = Settings().with_overrides({"retention.metric_buckets": "8d", "retention.events": "8d"})
     assert Retention(store, settings).run()["pruned"] is True
@@ -109,7 +110,7 @@ def test_a_failing_part_is_logged_and_the_others_still_run(store, caplog):
     ids = archived(store, 2, "a")
     age(store, "jobs_archive", ids, 31 * DAY, "finished_at")
     store.add_event("test", "old")
-    sql(store, f"UPDATE events SET at = {ago(store, 0)}", 30 * DAY)
+    sql(store, f"UPDATE events SET at = {ago_expr(store)}", 30 * DAY)
     sql(store, "ALTER TABLE jobs_archive RENAME TO jobs_archive_away")
     try:
         with caplog.at_level(logging.ERROR, logger="chokaq.retention"):

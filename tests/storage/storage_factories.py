@@ -5,11 +5,26 @@ under test) to check the one-table invariant, counters, buckets and "no row chan
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
-from chokaq_ops.models import Actor, FailureReason, NewJob
+from dbprobe import (  # noqa: F401 (re-exported for the storage tests)
+    JOB_TABLES,
+    age,
+    ago_expr,
+    enqueue,
+    events,
+    fetched,
+    is_pg,
+    jobs,
+    locations,
+    processing,
+    scalar,
+    sql,
+)
+
+from chokaq_ops.models import Actor, FailureReason
 from chokaq_ops.storage import Dead, Store
 
 OPS = Actor("ops")
@@ -30,77 +45,9 @@ TABLES = (
     "plans",
     "plan_items",
 )
-JOB_TABLES = {"hot": "jobs_hot", "archive": "jobs_archive", "dlq": "jobs_dlq"}
-
-# Time columns a test may move into the past, per table (never taken from test input at run time).
-_AGEABLE = {
-    "jobs_hot": ("heartbeat_at", "updated_at", "started_at", "created_at", "due_at", "scheduled_at"),
-    "jobs_archive": ("finished_at", "created_at"),
-    "jobs_dlq": ("failed_at", "created_at"),
-    "audit_log": ("at",),
-}
-
-
-def is_pg(store: Store) -> bool:
-    return store.dialect.name == "postgresql"
-
-
-def sql(store: Store, text: str, *params: Any) -> list[tuple[Any, ...]]:
-    """Raw SQL with `?` parameters on a pooled autocommit connection (both drivers take qmark)."""
-    with store.connection() as conn:
-        cur = conn.cursor()
-        try:
-            cur.execute(text, params)
-            return [tuple(r) for r in cur.fetchall()] if cur.description else []
-        finally:
-            cur.close()
-
-
-def scalar(store: Store, text: str, *params: Any) -> Any:
-    return sql(store, text, *params)[0][0]
-
-
-def ago_expr(store: Store) -> str:
-    """SQL for 'database now minus ? seconds'."""
-    if is_pg(store):
-        return "now() - make_interval(secs => CAST(? AS double precision))"
-    return "strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || CAST(? AS text) || ' seconds')"
-
-
-def age(store: Store, table: str, ids: Sequence[str], seconds: float, *columns: str) -> None:
-    """Set time columns of the given rows to `seconds` before the database's now."""
-    assert ids
-    for col in columns:
-        assert col in _AGEABLE[table], (table, col)
-        marks = ",".join("?" * len(ids))
-        sql(store, f"UPDATE {table} SET {col} = {ago_expr(store)} WHERE id IN ({marks})", seconds, *ids)
 
 
 # ------------------------------------------------------------------------------------ states
-
-
-def jobs(n: int, *, prefix: str = "j", queue: str = "default", type_: str = "t", **kw: Any) -> list[NewJob]:
-    return [NewJob(type=type_, id=f"{prefix}{i:05d}", queue=queue, **kw) for i in range(n)]
-
-
-def enqueue(store: Store, n: int, **kw: Any) -> list[str]:
-    res = store.enqueue(jobs(n, **kw))
-    assert all(r.status == "new" for r in res), res[:3]
-    return [r.id for r in res]
-
-
-def fetched(store: Store, worker: str, n: int, **kw: Any) -> list[str]:
-    """n new jobs claimed by `worker` (the queue must hold no other pending jobs)."""
-    ids = enqueue(store, n, **kw)
-    got = [r["id"] for r in store.fetch(worker, n, [kw.get("queue", "default")])]
-    assert sorted(got) == sorted(ids)
-    return ids
-
-
-def processing(store: Store, worker: str, n: int, **kw: Any) -> list[str]:
-    ids = fetched(store, worker, n, **kw)
-    assert set(store.mark_processing(worker, ids)) == set(ids)
-    return ids
 
 
 def archived(
@@ -162,15 +109,6 @@ def buckets(store: Store) -> dict[tuple[str, int, int], tuple[int, int, float]]:
     return {(q, int(o), int(r)): (int(c), int(d), float(t)) for q, o, r, c, d, t in rows}
 
 
-def locations(store: Store) -> dict[str, list[str]]:
-    """Every job id -> the tables it is in (a job in two tables lists both)."""
-    out: dict[str, list[str]] = {}
-    for loc, table in JOB_TABLES.items():
-        for (job_id,) in sql(store, f"SELECT id FROM {table}"):
-            out.setdefault(job_id, []).append(loc)
-    return out
-
-
 def assert_one_table(store: Store, ids: Iterable[str]) -> dict[str, str]:
     """Each id is in exactly one of hot / archive / DLQ; returns id -> location."""
     where = locations(store)
@@ -190,14 +128,6 @@ def table_rows(store: Store, table: str) -> list[tuple[Any, ...]]:
 def snapshot(store: Store) -> dict[str, list[tuple[Any, ...]]]:
     """The full contents of every table, for 'this call changed no row'."""
     return {t: table_rows(store, t) for t in TABLES}
-
-
-def events(store: Store, kind: str | None = None) -> list[dict[str, Any]]:
-    rows = sql(store, "SELECT id, kind, message, data FROM events ORDER BY id")
-    out = [
-        {"id": int(i), "kind": k, "message": m, "data": json.loads(d) if d else None} for i, k, m, d in rows
-    ]
-    return [e for e in out if kind is None or e["kind"] == kind]
 
 
 def audit(store: Store, action: str | None = None) -> list[dict[str, Any]]:

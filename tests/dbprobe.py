@@ -1,0 +1,102 @@
+"""Direct-SQL helpers every database test shares: raw statements on a pooled connection, times moved into
+the past on the database clock, jobs put into a state through the Store's own operations, and reads of
+the job tables and events that never go through the code under test."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from chokaq_ops.models import NewJob
+from chokaq_ops.storage import Store
+
+JOB_TABLES = {"hot": "jobs_hot", "archive": "jobs_archive", "dlq": "jobs_dlq"}
+
+# Time columns a test may move into the past, per table (never taken from test input at run time).
+_AGEABLE = {
+    "jobs_hot": ("heartbeat_at", "updated_at", "started_at", "created_at", "due_at", "scheduled_at"),
+    "jobs_archive": ("finished_at", "created_at"),
+    "jobs_dlq": ("failed_at", "created_at"),
+    "audit_log": ("at",),
+    "metric_buckets": ("bucket_start",),
+    "events": ("at",),
+}
+
+
+def is_pg(store: Store) -> bool:
+    return store.dialect.name == "postgresql"
+
+
+def sql(store: Store, text: str, *params: Any) -> list[tuple[Any, ...]]:
+    """Raw SQL with `?` parameters on a pooled autocommit connection (both drivers take qmark)."""
+    with store.connection() as conn:
+        cur = conn.cursor()
+        try:
+            cur.execute(text, params)
+            return [tuple(r) for r in cur.fetchall()] if cur.description else []
+        finally:
+            cur.close()
+
+
+def scalar(store: Store, text: str, *params: Any) -> Any:
+    return sql(store, text, *params)[0][0]
+
+
+def ago_expr(store: Store) -> str:
+    """SQL for 'database now minus ? seconds' (one parameter)."""
+    if is_pg(store):
+        return "now() - make_interval(secs => CAST(? AS double precision))"
+    return "strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || CAST(? AS text) || ' seconds')"
+
+
+def age(store: Store, table: str, ids: Sequence[str] | None, seconds: float, *columns: str) -> None:
+    """Set time columns to `seconds` before the database's now: of the given rows, or of every row (None)."""
+    assert ids is None or ids, "no ids given: pass None to age every row"
+    for col in columns:
+        assert col in _AGEABLE[table], (table, col)
+        where = " WHERE id IN (" + ",".join("?" * len(ids)) + ")" if ids is not None else ""
+        sql(store, f"UPDATE {table} SET {col} = {ago_expr(store)}{where}", seconds, *(ids or []))
+
+
+def jobs(n: int, *, prefix: str = "j", queue: str = "default", type_: str = "t", **kw: Any) -> list[NewJob]:
+    return [NewJob(type=type_, id=f"{prefix}{i:05d}", queue=queue, **kw) for i in range(n)]
+
+
+def enqueue(store: Store, n: int, **kw: Any) -> list[str]:
+    res = store.enqueue(jobs(n, **kw))
+    assert all(r.status == "new" for r in res), res[:3]
+    return [r.id for r in res]
+
+
+def fetched(store: Store, worker: str, n: int, **kw: Any) -> list[str]:
+    """n new jobs claimed by `worker` (the queue must hold no other pending jobs)."""
+    ids = enqueue(store, n, **kw)
+    got = [r["id"] for r in store.fetch(worker, n, [kw.get("queue", "default")])]
+    assert sorted(got) == sorted(ids)
+    return ids
+
+
+def processing(store: Store, worker: str, n: int, **kw: Any) -> list[str]:
+    ids = fetched(store, worker, n, **kw)
+    assert set(store.mark_processing(worker, ids)) == set(ids)
+    return ids
+
+
+def locations(store: Store) -> dict[str, list[str]]:
+    """Every job id -> the tables it is in (a job in two tables lists both)."""
+    out: dict[str, list[str]] = {}
+    for loc, table in JOB_TABLES.items():
+        for (job_id,) in sql(store, f"SELECT id FROM {table}"):
+            out.setdefault(job_id, []).append(loc)
+    return out
+
+
+def events(store: Store, kind: str | None = None) -> list[dict[str, Any]]:
+    """Event rows read directly: the stream's reader (`events_after`) on PostgreSQL holds back events while
+    any transaction on the shared server is older than them, which other tests' load can make seconds."""
+    rows = sql(store, "SELECT id, kind, message, data FROM events ORDER BY id")
+    out = [
+        {"id": int(i), "kind": k, "message": m, "data": json.loads(d) if d else None} for i, k, m, d in rows
+    ]
+    return [e for e in out if kind is None or e["kind"] == kind]
