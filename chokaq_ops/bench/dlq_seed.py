@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
 
-from chokaq_ops.bench.harness import BenchDb, expect
+from chokaq_ops.bench.harness import BatchClock, BenchDb, expect
 from chokaq_ops.models import DlqFilter, FailureReason
 
 QUEUES = 4
@@ -56,3 +59,43 @@ def check_left(db: BenchDb, noise: int) -> None:
     left = {int(r["reason"]): int(r["n"]) for r in db.sql("bench_count_dlq")}
     expect(left.get(int(TARGET), 0) == 0, f"{left.get(int(TARGET))} target jobs still in the DLQ")
     expect(left.get(int(OTHER), 0) == noise, f"{left.get(int(OTHER), 0)} of {noise} other dead jobs left")
+
+
+def run_bulk(
+    args: argparse.Namespace,
+    bench: str,
+    operate: Callable[[BenchDb, list[str] | None, DlqFilter | None, BatchClock], Any],
+    *,
+    batch_size: Callable[[BenchDb], int],
+    check: Callable[[BenchDb, int], None] | None = None,
+) -> Iterator[dict[str, Any]]:
+    """The loop both DLQ bulk benches share: per run and mode, seed, time `operate` (which returns the
+    store's BulkResult) and check that exactly the target jobs were moved; then one summary per mode."""
+    rows, noise = int(args.rows), noise_for(args)
+    with BenchDb(args, bench) as db:
+        for n in range(1, args.repeat + 1):
+            for mode in modes(args):
+                seed_s = seed(db, rows, noise)
+                ids = target_ids(db) if mode == "ids" else None
+                flt = TARGET_FILTER if mode == "filter" else None
+                clock = BatchClock()
+                start = time.perf_counter()
+                result = operate(db, ids, flt, clock)
+                seconds = time.perf_counter() - start
+                expect(result.count == rows, f"{bench} ({mode}) moved {result.count} of {rows}")
+                check_left(db, noise)
+                if check is not None:
+                    check(db, rows)
+                yield db.record(
+                    rows,
+                    mode=mode,
+                    run=n,
+                    seconds=seconds,
+                    batches=result.batches,
+                    batch_size=batch_size(db),
+                    noise=noise,
+                    seed_seconds=round(seed_s, 2),
+                    **clock.fields(),
+                )
+        for mode in modes(args):
+            yield db.summary(("seconds", "per_second", "batches", "batch_size"), where={"mode": mode})
