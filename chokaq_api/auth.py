@@ -90,6 +90,7 @@ ROUTES: Mapping[tuple[str, str], Rule] = {
     ("POST", "/plans"): OPERATOR,
     ("GET", "/plans/<plan_id>"): READER,
     ("GET", "/plans/<plan_id>/items"): READER,
+    ("GET", "/plans/<plan_id>/outcomes"): READER,
     ("POST", "/plans/<plan_id>/execute"): OPERATOR,
     ("POST", "/plans/<plan_id>/discard"): OPERATOR,
 }

@@ -61,3 +61,15 @@ class ThrottledError(ChokaqError):
     def __init__(self, message: str | None = None, *, retry_after: float | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+
+
+class PlanHalted(ChokaqError):
+    """A paced plan stopped itself: its resurrected jobs failed again too often (or none finished).
+
+    The plan stays `running`: nothing beyond the chunks already run was touched. `plan` is the Plan and
+    `outcomes` the plan_outcomes report the decision was made on."""
+
+    def __init__(self, message: str, *, plan: object = None, outcomes: dict | None = None) -> None:
+        super().__init__(message)
+        self.plan = plan
+        self.outcomes = outcomes or {}

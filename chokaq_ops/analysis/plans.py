@@ -4,6 +4,11 @@
     plan                                        # counts by reason, queue, type and a sample
     plan.execute()                              # chunks of 1000, a progress bar, audit rows with plan.id
     client.plan(plan_id).execute()              # after an interruption: resumes, never touches a job twice
+    plan.execute(canary=1, rate=200)            # one chunk first, watched; then 200 jobs/s, guarded
+
+A paced execution (`canary`, `max_failure_rate`, `rate`) is for a downstream that may still be sick:
+the canary chunks run first and their jobs are watched until they succeed or die again; the plan halts
+(PlanHalted, resumable) when too many die again, and keeps checking the latest chunks as it goes on.
 
 The plan lives in the database (tables `plans` and `plan_items`), so it survives the process that made
 it: a notebook kernel that died mid-plan, or a scheduled script that was killed.
@@ -13,13 +18,21 @@ from __future__ import annotations
 
 import html
 import sys
+import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Protocol
 
 import pandas as pd
 
+from chokaq_ops import errors
 from chokaq_ops.analysis import columns as C
+
+# A canary or guard without an explicit max_failure_rate halts when more than this share of settled jobs
+# failed again.
+DEFAULT_MAX_FAILURE_RATE = 0.1
+# The guard decides on at least this many settled jobs (half its window's jobs when they are fewer).
+GUARD_MIN_SETTLED = 20
 
 SAMPLE_COLUMNS = ("id", "queue", "type", "failure_reason", "status", "attempt_count", "failed_at", "error")
 
@@ -34,6 +47,10 @@ class PlanBackend(Protocol):
     def _plan_items(self, plan_id: str) -> list[dict[str, Any]]: ...
 
     def _plan_discard(self, plan_id: str) -> dict[str, Any]: ...
+
+    def _plan_outcomes(
+        self, plan_id: str, from_chunk: int | None, to_chunk: int | None
+    ) -> dict[str, Any]: ...
 
     def audit(self, **filters: Any) -> pd.DataFrame: ...
 
@@ -137,38 +154,64 @@ class Plan:
         progress: bool | None = None,
         max_chunks: int | None = None,
         on_chunk: Callable[[dict[str, Any]], None] | None = None,
+        canary: int = 0,
+        watch: float = 300.0,
+        max_failure_rate: float | None = None,
+        rate: float | None = None,
+        guard_window: int = 5,
+        poll: float = 1.0,
     ) -> Plan:
         """Run the remaining chunks (all of them, or `max_chunks`), each in its own transaction.
 
         Safe to call again after an interruption or on another machine: chunks already done are never run
         again. `progress` shows a tqdm bar (default: only on a terminal or in a notebook). `on_chunk` is
-        called after each committed chunk with {chunk, claimed, done, skipped}. Returns the plan."""
-        if self.state == "discarded":
-            from chokaq_ops import errors
+        called after each committed chunk with {chunk, claimed, done, skipped}. Returns the plan.
 
+        Paced execution, resurrect plans only (each call paces itself; a resumed call starts afresh):
+
+        - `canary=k`: run k chunks, then watch their jobs (every `poll` s, up to `watch` s) until each has
+          succeeded or failed again; halt when the share that failed again is above `max_failure_rate`,
+          or when none of them finished within `watch` (no worker for their queue?).
+        - `max_failure_rate` (default 0.1 with a canary): after every later chunk, read the outcomes of the
+          last `guard_window` chunks this call ran and halt once at least 20 of their jobs (or half,
+          when fewer) have settled and too many failed again.
+        - `rate`: at most this many jobs per second, waiting between chunks.
+
+        Halting raises `errors.PlanHalted` with the outcomes it decided on; the plan stays `running`, so
+        `execute()` resumes it (after a fix) and `discard()` drops the rest."""
+        if self.state == "discarded":
             raise errors.InvalidState(f"plan {self.id} was discarded; make a new one")
+        pacing = _Pacing.checked(self, canary, watch, max_failure_rate, rate, guard_window, poll)
         show = interactive() if progress is None else progress
         bar = (
             progress_bar(self.total, self.total - self.remaining, f"{self.action} {self.id}")
             if show
             else None
         )
-        ran = 0
+        ran: list[int] = []
         try:
-            while max_chunks is None or ran < max_chunks:
+            while max_chunks is None or len(ran) < max_chunks:
                 data, chunk = self._backend._plan_chunk(self.id)
                 self._update(data)
                 if chunk is None:
                     break
-                ran += 1
+                ran.append(int(chunk["chunk"]))
                 if bar is not None:
                     bar.update(chunk["claimed"])
                 if on_chunk is not None:
                     on_chunk(chunk)
+                if pacing is not None and self.remaining:
+                    pacing.after_chunk(ran, chunk["done"])
         finally:
             if bar is not None:
                 bar.close()
         return self
+
+    def outcomes(self, from_chunk: int | None = None, to_chunk: int | None = None) -> dict[str, Any]:
+        """Where the jobs this resurrect plan moved are now (chunks `from_chunk`..`to_chunk`, default all):
+        {acted, waiting, retrying, running, succeeded, failed, gone, failed_by_reason, settled,
+        failure_rate}. `failed` = back in the DLQ; `failure_rate` = failed / (succeeded + failed)."""
+        return self._backend._plan_outcomes(self.id, from_chunk, to_chunk)
 
     resume = execute
 
@@ -270,3 +313,125 @@ class Plan:
             parts.append("<small>Run it with <code>plan.execute()</code>.</small>")
         parts.append("</div>")
         return "".join(parts)
+
+
+class _Pacing:
+    """The canary, failure guard and rate limit of one paced `Plan.execute` call."""
+
+    def __init__(
+        self,
+        plan: Plan,
+        canary: int,
+        watch: float,
+        max_failure_rate: float | None,
+        rate: float | None,
+        guard_window: int,
+        poll: float,
+    ) -> None:
+        self.plan = plan
+        self.canary = canary
+        self.watch = watch
+        self.max_failure_rate = max_failure_rate
+        self.rate = rate
+        self.guard_window = guard_window
+        self.poll = poll
+        self.started = time.monotonic()
+        self.jobs = 0
+
+    @classmethod
+    def checked(
+        cls,
+        plan: Plan,
+        canary: int,
+        watch: float,
+        max_failure_rate: float | None,
+        rate: float | None,
+        guard_window: int,
+        poll: float,
+    ) -> _Pacing | None:
+        """Validated pacing, or None for a plain execution."""
+        if not isinstance(canary, int) or isinstance(canary, bool) or canary < 0:
+            raise errors.ValidationError("canary must be a number of chunks (0 or more)", field="canary")
+        if max_failure_rate is not None and not 0 <= max_failure_rate <= 1:
+            raise errors.ValidationError("max_failure_rate must be between 0 and 1", field="max_failure_rate")
+        if rate is not None and not rate > 0:
+            raise errors.ValidationError("rate must be above 0 jobs per second", field="rate")
+        if not watch > 0:
+            raise errors.ValidationError("watch must be above 0 seconds", field="watch")
+        if not poll > 0:
+            raise errors.ValidationError("poll must be above 0 seconds", field="poll")
+        if not isinstance(guard_window, int) or guard_window < 1:
+            raise errors.ValidationError("guard_window must be 1 or more chunks", field="guard_window")
+        if not canary and max_failure_rate is None and rate is None:
+            return None
+        if (canary or max_failure_rate is not None) and plan.action != "resurrect":
+            field = "canary" if canary else "max_failure_rate"
+            raise errors.ValidationError(
+                f"a {plan.action} plan has no outcomes to watch; canary and max_failure_rate are for "
+                "resurrect plans",
+                field=field,
+            )
+        if canary and max_failure_rate is None:
+            max_failure_rate = DEFAULT_MAX_FAILURE_RATE
+        return cls(plan, canary, watch, max_failure_rate, rate, guard_window, poll)
+
+    def after_chunk(self, ran: list[int], done: int) -> None:
+        """Called after each chunk this call ran (while more remain): wait for the rate, then watch the
+        canary or run the guard, so the chunk just run has had that wait to show its outcome."""
+        self.jobs += done
+        if self.rate is not None:
+            wait = self.jobs / self.rate - (time.monotonic() - self.started)
+            if wait > 0:
+                time.sleep(wait)
+        if self.canary and len(ran) == self.canary:
+            self._watch_canary(ran)
+        elif self.max_failure_rate is not None and len(ran) > self.canary:
+            window = ran[self.canary :][-self.guard_window :]
+            self._guard(min(window), max(window))
+
+    def _watch_canary(self, ran: list[int]) -> None:
+        lo, hi = min(ran), max(ran)
+        deadline = time.monotonic() + self.watch
+        while True:
+            got = self.plan.outcomes(lo, hi)
+            unsettled = got["waiting"] + got["retrying"] + got["running"]
+            if not unsettled or time.monotonic() >= deadline:
+                break
+            time.sleep(min(self.poll, max(0.0, deadline - time.monotonic())))
+        if not got["settled"] and got["acted"]:
+            self._halt(
+                got,
+                f"none of the {got['acted']:,} canary jobs finished within {self.watch:g}s (is a worker "
+                "running for their queue?)",
+            )
+        self._judge(got, "canary")
+        # The rate clock starts after the watch: the canary's wait is not a credit to spend at once.
+        self.started, self.jobs = time.monotonic(), 0
+
+    def _guard(self, lo: int, hi: int) -> None:
+        got = self.plan.outcomes(lo, hi)
+        # The newest chunk of the window has had little time; half the window settled is enough to judge.
+        if got["settled"] and got["settled"] >= min(GUARD_MIN_SETTLED, got["acted"] // 2):
+            self._judge(got, "guard")
+
+    def _judge(self, got: dict[str, Any], what: str) -> None:
+        assert self.max_failure_rate is not None
+        rate = got["failure_rate"]
+        if rate is not None and rate > self.max_failure_rate:
+            reasons = ", ".join(f"{k} {v:,}" for k, v in got["failed_by_reason"].items())
+            self._halt(
+                got,
+                f"{what}: {got['failed']:,} of {got['settled']:,} finished jobs of chunks "
+                f"{got['from_chunk']}-{got['to_chunk']} failed again ({rate:.0%} > "
+                f"{self.max_failure_rate:.0%}; {reasons})",
+            )
+
+    def _halt(self, got: dict[str, Any], why: str) -> None:
+        plan = self.plan.refresh()
+        raise errors.PlanHalted(
+            f"plan {plan.id} halted after {plan.chunks_done} of {plan.chunks} chunk(s): {why}. "
+            f"{plan.remaining:,} job(s) were not touched; look at plan.outcomes(), then resume with "
+            "plan.execute() or drop the rest with plan.discard()",
+            plan=plan,
+            outcomes=got,
+        )

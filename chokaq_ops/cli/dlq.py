@@ -5,6 +5,8 @@ Filters are the API's: --queue --type --reason --fingerprint --search --tag, --f
 resurrect and purge act on --ids (comma-separated, or - to read one id per line from stdin) or on the
 filters; they freeze the matching set as a plan first (chunks of 1000, resumable with --resume PLAN_ID
 if interrupted) and print its id. --dry-run shows what would be touched and changes nothing.
+resurrect --canary N runs N chunks first and watches their jobs; it stops (exit 1, resumable) when more
+than --max-failure-rate of them fail again, and keeps checking later chunks; --rate caps jobs/s.
 Changes are audited under --actor (default CHOKAQ_ACTOR, else cli:<your OS user name>).
 """
 
@@ -115,6 +117,33 @@ def positive(text: str) -> int:
     return value
 
 
+def duration(text: str) -> float:
+    try:
+        return parse_duration(text, "watch")
+    except errors.ChokaqError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def per_second(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected jobs per second, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be above 0, got {value}")
+    return value
+
+
+def fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number between 0 and 1, got {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value}")
+    return value
+
+
 def progress_wanted() -> bool:
     return sys.stderr.isatty()
 
@@ -199,6 +228,37 @@ def register(sub: argparse._SubParsersAction) -> None:
                 "--set-tags", dest="tags", metavar="TAGS", help="replacement tags for every job of --ids"
             )
             b.add_argument("--priority", type=int, help="priority after resurrection (default 10)")
+            b.add_argument(
+                "--canary",
+                type=positive,
+                default=0,
+                metavar="CHUNKS",
+                help="run this many chunks first and watch their jobs until they succeed or fail again; "
+                "stop (exit 1, resumable) when too many fail again",
+            )
+            b.add_argument(
+                "--watch",
+                type=duration,
+                default=300.0,
+                metavar="DURATION",
+                help="how long to watch the canary's jobs at most (default 5m)",
+            )
+            b.add_argument(
+                "--max-failure-rate",
+                type=fraction,
+                metavar="F",
+                help="stop when more than this share (0-1) of finished jobs failed again: checked after "
+                "the canary and after every later chunk (default 0.1 with --canary)",
+            )
+        b.add_argument(
+            "--rate", type=per_second, metavar="JOBS_PER_S", help="at most this many jobs per second"
+        )
+        b.add_argument(
+            "--chunk-size",
+            type=positive,
+            metavar="N",
+            help="jobs per transaction, at most 1000 (default; a smaller chunk makes a smaller canary)",
+        )
         b.set_defaults(handler=run_bulk, action=name)
 
 
@@ -310,7 +370,7 @@ def run_bulk(args: argparse.Namespace) -> int:
     if args.ids is not None and not ids:
         raise errors.ValidationError("--ids gave no ids", field="ids")
     if args.resume:
-        if ids or filters or args.all or edits or args.max_jobs:
+        if ids or filters or args.all or edits or args.max_jobs or args.chunk_size:
             raise errors.ValidationError(
                 "--resume takes no selection: the plan already has its jobs", field="resume"
             )
@@ -343,6 +403,8 @@ def run_bulk(args: argparse.Namespace) -> int:
             plan_edits = dict.fromkeys(ids, edits) if edits and ids is not None else None
             make = client.plan_resurrect if action == "resurrect" else client.plan_purge
             kwargs: dict[str, Any] = {"max_jobs": args.max_jobs}
+            if args.chunk_size is not None:
+                kwargs["chunk_size"] = args.chunk_size
             if plan_edits:
                 kwargs["edits"] = plan_edits
             if selection is None and not filters:
@@ -353,8 +415,13 @@ def run_bulk(args: argparse.Namespace) -> int:
             if args.format != "json":
                 print(f"plan {plan.id}: {plan.total} job(s) in {plan.chunks} chunk(s)", file=sys.stderr)
         before = plan.chunks_done
+        pacing = {"rate": args.rate}
+        if action == "resurrect":
+            pacing |= {"canary": args.canary, "watch": args.watch, "max_failure_rate": args.max_failure_rate}
         try:
-            plan.execute(progress=progress_wanted())
+            plan.execute(progress=progress_wanted(), **pacing)
+        except errors.PlanHalted as halted:
+            return _print_halted(args, halted, before)
         except KeyboardInterrupt:
             print(
                 f"\ninterrupted; finish with: chokaq dlq {action} --resume {plan.id}",
@@ -369,6 +436,36 @@ def run_bulk(args: argparse.Namespace) -> int:
             "plan_id": plan.id,
         }
         return _print_result(args, out, dry_run=False)
+
+
+def _print_halted(args: argparse.Namespace, halted: errors.PlanHalted, before: int) -> int:
+    """A paced run that stopped itself: what it did, why, and how to go on. Exit 1."""
+    plan = halted.plan
+    got = halted.outcomes
+    if args.format == "json":
+        common.print_json(
+            {
+                "halted": str(halted),
+                "resurrected": plan.done,
+                "batches": plan.chunks_done - before,
+                "remaining": plan.remaining,
+                "plan_id": plan.id,
+                "outcomes": got,
+            }
+        )
+    else:
+        print(f"chokaq: {halted}", file=sys.stderr)
+        print(
+            f"  watched: {got.get('succeeded', 0)} succeeded, {got.get('failed', 0)} failed again, "
+            f"{got.get('waiting', 0) + got.get('retrying', 0) + got.get('running', 0)} not finished",
+            file=sys.stderr,
+        )
+        print(
+            f"  go on after a fix: chokaq dlq resurrect --resume {plan.id} (add --canary again to re-check); "
+            f"drop the rest: discard plan {plan.id} (POST /plans/{plan.id}/discard or plan.discard())",
+            file=sys.stderr,
+        )
+    return 1
 
 
 def _print_result(args: argparse.Namespace, out: dict[str, Any], *, dry_run: bool) -> int:

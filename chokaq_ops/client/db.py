@@ -407,6 +407,9 @@ class DbClient(BaseClient):
     def _plan_discard(self, plan_id: str) -> dict[str, Any]:
         return self.store.discard_plan(plan_id, actor=self._who(plan_id))
 
+    def _plan_outcomes(self, plan_id: str, from_chunk: int | None, to_chunk: int | None) -> dict[str, Any]:
+        return self.store.plan_outcomes(plan_id, from_chunk=from_chunk, to_chunk=to_chunk)
+
     def _plan_list(self, *, state: str | None, action: str | None, limit: int) -> list[dict[str, Any]]:
         rows, _ = self.store.list_plans(state=state, action=action, page_size=min(limit, 1000))
         return rows

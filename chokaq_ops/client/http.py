@@ -345,6 +345,9 @@ class HttpClient(BaseClient):
     def _plan_discard(self, plan_id: str) -> dict[str, Any]:
         return self.api.post(f"/plans/{quote(plan_id)}/discard")
 
+    def _plan_outcomes(self, plan_id: str, from_chunk: int | None, to_chunk: int | None) -> dict[str, Any]:
+        return self.api.get(f"/plans/{quote(plan_id)}/outcomes", from_chunk=from_chunk, to_chunk=to_chunk)
+
     def _plan_list(self, *, state: str | None, action: str | None, limit: int) -> list[dict[str, Any]]:
         got = self.api.call(
             "GET",

@@ -25,6 +25,8 @@ PLAN_CHUNK = 1000  # the seeds' rule for bulk moves: at most 1000 jobs per trans
 SAMPLE_SIZE = 10
 _ID_BATCH = 5000  # ids frozen per statement when a plan is built from a list
 MAX_PLAN_JOBS = 10_000_000
+# Where a resurrected job can be now (plan_outcomes), in the order a report lists them.
+OUTCOME_STATES = ("waiting", "retrying", "running", "succeeded", "failed", "gone")
 
 
 def new_plan_id() -> str:
@@ -219,6 +221,49 @@ class PlanOps(AdminOps):
             "plan_items", write=False, plan_id=plan_id, limit=page_size, offset=(page - 1) * page_size
         )
 
+    def plan_outcomes(
+        self, plan_id: str, *, from_chunk: int | None = None, to_chunk: int | None = None
+    ) -> dict[str, Any]:
+        """Where the jobs a resurrect plan moved (chunks `from_chunk`..`to_chunk`, default all) are now.
+
+        Returns {plan_id, from_chunk, to_chunk, acted, waiting, retrying, running, succeeded, failed,
+        gone, failed_by_reason, settled, failure_rate}: `settled` = succeeded + failed, `failure_rate` =
+        failed / settled (None before any settled). What a canary and the failure guard of a paced
+        execution read; one grouped statement over the plan-order index."""
+        plan = self.get_plan(plan_id)
+        if plan["action"] != "resurrect":
+            raise errors.InvalidState(
+                f"plan {plan_id} is a {plan['action']} plan; outcomes are tracked for resurrect plans"
+            )
+        last = max(plan["chunks"] - 1, 0)
+        lo = _chunk_bound(from_chunk, "from_chunk", 0)
+        hi = _chunk_bound(to_chunk, "to_chunk", last)
+        size = plan["chunk_size"]
+        out: dict[str, Any] = {"plan_id": plan_id, "from_chunk": lo, "to_chunk": hi}
+        out |= dict.fromkeys(OUTCOME_STATES, 0)
+        by_reason: dict[str, int] = {}
+        if lo <= hi:
+            rows = self.run(
+                "plan_outcomes",
+                write=False,
+                plan_id=plan_id,
+                from_chunk=lo,
+                to_chunk=hi,
+                ord_from=lo * size,
+                ord_to=(hi + 1) * size - 1,
+            )
+            for r in rows:
+                n = int(r["n"])
+                out[r["state"]] += n
+                if r["state"] == "failed" and r["reason"] is not None:
+                    name = FailureReason(int(r["reason"])).name
+                    by_reason[name] = by_reason.get(name, 0) + n
+        out["acted"] = sum(out[k] for k in OUTCOME_STATES)
+        out["failed_by_reason"] = dict(sorted(by_reason.items(), key=lambda kv: (-kv[1], kv[0])))
+        out["settled"] = out["succeeded"] + out["failed"]
+        out["failure_rate"] = round(out["failed"] / out["settled"], 4) if out["settled"] else None
+        return out
+
     # ------------------------------------------------------------------ execution
 
     def execute_plan_chunk(
@@ -289,6 +334,14 @@ class PlanOps(AdminOps):
             )
         self.audit(Actor(actor.name, plan_id), "plan_discard", details={"plan_id": plan_id})
         return _decode(rows[0])
+
+
+def _chunk_bound(value: int | None, field: str, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise errors.ValidationError(f"{field} must be a chunk number (0 or more)", field=field)
+    return value
 
 
 def _has_edit(item: Mapping[str, Any]) -> bool:

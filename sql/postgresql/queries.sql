@@ -1246,3 +1246,24 @@ RETURNING *;
 -- name: plan_items
 SELECT job_id, chunk, ord, done_at, outcome, payload, tags, priority FROM plan_items
 WHERE plan_id = CAST(:plan_id AS text) ORDER BY ord LIMIT CAST(:limit AS integer) OFFSET CAST(:offset AS integer);
+
+-- name: plan_outcomes
+-- Where the jobs a resurrect plan moved (its 'done' items of chunks :from_chunk..:to_chunk) are now, for
+-- the canary and failure guard of a paced execution: still hot (waiting = pending and not tried since,
+-- retrying = pending after a failed attempt, running = fetched or processing), archived (succeeded), back
+-- in the DLQ (failed, by reason) or in no table (gone: purged since). The ord range uses the plan-order
+-- index: item ord n is in chunk n / chunk_size.
+SELECT CASE WHEN h.id IS NOT NULL THEN
+                 CASE WHEN h.status <> 0 THEN 'running' WHEN h.attempt_count > 0 THEN 'retrying' ELSE 'waiting' END
+            WHEN a.id IS NOT NULL THEN 'succeeded'
+            WHEN d.id IS NOT NULL THEN 'failed'
+            ELSE 'gone' END AS state,
+       d.failure_reason AS reason, count(*) AS n
+FROM plan_items i
+LEFT JOIN jobs_hot h ON h.id = i.job_id
+LEFT JOIN jobs_archive a ON a.id = i.job_id
+LEFT JOIN jobs_dlq d ON d.id = i.job_id
+WHERE i.plan_id = CAST(:plan_id AS text) AND i.outcome = 'done'
+  AND i.ord BETWEEN CAST(:ord_from AS integer) AND CAST(:ord_to AS integer)
+  AND i.chunk BETWEEN CAST(:from_chunk AS integer) AND CAST(:to_chunk AS integer)
+GROUP BY 1, 2;

@@ -1016,3 +1016,24 @@ RETURNING *;
 -- name: plan_items
 SELECT job_id, chunk, ord, done_at, outcome, payload, tags, priority FROM plan_items
 WHERE plan_id = :plan_id ORDER BY ord LIMIT :limit OFFSET :offset;
+
+-- name: plan_outcomes
+-- Where the jobs a resurrect plan moved (its 'done' items of chunks :from_chunk..:to_chunk) are now, for
+-- the canary and failure guard of a paced execution: still hot (waiting = pending and not tried since,
+-- retrying = pending after a failed attempt, running = fetched or processing), archived (succeeded), back
+-- in the DLQ (failed, by reason) or in no table (gone: purged since). The ord range uses the plan-order
+-- index: item ord n is in chunk n / chunk_size.
+SELECT CASE WHEN h.id IS NOT NULL THEN
+                 CASE WHEN h.status <> 0 THEN 'running' WHEN h.attempt_count > 0 THEN 'retrying' ELSE 'waiting' END
+            WHEN a.id IS NOT NULL THEN 'succeeded'
+            WHEN d.id IS NOT NULL THEN 'failed'
+            ELSE 'gone' END AS state,
+       d.failure_reason AS reason, count(*) AS n
+FROM plan_items i
+LEFT JOIN jobs_hot h ON h.id = i.job_id
+LEFT JOIN jobs_archive a ON a.id = i.job_id
+LEFT JOIN jobs_dlq d ON d.id = i.job_id
+WHERE i.plan_id = :plan_id AND i.outcome = 'done'
+  AND i.ord BETWEEN :ord_from AND :ord_to
+  AND i.chunk BETWEEN :from_chunk AND :to_chunk
+GROUP BY 1, 2;

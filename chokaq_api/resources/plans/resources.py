@@ -20,6 +20,8 @@ from chokaq_api.resources.plans.schemas import (
     CreatePlanSchema,
     ExecutedSchema,
     ExecuteSchema,
+    OutcomesQuery,
+    OutcomesSchema,
     PlanItemSchema,
     PlanListQuery,
     PlanSchema,
@@ -126,3 +128,14 @@ class Items(MethodView):
         return store().plan_items(
             plan_id, page=pagination_parameters.page, page_size=pagination_parameters.page_size
         )
+
+
+@blp.route("/<plan_id>/outcomes")
+class Outcomes(MethodView):
+    @blp.arguments(OutcomesQuery, location="query")
+    @blp.response(200, OutcomesSchema)
+    @blp.alt_response(404, response="NOT_FOUND")
+    @blp.alt_response(409, response="CONFLICT", description="Not a resurrect plan.")
+    def get(self, args: dict[str, Any], plan_id: str) -> Any:
+        """Where the jobs a resurrect plan moved are now: waiting, running, succeeded, failed again"""
+        return store().plan_outcomes(plan_id, **args)

@@ -165,3 +165,35 @@ class PlanItemSchema(ma.Schema):
     payload = ma.fields.String(allow_none=True)
     tags = ma.fields.String(allow_none=True)
     priority = ma.fields.Integer(allow_none=True)
+
+
+class OutcomesQuery(Schema):
+    from_chunk = ma.fields.Integer(
+        validate=ma.validate.Range(min=0), metadata={"description": "First chunk to report (default 0)"}
+    )
+    to_chunk = ma.fields.Integer(
+        validate=ma.validate.Range(min=0), metadata={"description": "Last chunk to report (default the last)"}
+    )
+
+
+class OutcomesSchema(ma.Schema):
+    class Meta:
+        ordered = True
+
+    plan_id = ma.fields.String(required=True)
+    from_chunk = ma.fields.Integer(required=True)
+    to_chunk = ma.fields.Integer(required=True)
+    acted = ma.fields.Integer(
+        required=True, metadata={"description": "Jobs the plan resurrected in these chunks"}
+    )
+    waiting = ma.fields.Integer(required=True, metadata={"description": "Pending, not tried since"})
+    retrying = ma.fields.Integer(required=True, metadata={"description": "Pending after a failed attempt"})
+    running = ma.fields.Integer(required=True, metadata={"description": "Fetched or processing"})
+    succeeded = ma.fields.Integer(required=True, metadata={"description": "In the archive"})
+    failed = ma.fields.Integer(required=True, metadata={"description": "Back in the dead-letter queue"})
+    gone = ma.fields.Integer(required=True, metadata={"description": "In no table (purged since)"})
+    failed_by_reason = ma.fields.Dict(keys=ma.fields.String(), values=ma.fields.Integer(), required=True)
+    settled = ma.fields.Integer(required=True, metadata={"description": "succeeded + failed"})
+    failure_rate = ma.fields.Float(
+        required=True, allow_none=True, metadata={"description": "failed / settled; null before any settled"}
+    )
