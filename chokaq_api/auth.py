@@ -93,6 +93,7 @@ ROUTES: Mapping[tuple[str, str], Rule] = {
     ("GET", "/plans/<plan_id>/outcomes"): READER,
     ("POST", "/plans/<plan_id>/execute"): OPERATOR,
     ("POST", "/plans/<plan_id>/discard"): OPERATOR,
+    ("POST", "/plans/<plan_id>/approve"): OPERATOR,
 }
 
 

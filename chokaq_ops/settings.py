@@ -105,6 +105,9 @@ class ApiSettings:
     sse_poll_interval: float = 1.0  # how often an event stream reads the events table
     sse_max_streams: int = field(default=4, metadata=_limit(1))  # each open stream holds a server thread
     sse_max_duration: float = 600.0  # streams end after this; EventSource reconnects with Last-Event-ID
+    # Four-eyes: plans freezing this many jobs or more run through the API only once a second token has
+    # approved them (POST /plans/{id}/approve). 0 turns it off.
+    plan_approval_min_jobs: int = field(default=0, metadata=_limit(0))
 
 
 @dataclass(frozen=True, slots=True)

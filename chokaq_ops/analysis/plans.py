@@ -48,6 +48,8 @@ class PlanBackend(Protocol):
 
     def _plan_discard(self, plan_id: str) -> dict[str, Any]: ...
 
+    def _plan_approve(self, plan_id: str) -> dict[str, Any]: ...
+
     def _plan_outcomes(
         self, plan_id: str, from_chunk: int | None, to_chunk: int | None
     ) -> dict[str, Any]: ...
@@ -100,7 +102,7 @@ class Plan:
 
     def _update(self, data: dict[str, Any]) -> None:
         data = dict(data)
-        for key in ("created_at", "updated_at", "finished_at"):
+        for key in ("created_at", "updated_at", "finished_at", "approved_at"):
             value = data.get(key)
             if isinstance(value, str):
                 data[key] = datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -215,6 +217,12 @@ class Plan:
 
     resume = execute
 
+    def approve(self) -> Plan:
+        """Approve the plan as a second person (four-eyes; see Api.PlanApprovalMinJobs). The creator
+        cannot approve their own plan (errors.Conflict). Audited; the first approval stands."""
+        self._update(self._backend._plan_approve(self.id))
+        return self
+
     def discard(self) -> Plan:
         """Stop the plan for good: chunks not yet run never will be. Audited."""
         self._update(self._backend._plan_discard(self.id))
@@ -248,10 +256,11 @@ class Plan:
         )
 
     def _progress_line(self) -> str:
+        approved = f"; approved by {self._data['approved_by']}" if self._data.get("approved_by") else ""
         return (
             f"done {self.done:,}, skipped {self.skipped:,}, remaining {self.remaining:,}; chunks "
             f"{self.chunks_done}/{self.chunks}; frozen {self.created_at:%Y-%m-%d %H:%M:%S} UTC "
-            f"by {self.actor}"
+            f"by {self.actor}{approved}"
         )
 
     def _breakdowns(self) -> list[tuple[str, dict[str, int]]]:

@@ -404,6 +404,9 @@ class DbClient(BaseClient):
                 return rows
             page += 1
 
+    def _plan_approve(self, plan_id: str) -> dict[str, Any]:
+        return self.store.approve_plan(plan_id, actor=self._who(plan_id))
+
     def _plan_discard(self, plan_id: str) -> dict[str, Any]:
         return self.store.discard_plan(plan_id, actor=self._who(plan_id))
 

@@ -342,6 +342,9 @@ class HttpClient(BaseClient):
             rows.extend(items)
         return rows
 
+    def _plan_approve(self, plan_id: str) -> dict[str, Any]:
+        return self.api.post(f"/plans/{quote(plan_id)}/approve")
+
     def _plan_discard(self, plan_id: str) -> dict[str, Any]:
         return self.api.post(f"/plans/{quote(plan_id)}/discard")
 

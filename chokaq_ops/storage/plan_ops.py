@@ -323,6 +323,43 @@ class PlanOps(AdminOps):
             )
         return [r["id"] for r in rows]
 
+    def approve_plan(self, plan_id: str, *, actor: Actor) -> dict[str, Any]:
+        """Four-eyes: record that `actor`, who did not create the plan, approves it. Audited. Approving a
+        plan twice (or by a second approver) returns it unchanged; the first approval stands."""
+        actor = _actor(actor)
+
+        def approve(tx: Any) -> dict[str, Any]:
+            rows = tx.run("plan_approve", id=plan_id, actor=actor.name)
+            if rows:
+                plan = _decode(rows[0])
+                what = {"plan_id": plan_id, "action": plan["action"], "total": plan["total"]}
+                tx.run(
+                    "audit_one",
+                    actor=actor.name,
+                    action="plan_approve",
+                    job_id=None,
+                    plan_id=plan_id,
+                    count=plan["total"],
+                    details=what,
+                )
+                tx.run(
+                    "add_event",
+                    kind="plan_approved",
+                    message=f"{actor.name} approved plan {plan_id} ({plan['action']} {plan['total']} jobs)",
+                    data=what | {"actor": actor.name},
+                )
+                return plan
+            plan = self.get_plan(plan_id)
+            if plan["actor"] == actor.name:
+                raise errors.Conflict(
+                    f"{actor.name} created plan {plan_id}; a second person must approve it", field="actor"
+                )
+            if plan["state"] not in ("ready", "running"):
+                raise errors.InvalidState(f"plan {plan_id} is {plan['state']}; there is nothing to approve")
+            return plan
+
+        return self.transaction(approve)
+
     def discard_plan(self, plan_id: str, *, actor: Actor) -> dict[str, Any]:
         """Stop a plan for good: its unexecuted chunks will never run. Audited."""
         actor = _actor(actor)

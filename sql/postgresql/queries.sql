@@ -1238,6 +1238,14 @@ WHERE id = CAST(:plan_id AS text) AND state IN ('ready', 'running')
   AND NOT EXISTS (SELECT 1 FROM plan_items WHERE plan_id = CAST(:plan_id AS text) AND done_at IS NULL)
 RETURNING *;
 
+-- name: plan_approve
+-- Four-eyes: a ready or running plan approved by someone other than its creator; the first approval
+-- stands (no row when the plan is finished, already approved, or the approver created it).
+UPDATE plans SET approved_by = CAST(:actor AS text), approved_at = now(), updated_at = now()
+WHERE id = CAST(:id AS text) AND state IN ('ready', 'running') AND approved_by IS NULL
+  AND actor <> CAST(:actor AS text)
+RETURNING *;
+
 -- name: plan_discard
 UPDATE plans SET state = 'discarded', updated_at = now()
 WHERE id = CAST(:id AS text) AND state IN ('ready', 'running')

@@ -281,6 +281,8 @@ CREATE TABLE plans (
     done         integer      NOT NULL DEFAULT 0,
     skipped      integer      NOT NULL DEFAULT 0,
     details      text,
+    approved_by  varchar(100),  -- four-eyes approval (0003): a token name other than actor
+    approved_at  timestamptz,
     CONSTRAINT pk_plans PRIMARY KEY (id),
     CONSTRAINT ck_plans_action CHECK (action IN ('resurrect', 'purge', 'cancel')),
     CONSTRAINT ck_plans_state CHECK (state IN ('ready', 'running', 'done', 'discarded'))

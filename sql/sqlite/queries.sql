@@ -1009,6 +1009,13 @@ WHERE id = :plan_id AND state IN ('ready', 'running')
   AND NOT EXISTS (SELECT 1 FROM plan_items WHERE plan_id = :plan_id AND done_at IS NULL)
 RETURNING *;
 
+-- name: plan_approve
+-- Four-eyes: a ready or running plan approved by someone other than its creator; the first approval
+-- stands (no row when the plan is finished, already approved, or the approver created it).
+UPDATE plans SET approved_by = :actor, approved_at = {{now}}, updated_at = {{now}}
+WHERE id = :id AND state IN ('ready', 'running') AND approved_by IS NULL AND actor <> :actor
+RETURNING *;
+
 -- name: plan_discard
 UPDATE plans SET state = 'discarded', updated_at = {{now}} WHERE id = :id AND state IN ('ready', 'running')
 RETURNING *;

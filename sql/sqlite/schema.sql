@@ -218,7 +218,9 @@ CREATE TABLE plans (
     chunks_done  INTEGER NOT NULL DEFAULT 0,
     done         INTEGER NOT NULL DEFAULT 0,
     skipped      INTEGER NOT NULL DEFAULT 0,
-    details      TEXT
+    details      TEXT,
+    approved_by  TEXT,  -- four-eyes approval (0003): a token name other than actor
+    approved_at  TEXT
 );
 CREATE INDEX ix_plans_created ON plans (created_at, id);
 

@@ -15,7 +15,7 @@ from flask import g
 from flask.views import MethodView
 
 from chokaq_api.auth import actor
-from chokaq_api.extensions import Blueprint, store
+from chokaq_api.extensions import Blueprint, ctx, store
 from chokaq_api.resources.plans.schemas import (
     CreatePlanSchema,
     ExecutedSchema,
@@ -44,6 +44,18 @@ def require_role_for(action: str) -> None:
     if _RANK[principal["role"]] < _RANK[needed]:
         raise errors.Forbidden(
             f"a {action} plan needs the {needed} role; token {principal['name']!r} is {principal['role']}"
+        )
+
+
+def require_approval(plan: dict[str, Any]) -> None:
+    """Four-eyes (Api.PlanApprovalMinJobs): a large plan runs only once someone other than its creator
+    approved it."""
+    least = ctx().settings.api.plan_approval_min_jobs
+    if least and plan["total"] >= least and not plan.get("approved_by") and plan["state"] != "done":
+        raise errors.InvalidState(
+            f"plan {plan['id']} freezes {plan['total']:,} jobs (Api.PlanApprovalMinJobs is {least:,}): a "
+            f"second person must approve it first: POST /plans/{plan['id']}/approve with a token other "
+            f"than {plan['actor']!r}"
         )
 
 
@@ -91,6 +103,7 @@ class Execute(MethodView):
         require_role_for(plan["action"])
         if plan["state"] == "discarded":
             raise errors.InvalidState(f"plan {plan_id} was discarded")
+        require_approval(plan)
         max_chunks = body.get("max_chunks")
         deadline = time.monotonic() + body.get("max_seconds", 30.0)
         executed: list[dict[str, Any]] = []
@@ -102,6 +115,20 @@ class Execute(MethodView):
             if time.monotonic() >= deadline:
                 break
         return plan | {"executed": executed}
+
+
+@blp.route("/<plan_id>/approve")
+class Approve(MethodView):
+    @blp.response(200, PlanSchema, description="The plan with approved_by and approved_at.")
+    @blp.alt_response(404, response="NOT_FOUND")
+    @blp.alt_response(
+        409, response="CONFLICT", description="The approver created the plan, or the plan is finished."
+    )
+    def post(self, plan_id: str) -> Any:
+        """Approve a plan as a second person (four-eyes); the first approval stands"""
+        st = store()
+        require_role_for(st.get_plan(plan_id)["action"])
+        return st.approve_plan(plan_id, actor=actor(plan_id))
 
 
 @blp.route("/<plan_id>/discard")

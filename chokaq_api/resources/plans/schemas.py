@@ -147,6 +147,11 @@ class PlanSchema(ma.Schema):
     filter = ma.fields.Dict(allow_none=True)
     max_jobs = ma.fields.Integer(allow_none=True)
     edited = ma.fields.Integer(metadata={"description": "Jobs with a replacement payload, tags or priority"})
+    approved_by = ma.fields.String(
+        allow_none=True,
+        metadata={"description": "Four-eyes: the token that approved the plan (not its creator)"},
+    )
+    approved_at = fields.UtcDateTime(allow_none=True)
 
 
 class ExecutedSchema(PlanSchema):
