@@ -6,6 +6,7 @@ import logging
 import re
 import sqlite3
 import threading
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,6 +27,10 @@ def _is_time_column(name: str) -> bool:
 
 
 HOT = "hot"  # the kind of pooled connection the worker's hot statements run on (PostgresDialect)
+# A hot connection makes generic plans only from statistics of a jobs_hot at least this big (smaller, or
+# never analyzed: reltuples -1); until then it runs the hot statements plain and looks again this often.
+GENERIC_PLAN_MIN_ROWS = 10_000
+GENERIC_PLAN_RECHECK_S = 30.0
 
 
 class Dialect:
@@ -158,6 +163,9 @@ class PostgresDialect(Dialect):
     # id(hot connection) -> names prepared on it; set up whenever connect() makes a hot connection.
     _prepared_on: dict[int, set[str]] = field(default_factory=dict, repr=False)
     _prepare_off: bool = False
+    # id(hot connection) -> monotonic time before which it runs the hot statements plain (the statistics
+    # said jobs_hot was too small to make generic plans from when it last looked).
+    _plain_until: dict[int, float] = field(default_factory=dict, repr=False)
 
     @property
     def driver_prepares(self) -> bool:
@@ -166,12 +174,16 @@ class PostgresDialect(Dialect):
     def prepare_on_use(self, statements: dict[str, Statement]) -> set[str]:
         """Run these statements (the worker's hot path) on hot connections, as server-side prepared
         statements with one generic plan each: PREPARE once per connection, then `EXECUTE name(...)`.
-        Planning was half of their server time (a claim: 0.3 of 0.6 ms). A hot connection plans by
-        rule rather than by statistics (no sequential or bitmap scans, no hash or merge joins), so a
-        plan made while jobs_hot looked empty is still the index plan when it holds a million rows;
-        each statement reaches rows only through the primary key (`id = ANY(ARRAY(...))`) or the fetch
-        index read in order, which are right at any size. Returns the names that will be prepared;
-        none when the driver prepares every statement itself (UseServerSidePrepare=1)."""
+        Planning was half of their server time (a claim: 0.3 of 0.6 ms). A generic plan is made once,
+        from the statistics of that moment, and kept: made while jobs_hot looked empty (a quiet queue,
+        a fresh install) it walked whole indexes on every claim once the table filled (10-500 ms per
+        claim). So a connection prepares only once the statistics show a table of at least
+        GENERIC_PLAN_MIN_ROWS rows, and then also plans by rule (no sequential or bitmap scans, no hash
+        or merge joins): made from such statistics, each plan reaches rows only through the primary key
+        (`id = ANY(ARRAY(...))`) or the fetch index read in order, which stay right at any size. Until
+        then the statements run plain, planned per call, and the connection looks again every
+        GENERIC_PLAN_RECHECK_S seconds. Returns the names that will be prepared; none when the driver
+        prepares every statement itself (UseServerSidePrepare=1)."""
         if self.driver_prepares:
             return set()
         names = set()
@@ -194,17 +206,15 @@ class PostgresDialect(Dialect):
             raise errors.TransientStorageError(f"cannot connect to {self.redacted_url()}: {exc}") from exc
         cur = conn.cursor()
         cur.execute("SET TIME ZONE 'UTC'")
+        # Every statement is planned with its actual parameters: generic plans cannot prune
+        # `:x IS NULL OR col = :x` filters (also when the driver prepares, UseServerSidePrepare=1). A hot
+        # connection switches to generic, rule-planned plans once it prepares (see prepare_on_use).
+        cur.execute("SET plan_cache_mode = force_custom_plan")
+        self._plain_until.pop(id(conn), None)
         if kind == HOT and not self.driver_prepares:
             self._prepared_on[id(conn)] = set()
-            cur.execute("SET plan_cache_mode = force_generic_plan")
-            for setting in ("enable_seqscan", "enable_bitmapscan", "enable_hashjoin", "enable_mergejoin"):
-                cur.execute(f"SET {setting} = off")
         else:
             self._prepared_on.pop(id(conn), None)
-            # Should the driver prepare statements (UseServerSidePrepare=1 in the URL): generic plans
-            # cannot prune `:x IS NULL OR col = :x` filters, so every execution is planned with its
-            # actual parameters.
-            cur.execute("SET plan_cache_mode = force_custom_plan")
         # Every chokaq statement is short; JIT compiles any plan whose estimate crosses jit_above_cost, and
         # the LIMIT-ed lateral scans of fetch estimate high: 100 ms of compilation for a 2 ms claim.
         cur.execute("SET jit = off")
@@ -217,6 +227,9 @@ class PostgresDialect(Dialect):
         conn = cursor.connection
         done = self._prepared_on.get(id(conn))
         if prepared is None or done is None or self._prepare_off or not conn.autocommit:
+            cursor.execute(statement.qmark_sql, [params.get(k) for k in statement.param_order])
+            return
+        if not done and not self._ready_for_generic_plans(cursor, conn):
             cursor.execute(statement.qmark_sql, [params.get(k) for k in statement.param_order])
             return
         name, order, prepare = prepared
@@ -242,6 +255,23 @@ class PostgresDialect(Dialect):
         self._prepare_off = True
         log.warning("prepared statements do not survive on %s; running without them", self.redacted_url())
         cursor.execute(statement.qmark_sql, [params.get(k) for k in statement.param_order])
+
+    def _ready_for_generic_plans(self, cursor: Any, conn: Any) -> bool:
+        """Whether this hot connection may make its generic plans now; switches it to them if so."""
+        key = id(conn)
+        now = time.monotonic()
+        if now < self._plain_until.get(key, 0.0):
+            return False
+        cursor.execute("SELECT reltuples FROM pg_class WHERE oid = 'jobs_hot'::regclass")
+        row = cursor.fetchone()
+        if row is None or float(row[0]) < GENERIC_PLAN_MIN_ROWS:
+            self._plain_until[key] = now + GENERIC_PLAN_RECHECK_S
+            return False
+        self._plain_until.pop(key, None)
+        cursor.execute("SET plan_cache_mode = force_generic_plan")
+        for setting in ("enable_seqscan", "enable_bitmapscan", "enable_hashjoin", "enable_mergejoin"):
+            cursor.execute(f"SET {setting} = off")
+        return True
 
     def begin(self, conn: Any, write: bool) -> None:
         conn.autocommit = False

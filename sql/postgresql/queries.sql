@@ -192,7 +192,9 @@ head AS (
 ),
 free AS (
     SELECT h.id, h.priority, h.due_at FROM jobs_hot h
-    WHERE h.id = ANY (ARRAY(SELECT id FROM head)) AND h.status = 0 AND h.due_at <= now()
+    -- Rows through the primary key only: `status + 0` keeps the planner off the partial fetch indexes,
+    -- which a plan made while jobs_hot had no statistics walked whole (20,000 rows, 10 ms per claim).
+    WHERE h.id = ANY (ARRAY(SELECT id FROM head)) AND h.status + 0 = 0 AND h.due_at <= now()
       AND NOT EXISTS (SELECT 1 FROM excluded x WHERE x.name = h.queue)
     ORDER BY h.priority DESC, h.due_at
     LIMIT CAST(:limit AS integer)
@@ -263,7 +265,9 @@ WITH head AS (
 ),
 free AS (
     SELECT h.id, h.priority, h.due_at FROM jobs_hot h
-    WHERE h.id = ANY (ARRAY(SELECT id FROM head)) AND h.status = 0 AND h.due_at <= now()
+    -- Rows through the primary key only: `status + 0` keeps the planner off the partial fetch indexes,
+    -- which a plan made while jobs_hot had no statistics walked whole (20,000 rows, 10 ms per claim).
+    WHERE h.id = ANY (ARRAY(SELECT id FROM head)) AND h.status + 0 = 0 AND h.due_at <= now()
       AND NOT EXISTS (SELECT 1 FROM queues q WHERE q.name = h.queue
                       AND (q.paused OR NOT q.active OR q.max_workers IS NOT NULL))
     ORDER BY h.priority DESC, h.due_at, h.id

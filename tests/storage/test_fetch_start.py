@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from storage_factories import OPS
 
 from chokaq_ops.models import NewJob
@@ -94,28 +95,74 @@ def test_recover_claims_returns_the_rows_a_worker_holds_unknowingly(store):
     assert [store.get_job(r["id"])["status"] for r in other] == ["processing", "fetched"]
 
 
-def test_hot_statements_keep_index_plans_when_prepared_on_an_empty_table(pg_url):
-    """PostgreSQL runs the worker's hot statements prepared, with one generic plan made at first use. A
-    plan made while jobs_hot is empty must still be the index plan once it holds many rows."""
+def _use_every_hot_statement(store) -> None:
+    from chokaq_ops.storage.worker_ops import Dead, Retry
+
+    store.fetch("w", 8, start=2)
+    store.mark_processing("w", ["x"])
+    store.heartbeat("w", ["x"])
+    store.release("w", ["x"])
+    store.archive_succeeded("w", [("x", 1.0)])
+    store.move_to_dlq("w", [Dead("x", 0, "e")])
+    store.reschedule("w", [Retry("x", 0, "e")])
+
+
+def _prepared_on_hot_connection(store) -> set[str]:
+    from chokaq_ops.storage.dialects import HOT
+
+    with store.pool.connection(HOT) as conn:
+        cur = conn.cursor()
+        cur.execute("SELECT name FROM pg_prepared_statements")
+        return {r[0] for r in cur.fetchall()}
+
+
+def _fill(store, n: int, prefix: str = "big") -> None:
+    for start in range(0, n, 2000):
+        store.enqueue([NewJob(type="t", id=f"{prefix}{start}-{i}") for i in range(min(2000, n - start))])
+
+
+def _analyze(store) -> None:
+    with store.connection() as conn:
+        conn.cursor().execute("ANALYZE jobs_hot")
+
+
+@pytest.mark.parametrize("stats", ["empty_and_analyzed", "full_but_never_analyzed"])
+def test_hot_statements_are_not_prepared_from_statistics_of_a_small_table(pg_url, stats, monkeypatch):
+    """A generic plan is made once and kept; made from the statistics of an empty (or never analyzed)
+    jobs_hot it walked whole indexes on every claim once the table filled. Such a connection runs the
+    hot statements plain until the statistics show a table worth planning for, then prepares them."""
+    from chokaq_ops.storage import Store, dialects
+
+    monkeypatch.setattr(dialects, "GENERIC_PLAN_RECHECK_S", 0.0)
+    with Store(pg_url, pool_size=1) as store:
+        if stats == "empty_and_analyzed":
+            _analyze(store)
+        else:
+            _fill(store, 12_000)
+        _use_every_hot_statement(store)
+        assert _prepared_on_hot_connection(store) == set()
+        if stats == "empty_and_analyzed":
+            _fill(store, 12_000)
+        _analyze(store)
+        _use_every_hot_statement(store)
+        assert "chokaq_fetch_head" in _prepared_on_hot_connection(store)
+
+
+def test_hot_statements_prepared_from_big_table_statistics_reach_rows_only_through_their_indexes(pg_url):
+    """Made from the statistics of a big jobs_hot, every hot statement's generic plan reaches rows only
+    through the primary key or, for the head of the claim, the fetch index: plans that stay right when
+    the table is small again, or ten times bigger."""
     import json
+    import re
 
     from chokaq_ops.storage import Store
     from chokaq_ops.storage.dialects import HOT
-    from chokaq_ops.storage.worker_ops import Dead, Retry
 
     with Store(pg_url, pool_size=1) as store:
-        # First use of every hot statement, on an empty table (ANALYZEd: the planner knows it is empty).
-        with store.connection() as conn:
-            conn.cursor().execute("ANALYZE jobs_hot")
-        store.fetch("w", 8, start=2)
-        store.mark_processing("w", ["x"])
-        store.heartbeat("w", ["x"])
-        store.release("w", ["x"])
-        store.archive_succeeded("w", [("x", 1.0)])
-        store.move_to_dlq("w", [Dead("x", 0, "e")])
-        store.reschedule("w", [Retry("x", 0, "e")])
-        for n in range(5):
-            store.enqueue([NewJob(type="t", id=f"big{n}-{i}") for i in range(1000)])
+        _fill(store, 12_000)
+        _analyze(store)
+        _use_every_hot_statement(store)
+        assert "chokaq_fetch_head" in _prepared_on_hot_connection(store)
         ids = json.dumps([f"big0-{i}" for i in range(8)])
         done = json.dumps([{"id": f"big0-{i}", "duration_ms": 1.0} for i in range(8)])
         statements = [
@@ -130,6 +177,11 @@ def test_hot_statements_keep_index_plans_when_prepared_on_an_empty_table(pg_url)
             for text, params in statements:
                 cur.execute(text, params)
                 plan = "\n".join(r[0] for r in cur.fetchall())
-                for bad in ("Seq Scan on jobs_hot", "Bitmap", "Hash Join", "Merge Join"):
+                scans = [ln for ln in plan.splitlines() if re.search(r"Scan.* on jobs_hot\b", ln)]
+                assert scans, f"{text}:\n{plan}"
+                for line in scans:
+                    assert re.search(r"Index (Only )?Scan using (pk_jobs_hot|ix_jobs_hot_fetch) ", line), (
+                        f"{text} reaches jobs_hot another way:\n{plan}"
+                    )
+                for bad in ("Hash Join", "Merge Join"):
                     assert bad not in plan, f"{text}:\n{plan}"
-                assert "jobs_hot" in plan
