@@ -33,6 +33,13 @@ def soak_config(tmp_path):
     )
 
 
+def held_by(store, worker: str) -> int:
+    """Jobs fetched or processing under `worker`, read from the table."""
+    return int(
+        sql(store, "SELECT count(*) FROM jobs_hot WHERE worker_id = ? AND status IN (1, 2)", worker)[0][0]
+    )
+
+
 def test_soak_with_a_killed_worker(store, db_url, dialect, tmp_path, spawn):
     n = int(os.environ.get("CHOKAQ_SOAK_JOBS", JOBS[dialect]))
     ids = [f"soak{i:06d}" for i in range(n)]
@@ -45,6 +52,9 @@ def test_soak_with_a_killed_worker(store, db_url, dialect, tmp_path, spawn):
     workers = [spawn(db_url, config, f"soak-w{k}", concurrency=CONCURRENCY) for k in range(WORKERS)]
     victim = workers[1]
     wait_for(lambda: counts(store)["archive"] >= n * 0.3, 300, "30 % of the jobs done", interval=0.2)
+    # Kill it while it holds jobs: with no-op jobs a worker spends much of its time waiting for its next
+    # claim with nothing reserved, and a kill then would leave nothing for the sweep to rescue.
+    wait_for(lambda: held_by(store, victim.name) >= 2, 60, "the victim holding jobs", interval=0.001)
     victim.kill()
     killed_at = time.monotonic() - t0
     wait_for(lambda: counts(store)["hot"] == 0, 300, "every job finished", interval=0.2)
