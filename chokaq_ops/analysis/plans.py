@@ -20,6 +20,7 @@ import html
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -183,7 +184,8 @@ class Plan:
         `execute()` resumes it (after a fix) and `discard()` drops the rest."""
         if self.state == "discarded":
             raise errors.InvalidState(f"plan {self.id} was discarded; make a new one")
-        pacing = _Pacing.checked(self, canary, watch, max_failure_rate, rate, guard_window, poll)
+        checked = _Pacing(self, canary, watch, max_failure_rate, rate, guard_window, poll)
+        pacing = checked if checked.active else None
         show = interactive() if progress is None else progress
         bar = (
             progress_bar(self.total, self.total - self.remaining, f"{self.action} {self.id}")
@@ -324,65 +326,48 @@ class Plan:
         return "".join(parts)
 
 
+@dataclass
 class _Pacing:
-    """The canary, failure guard and rate limit of one paced `Plan.execute` call."""
+    """The canary, failure guard and rate limit of one paced `Plan.execute` call (validated on creation;
+    `active` is False for a plain execution)."""
 
-    def __init__(
-        self,
-        plan: Plan,
-        canary: int,
-        watch: float,
-        max_failure_rate: float | None,
-        rate: float | None,
-        guard_window: int,
-        poll: float,
-    ) -> None:
-        self.plan = plan
-        self.canary = canary
-        self.watch = watch
-        self.max_failure_rate = max_failure_rate
-        self.rate = rate
-        self.guard_window = guard_window
-        self.poll = poll
-        self.started = time.monotonic()
-        self.jobs = 0
+    plan: Plan
+    canary: int
+    watch: float
+    max_failure_rate: float | None
+    rate: float | None
+    guard_window: int
+    poll: float
+    started: float = field(default_factory=time.monotonic)
+    jobs: int = 0
 
-    @classmethod
-    def checked(
-        cls,
-        plan: Plan,
-        canary: int,
-        watch: float,
-        max_failure_rate: float | None,
-        rate: float | None,
-        guard_window: int,
-        poll: float,
-    ) -> _Pacing | None:
-        """Validated pacing, or None for a plain execution."""
+    def __post_init__(self) -> None:
+        canary, max_failure_rate, rate = self.canary, self.max_failure_rate, self.rate
         if not isinstance(canary, int) or isinstance(canary, bool) or canary < 0:
             raise errors.ValidationError("canary must be a number of chunks (0 or more)", field="canary")
         if max_failure_rate is not None and not 0 <= max_failure_rate <= 1:
             raise errors.ValidationError("max_failure_rate must be between 0 and 1", field="max_failure_rate")
         if rate is not None and not rate > 0:
             raise errors.ValidationError("rate must be above 0 jobs per second", field="rate")
-        if not watch > 0:
+        if not self.watch > 0:
             raise errors.ValidationError("watch must be above 0 seconds", field="watch")
-        if not poll > 0:
+        if not self.poll > 0:
             raise errors.ValidationError("poll must be above 0 seconds", field="poll")
-        if not isinstance(guard_window, int) or guard_window < 1:
+        if not isinstance(self.guard_window, int) or self.guard_window < 1:
             raise errors.ValidationError("guard_window must be 1 or more chunks", field="guard_window")
-        if not canary and max_failure_rate is None and rate is None:
-            return None
-        if (canary or max_failure_rate is not None) and plan.action != "resurrect":
-            field = "canary" if canary else "max_failure_rate"
+        if (canary or max_failure_rate is not None) and self.plan.action != "resurrect":
+            field_name = "canary" if canary else "max_failure_rate"
             raise errors.ValidationError(
-                f"a {plan.action} plan has no outcomes to watch; canary and max_failure_rate are for "
+                f"a {self.plan.action} plan has no outcomes to watch; canary and max_failure_rate are for "
                 "resurrect plans",
-                field=field,
+                field=field_name,
             )
         if canary and max_failure_rate is None:
-            max_failure_rate = DEFAULT_MAX_FAILURE_RATE
-        return cls(plan, canary, watch, max_failure_rate, rate, guard_window, poll)
+            self.max_failure_rate = DEFAULT_MAX_FAILURE_RATE
+
+    @property
+    def active(self) -> bool:
+        return bool(self.canary or self.max_failure_rate is not None or self.rate is not None)
 
     def after_chunk(self, ran: list[int], done: int) -> None:
         """Called after each chunk this call ran (while more remain): wait for the rate, then watch the
