@@ -48,7 +48,7 @@ def test_a_large_plan_runs_only_after_a_second_person_approves(api4, store) -> N
     assert "second person must approve" in str(refused.value) and "'alice'" in str(refused.value)
     assert table_counts(store)["dlq"] == 150 and plan.refresh().state == "ready"
 
-    with pytest.raises(errors.ChokaqError, match="alice created plan .*a second person must approve"):
+    with pytest.raises(errors.ChokaqError, match=r"alice created plan .*a second person must approve"):
         plan.approve()  # the creator cannot approve their own plan (409)
     with pytest.raises(errors.Forbidden):
         rita.plan(plan.id).approve()  # a reader cannot approve
