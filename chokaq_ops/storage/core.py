@@ -48,6 +48,8 @@ class StoreCore:
     # Named queries the dialect may run as prepared statements (hot paths whose plans do not depend on
     # their parameters; see PostgresDialect.prepare_on_use).
     PREPARED: tuple[str, ...] = ()
+    # Named queries that run on those same hot (rule-planned) connections without being prepared.
+    RULE_PLANNED: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -64,7 +66,7 @@ class StoreCore:
         # Hot statements (single-statement worker queries) the dialect runs on its hot connections.
         prepare = getattr(self.dialect, "prepare_on_use", None)
         hot = {n: q.statements[0] for n in self.PREPARED if len((q := self.queries[n]).statements) == 1}
-        self._hot: set[str] = prepare(hot) if prepare else set()
+        self._hot: set[str] = prepare(hot) | set(self.RULE_PLANNED) if prepare else set()
         self.pool = Pool(self.dialect.connect, pool_size)
         self.cleanup_batch_size = cleanup_batch_size
         self.max_transient_retries = max_transient_retries

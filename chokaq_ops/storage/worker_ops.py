@@ -51,6 +51,10 @@ class WorkerOps(StoreCore):
         "move_to_dlq",
         "reschedule",
     )
+    # The full claim runs on the same rule-planned connections, unprepared: its plan depends on its
+    # parameters (queue filter, caps), but planned by statistics that lag a burst of enqueues it sorted
+    # the whole backlog on every claim.
+    RULE_PLANNED = ("fetch",)
 
     # ------------------------------------------------------------------ producer
 

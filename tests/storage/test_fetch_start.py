@@ -116,6 +116,21 @@ def _prepared_on_hot_connection(store) -> set[str]:
         return {r[0] for r in cur.fetchall()}
 
 
+def _explain_plain(store, name: str, params: dict) -> str:
+    """EXPLAIN of a named statement as a hot connection plans it when it runs it unprepared."""
+    from chokaq_ops.storage.dialects import HOT
+
+    st = store.queries[name].statements[0]
+    with store.pool.connection(HOT) as conn:
+        cur = conn.cursor()
+        cur.execute("BEGIN")
+        try:
+            cur.execute("EXPLAIN " + st.qmark_sql, [params[k] for k in st.param_order])
+            return "\n".join(r[0] for r in cur.fetchall())
+        finally:
+            cur.execute("ROLLBACK")
+
+
 def _fill(store, n: int, prefix: str = "big") -> None:
     for start in range(0, n, 2000):
         store.enqueue([NewJob(type="t", id=f"{prefix}{start}-{i}") for i in range(min(2000, n - start))])
@@ -143,6 +158,17 @@ def test_hot_statements_are_not_prepared_from_statistics_of_a_small_table(pg_url
         assert _prepared_on_hot_connection(store) == set()
         if stats == "empty_and_analyzed":
             _fill(store, 12_000)
+        # Planned per call meanwhile, from statistics that say the table is empty: by rule, the claims
+        # still read the fetch indexes in order and stop early instead of collecting and sorting the
+        # whole backlog (13 ms per claim at 50,000 jobs).
+        for name, params in (
+            ("fetch_head", {"limit": 8, "start": 2, "worker_id": "w"}),
+            ("fetch", {"limit": 8, "start": 2, "worker_id": "w", "queues": None}),
+            ("fetch", {"limit": 8, "start": 2, "worker_id": "w", "queues": '["default"]'}),
+        ):
+            plan = _explain_plain(store, name, params)
+            assert "Bitmap" not in plan and "Seq Scan on jobs_hot" not in plan, f"{name}:\n{plan}"
+            assert "using ix_jobs_hot_fetch" in plan or "using ix_jobs_hot_queue_fetch" in plan, plan
         _analyze(store)
         _use_every_hot_statement(store)
         assert "chokaq_fetch_head" in _prepared_on_hot_connection(store)
