@@ -31,7 +31,6 @@ from chokaq_ops.models import FailureReason
 log = logging.getLogger("chokaq.worker")
 
 START_LINGER_S = 0.001  # with under half the slots free and jobs running, wait this long for more
-ADOPT_MAX = 100  # refused jobs checked for a start that committed unseen
 
 
 class Starting:
@@ -92,7 +91,9 @@ class Starting:
 
     def _launch(self, rows: list[dict[str, Any]], marked: dict[str, dict[str, Any]], took: int) -> None:
         """Hand the jobs the store marked processing to the execution threads; `took` slots were held
-        for `rows`, and those of refused rows are given back."""
+        for `rows`, and those of refused rows are given back. (A start that committed while its
+        connection died is not refused: the store's mark_processing finds those rows processing under
+        this worker and returns them.)"""
         now = time.monotonic()
         runs = []
         refused = []
@@ -102,10 +103,6 @@ class Starting:
                 refused.append(row)
             else:
                 runs.append(self._run_for(row, m, now))
-        if refused:
-            adopted = self._adopt(refused)
-            runs += [self._run_for(row, adopted[row["id"]], now) for row in refused if row["id"] in adopted]
-            refused = [row["id"] for row in refused if row["id"] not in adopted]
         self._dispatch(runs, took)
         if refused:
             self._conflict("mark_processing", len(refused))
@@ -113,7 +110,7 @@ class Starting:
                 "not started: %d jobs no longer fetched by this worker (recovered by the rescue sweep or "
                 "cancelled): %s",
                 len(refused),
-                ", ".join(refused[:20]),
+                ", ".join(r["id"] for r in refused[:20]),
             )
 
     def _dispatch(self, runs: Sequence[Run], took: int) -> None:
@@ -136,25 +133,6 @@ class Starting:
         for (q, t), n in started.items():
             self._child(self.metrics.started, q, t).inc(n)
         self.counts["started"] += len(runs)
-
-    def _adopt(self, rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        """Refused jobs that are in fact processing under this worker: a start statement that committed
-        while its connection died (the store's retry then finds them no longer fetched). User code never
-        ran for them, so they start now instead of turning into zombies. Read one by one: refusals are
-        rare (the sweep recovered a stale reservation, an operator cancelled), and a few reads are cheap."""
-        found: dict[str, dict[str, Any]] = {}
-        for row in rows[:ADOPT_MAX]:
-            try:
-                job = self.store.get_job(row["id"])
-            except Exception as exc:  # not found (cancelled and purged) or the database is down
-                log.debug("cannot check refused job %s: %s", row["id"], exc)
-                continue
-            mine = job.get("worker_id") == self.worker_id and job["id"] not in self._owned
-            if mine and job.get("location") == "hot" and job.get("status") == "processing":
-                found[job["id"]] = job
-        if found:
-            log.warning("adopted %d jobs whose start committed while the connection was lost", len(found))
-        return found
 
     def _run_for(self, row: dict[str, Any], marked: dict[str, Any], now: float) -> Run:
         handler = self.registry.get(row["type"])

@@ -7,6 +7,7 @@ import time
 
 from worker_support import enqueue, fast_settings, hosted, settled, wait_for
 
+from chokaq_ops import errors
 from chokaq_ops.engine.handlers import Registry
 from chokaq_ops.models import Actor
 from chokaq_ops.storage import Store
@@ -208,23 +209,39 @@ def test_jobs_become_processing_only_for_free_slots(store):
 
 
 class LostStartReplies(Store):
-    """The start statement commits but its reply is lost (the connection died after the commit)."""
+    """The first start statement commits but its reply is lost: the connection dies after the commit,
+    which the caller sees as a transient error."""
 
-    def mark_processing(self, worker_id, job_ids):
-        super().mark_processing(worker_id, job_ids)
-        return {}
+    lost = False
+
+    def run(self, name, /, **params):
+        rows = super().run(name, **params)
+        if name == "mark_processing" and rows and not self.lost:
+            self.lost = True
+            raise errors.TransientStorageError("connection lost after the commit")
+        return rows
 
 
 def test_a_start_that_committed_unseen_is_adopted_not_left_as_a_zombie(store):
     reg = Registry()
     ran = []
+    gate = threading.Event()
+    reg.job("block")(lambda p, ctx: gate.wait(10))
     reg.job("t")(lambda p, ctx: ran.append((ctx.job_id, ctx.attempt)))
-    job_id = enqueue(store, "t")
+    blocker = enqueue(store, "block")
     lossy = LostStartReplies(store.url, pool_size=8)
     try:
-        with hosted(lossy, fast_settings(store), reg) as host:
+        with hosted(lossy, fast_settings(store, worker__concurrency=1), reg) as host:
+            wait_for(lambda: store.get_job(blocker)["status"] == "processing", what="the blocker running")
+            # The only slot is busy, so this job is claimed into the prefetch buffer and later started
+            # by mark_processing, whose first reply is lost.
+            job_id = enqueue(store, "t")
+            wait_for(lambda: store.get_job(job_id)["status"] == "fetched", what="the job buffered")
+            gate.set()
             row = settled(store, job_id, "archive")
+            assert lossy.lost, "the start went another way"
             assert host.worker.counts["conflicts"] == 0
     finally:
+        gate.set()
         lossy.close()
     assert ran == [(job_id, 1)] and row["attempt_count"] == 1
