@@ -198,19 +198,11 @@ class WorkerOps(StoreCore):
         """fetched -> processing for the jobs this worker still owns; returns those rows by id."""
         if not job_ids:
             return {}
-        ids, retries = list(job_ids), self.thread_retries()
-        try:
-            rows = self.run("mark_processing", worker_id=worker_id, ids=ids)
-        except errors.TransientStorageError:
-            with self._uncertain_lock:
-                self._uncertain_marks.update((worker_id, i) for i in ids)
-            raise
+        ids = list(job_ids)
+        rows, uncertain = self._run_noting_uncertainty(
+            "mark_processing", worker_id, ids, self._uncertain_marks, ids=ids
+        )
         marked = {r["id"]: r for r in rows}
-        with self._uncertain_lock:
-            uncertain = {i for i in ids if (worker_id, i) in self._uncertain_marks}
-            self._uncertain_marks.difference_update((worker_id, i) for i in ids)
-        if self.thread_retries() != retries:
-            uncertain = set(ids)
         # An attempt that committed but lost its reply (the connection died after the commit) leaves its
         # rows processing under this worker, and a retry finds nothing to mark: those rows are this
         # worker's to run, or they would become false zombies. A plain replay is still refused.
@@ -288,24 +280,37 @@ class WorkerOps(StoreCore):
         inside this call, or raised to the caller who now tries again) may have committed and lost its
         reply; the ids it then no longer finds are checked, so a job this worker did finish is reported
         as applied rather than as a conflict."""
-        ids, retries = [p["id"] for p in payload], self.thread_retries()
-        try:
-            done = [r["id"] for r in self.run(query, worker_id=worker_id, items=payload)]
-        except errors.TransientStorageError:
-            with self._uncertain_lock:
-                self._uncertain_finishes.update((worker_id, i) for i in ids)
-            raise
-        with self._uncertain_lock:
-            uncertain = {i for i in ids if (worker_id, i) in self._uncertain_finishes}
-            self._uncertain_finishes.difference_update((worker_id, i) for i in ids)
-        if self.thread_retries() != retries:
-            uncertain = set(ids)
+        ids = [p["id"] for p in payload]
+        rows, uncertain = self._run_noting_uncertainty(
+            query, worker_id, ids, self._uncertain_finishes, items=payload
+        )
+        done = [r["id"] for r in rows]
         applied = set(done)
         maybe = [p for p in probes if p["id"] in uncertain and p["id"] not in applied]
         if maybe:
             found = self.run("finished_unseen", write=False, worker_id=worker_id, items=maybe)
             done += [r["id"] for r in found]
         return done
+
+    def _run_noting_uncertainty(
+        self, query: str, worker_id: str, job_ids: list[str], pending: set[tuple[str, str]], **params: Any
+    ) -> tuple[list[dict[str, Any]], set[str]]:
+        """Run a fenced write of this worker on `job_ids`; return its rows and the ids an attempt of which
+        may have committed unseen: retried inside this call, or failed transiently in an earlier call
+        (noted in `pending`, which this call settles)."""
+        retries = self.thread_retries()
+        try:
+            rows = self.run(query, worker_id=worker_id, **params)
+        except errors.TransientStorageError:
+            with self._uncertain_lock:
+                pending.update((worker_id, i) for i in job_ids)
+            raise
+        with self._uncertain_lock:
+            uncertain = {i for i in job_ids if (worker_id, i) in pending}
+            pending.difference_update((worker_id, i) for i in job_ids)
+        if self.thread_retries() != retries:
+            uncertain = set(job_ids)
+        return rows, uncertain
 
     # ------------------------------------------------------------------ rescue
 
