@@ -22,7 +22,7 @@ from typing import Any
 
 log = logging.getLogger("chokaq.worker")
 
-CLAIM_LINGER_S = 0.001  # with under half the slots free and jobs running, wait this long for more
+LINGER_S = 0.001  # with under half the slots free and jobs running, wait this long for more
 FAST_CLAIMS = 4.0  # handlers taking less than this many claim round trips on average are fast
 EWMA = 0.05  # weight of the newest sample in the moving averages of run and claim times
 _WAIT = object()  # _next_claim: nothing to claim yet, turn the loop (stamp, refresh) and ask again
@@ -95,9 +95,8 @@ class Claiming:
         """(lock held) Wait for something to claim; (jobs to start, jobs to claim), `_WAIT` after
         `timeout`, None when stopping.
 
-        Free slots that the buffer cannot fill are started by the claim itself; with jobs still running
-        and less than half of the slots free, wait up to CLAIM_LINGER_S for more, so fast jobs are
-        claimed in sets. The buffer is topped up by up to `Worker.FetchBatchSize` jobs in the same
+        Free slots that the buffer cannot fill are started by the claim itself, in sets
+        (`_enough_free`). The buffer is topped up by up to `Worker.FetchBatchSize` jobs in the same
         statement, and by a claim of its own only when a whole batch fits or it ran dry."""
         end = time.monotonic() + timeout
         linger: float | None = None
@@ -111,11 +110,10 @@ class Claiming:
             uncovered = self._free - buffered
             now = time.monotonic()
             if uncovered > 0:
-                enough = uncovered >= max(1, self.concurrency // 2) or not self._running
-                if enough or (linger is not None and now >= linger):
+                if self._enough_free(uncovered) or (linger is not None and now >= linger):
                     return uncovered, uncovered + refill
                 if linger is None:
-                    linger = now + CLAIM_LINGER_S
+                    linger = now + LINGER_S
             elif refill:
                 return 0, refill
             wake = end if linger is None else min(end, linger)
@@ -123,6 +121,12 @@ class Claiming:
                 return _WAIT
             self._cv_fetch.wait(max(0.0, wake - now))
         return None
+
+    def _enough_free(self, free: int) -> bool:
+        """(lock held) Whether `free` slots are worth one statement now: half of them, or nothing runs.
+        Otherwise claim and start wait up to LINGER_S for more, since the slots of a set of fast jobs
+        free within a moment of each other and one statement for all costs the same as for a few."""
+        return free >= max(1, self.concurrency // 2) or not self._running
 
     def _depth(self) -> int:
         """(lock held) How many fetched jobs to keep buffered: up to `Worker.Prefetch` while handlers
@@ -141,7 +145,7 @@ class Claiming:
         started = [r for r in rows if r["status"] == "processing"]
         fetched = [r for r in rows if r["status"] != "processing"]
         if started and self._stopping:
-            self._unstart(started)
+            self._release(started, why="shutdown", started=True)
             started = []
         now = time.monotonic()
         self._dispatch([self._run_for(r, r, now) for r in started], held)
@@ -149,20 +153,6 @@ class Claiming:
             self._buffered(fetched)
         self.counts["fetched"] += len(started)
         self.counts["claim_started"] += len(started)
-
-    def _unstart(self, rows: Sequence[dict[str, Any]]) -> None:
-        try:
-            done = self.db(self.store.release_unstarted, self.worker_id, [r["id"] for r in rows])
-        except Exception as exc:
-            log.warning(
-                "could not hand back %d jobs a claim started as shutdown began; the rescue sweep moves "
-                "them to the DLQ as zombies: %s",
-                len(rows),
-                exc,
-            )
-            return
-        self.counts["released"] += len(done)
-        log.info("released %d claimed jobs to pending (shutdown)", len(done))
 
     def _recover_claims(self) -> None:
         """A claim failed or was retried: it may have committed rows this worker never saw. Every row
@@ -238,21 +228,23 @@ class Claiming:
         if stale:
             self._release(stale, why="waited too long in the prefetch buffer")
 
-    def _release(self, rows: Sequence[dict[str, Any]], *, why: str) -> int:
+    def _release(self, rows: Sequence[dict[str, Any]], *, why: str, started: bool = False) -> int:
+        """Hand claimed jobs back to pending: fetched ones (attempts unchanged), or with `started` ones a
+        claim started that never reached user code (the attempt it counted taken back)."""
         if not rows:
             return 0
         job_ids = [r["id"] for r in rows]
+        hand_back = self.store.release_unstarted if started else self.store.release
         try:
-            done = self.db(self.store.release, self.worker_id, job_ids)
+            done = self.db(hand_back, self.worker_id, job_ids)
         except Exception as exc:
-            log.warning(
-                "could not release %d prefetched jobs (%s); the rescue sweep returns them to pending "
-                "after Recovery.FetchedJobTimeout: %s",
-                len(job_ids),
-                why,
-                exc,
+            later = (
+                "the rescue sweep moves them to the DLQ as zombies"
+                if started
+                else "the rescue sweep returns them to pending after Recovery.FetchedJobTimeout"
             )
+            log.warning("could not release %d claimed jobs (%s); %s: %s", len(job_ids), why, later, exc)
             return 0
         self.counts["released"] += len(done)
-        log.info("released %d prefetched jobs to pending (%s)", len(done), why)
+        log.info("released %d claimed jobs to pending (%s)", len(done), why)
         return len(done)

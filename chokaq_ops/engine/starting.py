@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from chokaq_ops.engine.claiming import EWMA
+from chokaq_ops.engine.claiming import EWMA, LINGER_S
 from chokaq_ops.engine.execution import (
     DONE,
     RUNNING,
@@ -29,8 +29,6 @@ from chokaq_ops.engine.execution import (
 from chokaq_ops.models import FailureReason
 
 log = logging.getLogger("chokaq.worker")
-
-START_LINGER_S = 0.001  # with under half the slots free and jobs running, wait this long for more
 
 
 class Starting:
@@ -72,20 +70,17 @@ class Starting:
                 self._marking.difference_update(e[3]["id"] for e in entries)
 
     def _wait_for_work(self) -> list[tuple[Any, ...]] | None:
-        """(lock held) The buffered jobs to mark now, one per free slot, or None when stopping. With jobs
-        still running and less than half of the slots free, wait up to START_LINGER_S for more: the
-        slots of a set of fast jobs free within a moment of each other, and one statement for all of
-        them costs the database the same as one for the first few."""
+        """(lock held) The buffered jobs to mark now, one per free slot, in sets (`_enough_free`), or None
+        when stopping."""
         deadline: float | None = None
         while not self._stopping:
             if self._free > 0 and self._buffer:
                 now = time.monotonic()
-                enough = self._free >= max(1, self.concurrency // 2) or not self._running
-                if enough or (deadline is not None and now >= deadline):
+                if self._enough_free(self._free) or (deadline is not None and now >= deadline):
                     n = min(self._free, len(self._buffer))
                     return [heapq.heappop(self._buffer) for _ in range(n)]
                 if deadline is None:
-                    deadline = now + START_LINGER_S
+                    deadline = now + LINGER_S
             self._cv_start.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return None
 
