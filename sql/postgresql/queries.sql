@@ -5,6 +5,11 @@
 
 -- ---------------------------------------------------------------- fragments
 
+-- fragment: claimed_columns
+-- What a claim returns per row (fetch, fetch_head, recover_claims): the job, its status and start.
+h.id, h.queue, h.type, h.payload, h.tags, h.priority, h.attempt_count, h.created_at, h.scheduled_at,
+h.due_at, h.idempotency_key, h.created_by, h.status, h.started_at
+
 -- fragment: dlq_where
 (CAST(:queue AS text) IS NULL OR d.queue = CAST(:queue AS text))
 AND (CAST(:type AS text) IS NULL OR d.type = CAST(:type AS text))
@@ -246,8 +251,7 @@ UPDATE jobs_hot h SET status = CASE WHEN picked.go THEN 2 ELSE 1 END, worker_id 
                       started_at = CASE WHEN picked.go THEN now() ELSE h.started_at END,
                       heartbeat_at = CASE WHEN picked.go THEN now() ELSE h.heartbeat_at END, updated_at = now()
 FROM picked WHERE h.id = picked.id
-RETURNING h.id, h.queue, h.type, h.payload, h.tags, h.priority, h.attempt_count, h.created_at, h.scheduled_at,
-          h.due_at, h.idempotency_key, h.created_by, h.status, h.started_at;
+RETURNING {{claimed_columns}};
 
 -- name: fetch_head
 -- The claim of `fetch` restricted to its first source, for a worker with no queue filter: the first
@@ -283,8 +287,7 @@ UPDATE jobs_hot h SET status = CASE WHEN h.id = ANY(s.ids) THEN 2 ELSE 1 END, wo
                       heartbeat_at = CASE WHEN h.id = ANY(s.ids) THEN now() ELSE h.heartbeat_at END, updated_at = now()
 FROM started s
 WHERE h.id = ANY(ARRAY(SELECT id FROM free))
-RETURNING h.id, h.queue, h.type, h.payload, h.tags, h.priority, h.attempt_count, h.created_at, h.scheduled_at,
-          h.due_at, h.idempotency_key, h.created_by, h.status, h.started_at;
+RETURNING {{claimed_columns}};
 
 -- name: mark_processing
 -- The lease gate before user code runs: only the owning worker, only from fetched.
@@ -342,8 +345,7 @@ WHERE h.id IN (SELECT x.id FROM jobs_hot x WHERE x.status = 1 AND x.worker_id = 
                SELECT x.id FROM jobs_hot x WHERE x.status = 2 AND x.worker_id = CAST(:worker_id AS text))
   AND h.worker_id = CAST(:worker_id AS text) AND h.status IN (1, 2)
   AND NOT (h.id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)))))
-RETURNING h.id, h.queue, h.type, h.payload, h.tags, h.priority, h.attempt_count, h.created_at, h.scheduled_at,
-          h.due_at, h.idempotency_key, h.created_by, h.status, h.started_at;
+RETURNING {{claimed_columns}};
 
 -- name: finished_unseen
 -- After a finishing write that failed transiently (it may have committed and lost its reply): which of

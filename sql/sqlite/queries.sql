@@ -17,6 +17,21 @@ CREATE INDEX IF NOT EXISTS temp.ix_staged_id ON staged (id);
 -- Batch-internal idempotency dedupe looks keys up in staged: without this, O(n^2) per enqueue.
 CREATE INDEX IF NOT EXISTS temp.ix_staged_key ON staged (key) WHERE key IS NOT NULL
 
+-- fragment: claimed_columns
+-- What a claim returns per row (fetch, fetch_head, recover_claims): the job, its status and start.
+id, queue, type, payload, tags, priority, attempt_count, created_at, scheduled_at, due_at, idempotency_key,
+created_by, status, started_at
+
+-- fragment: claim_and_start
+-- The end of a claim (fetch, fetch_head): the rows of `picked` marked `go` are started (processing,
+-- attempt + 1, started and heartbeat now), the others fetched; each row comes back with its status.
+UPDATE jobs_hot SET status = CASE WHEN picked.go THEN 2 ELSE 1 END, worker_id = :worker_id,
+                    attempt_count = attempt_count + picked.go,
+                    started_at = CASE WHEN picked.go THEN {{now}} ELSE started_at END,
+                    heartbeat_at = CASE WHEN picked.go THEN {{now}} ELSE heartbeat_at END, updated_at = {{now}}
+FROM picked WHERE jobs_hot.id = picked.id
+RETURNING {{claimed_columns}}
+
 -- fragment: dlq_where
 (:queue IS NULL OR d.queue = :queue)
 AND (:type IS NULL OR d.type = :type)
@@ -240,13 +255,7 @@ picked AS (
                         UNION ALL SELECT id, priority, due_at FROM ranked WHERE rn <= slots))
     ORDER BY priority DESC, due_at, id LIMIT :limit
 )
-UPDATE jobs_hot SET status = CASE WHEN picked.go THEN 2 ELSE 1 END, worker_id = :worker_id,
-                    attempt_count = attempt_count + picked.go,
-                    started_at = CASE WHEN picked.go THEN {{now}} ELSE started_at END,
-                    heartbeat_at = CASE WHEN picked.go THEN {{now}} ELSE heartbeat_at END, updated_at = {{now}}
-FROM picked WHERE jobs_hot.id = picked.id
-RETURNING id, queue, type, payload, tags, priority, attempt_count, created_at, scheduled_at, due_at,
-          idempotency_key, created_by, status, started_at;
+{{claim_and_start}};
 
 -- name: fetch_head
 -- The claim of `fetch` restricted to its first source (see the PostgreSQL file): the first 4 x :limit
@@ -268,13 +277,7 @@ WITH free_head AS MATERIALIZED (
 picked AS (
     SELECT id, row_number() OVER (ORDER BY priority DESC, due_at, id) <= :start AS go FROM free_head
 )
-UPDATE jobs_hot SET status = CASE WHEN picked.go THEN 2 ELSE 1 END, worker_id = :worker_id,
-                    attempt_count = attempt_count + picked.go,
-                    started_at = CASE WHEN picked.go THEN {{now}} ELSE started_at END,
-                    heartbeat_at = CASE WHEN picked.go THEN {{now}} ELSE heartbeat_at END, updated_at = {{now}}
-FROM picked WHERE jobs_hot.id = picked.id
-RETURNING id, queue, type, payload, tags, priority, attempt_count, created_at, scheduled_at, due_at,
-          idempotency_key, created_by, status, started_at;
+{{claim_and_start}};
 
 -- name: mark_processing
 UPDATE jobs_hot SET status = 2, attempt_count = attempt_count + 1, started_at = {{now}}, heartbeat_at = {{now}},
@@ -308,8 +311,7 @@ UPDATE jobs_hot SET status = 1, updated_at = {{now}},
                     attempt_count = CASE WHEN status = 2 THEN max(attempt_count - 1, 0) ELSE attempt_count END,
                     heartbeat_at = CASE WHEN status = 2 THEN NULL ELSE heartbeat_at END
 WHERE worker_id = :worker_id AND status IN (1, 2) AND id NOT IN (SELECT value FROM json_each(:ids))
-RETURNING id, queue, type, payload, tags, priority, attempt_count, created_at, scheduled_at, due_at,
-          idempotency_key, created_by, status, started_at;
+RETURNING {{claimed_columns}};
 
 -- name: finished_unseen
 -- After a finishing write that failed transiently: which of :items this worker's write did apply (see
