@@ -7,11 +7,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import requests
+
+from tests.polling import wait_for  # noqa: F401 (the e2e tests import it from here)
 
 REPO = Path(__file__).resolve().parents[2]
 CHOKAQ = str(Path(sys.executable).with_name("chokaq"))
@@ -111,14 +112,3 @@ class WorkerProc:
             self.proc.kill()
             self.proc.wait(timeout=10)
         self._log.close()
-
-
-def wait_for(check: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)

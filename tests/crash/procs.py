@@ -8,12 +8,13 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from polling import wait_for  # noqa: F401 (the crash tests import it from here)
 
 TESTS_DIR = Path(__file__).resolve().parent.parent
 CHOKAQ = str(Path(sys.executable).with_name("chokaq"))
@@ -55,17 +56,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.05) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.1f}s waiting for {what}")
-        time.sleep(interval)
 
 
 class WorkerProc:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
+
+from polling import wait_for as _wait_for
 
 from chokaq_ops.engine.handlers import Registry
 from chokaq_ops.engine.hosting import Host
@@ -44,15 +46,7 @@ def hosted(
         host.shutdown(grace=grace)
 
 
-def wait_for(check: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    end = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > end:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.02)
+wait_for = partial(_wait_for, interval=0.02)
 
 
 def enqueue(store: Store, type_: str, payload: str = "{}", **kw: Any) -> str:
