@@ -27,12 +27,12 @@ def _is_time_column(name: str) -> bool:
 
 
 HOT = "hot"  # the kind of pooled connection the worker's hot statements run on (PostgresDialect)
-# A hot connection makes generic plans only from statistics of a jobs_hot at least this big (smaller, or
-# never analyzed: reltuples -1); until then it runs the hot statements plain and looks again this often.
-GENERIC_PLAN_MIN_ROWS = 10_000
 # Planner methods a hot connection turns off (they are penalised, not forbidden: used when nothing else
 # can answer), so its plans read rows through indexes, in index order, whatever the statistics say.
 _RULE_PLANNING = ("enable_seqscan", "enable_bitmapscan", "enable_sort", "enable_hashjoin", "enable_mergejoin")
+# A hot connection makes generic plans only from statistics of a jobs_hot at least this big (smaller, or
+# never analyzed: reltuples -1); until then it runs the hot statements plain and looks again this often.
+GENERIC_PLAN_MIN_ROWS = 10_000
 GENERIC_PLAN_RECHECK_S = 30.0
 
 
@@ -180,11 +180,11 @@ class PostgresDialect(Dialect):
         Planning was half of their server time (a claim: 0.3 of 0.6 ms). A generic plan is made once,
         from the statistics of that moment, and kept: made while jobs_hot looked empty (a quiet queue,
         a fresh install) it walked whole indexes on every claim once the table filled (10-500 ms per
-        claim). So a connection prepares only once the statistics show a table of at least
-        GENERIC_PLAN_MIN_ROWS rows, and then also plans by rule (no sequential or bitmap scans, no hash
-        or merge joins): made from such statistics, each plan reaches rows only through the primary key
+        claim), rule planning (_RULE_PLANNING, set on every hot connection) notwithstanding. So a
+        connection prepares only once the statistics show a table of at least GENERIC_PLAN_MIN_ROWS
+        rows: made from such statistics, each plan reaches rows only through the primary key
         (`id = ANY(ARRAY(...))`) or the fetch index read in order, which stay right at any size. Until
-        then the statements run plain, planned per call, and the connection looks again every
+        then the statements run plain, planned per call (by rule), and the connection looks again every
         GENERIC_PLAN_RECHECK_S seconds. Returns the names that will be prepared; none when the driver
         prepares every statement itself (UseServerSidePrepare=1)."""
         if self.driver_prepares:
