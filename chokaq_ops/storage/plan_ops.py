@@ -349,7 +349,10 @@ class PlanOps(AdminOps):
                     data=what | {"actor": actor.name},
                 )
                 return plan
-            plan = self.get_plan(plan_id)
+            found = tx.run("plan_get", id=plan_id)
+            if not found:
+                raise PlanNotFound(f"no plan with id {plan_id}")
+            plan = _decode(found[0])
             if plan["actor"] == actor.name:
                 raise errors.Conflict(
                     f"{actor.name} created plan {plan_id}; a second person must approve it", field="actor"
