@@ -34,7 +34,10 @@ class StorageSettings:
     cleanup_batch_size: int = field(default=1000, metadata=_limit(1, 100_000))
     max_transient_retries: int = field(default=3, metadata=_limit(0))
     transient_retry_base_delay: float = 0.2
-    command_timeout: float = 30.0
+    # Bounds on every database call (docs/configuration.md "Timeouts"); 0 turns one off.
+    command_timeout: float = field(default=30.0, metadata=_limit(0, 86_400))
+    lock_timeout: float = field(default=5.0, metadata=_limit(0, 3_600))
+    connect_timeout: float = field(default=10.0, metadata=_limit(0, 600))
     pool_size: int = field(default=16, metadata=_limit(1))
 
 

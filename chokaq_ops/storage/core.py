@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from chokaq_ops import errors
-from chokaq_ops.storage import dialects, queries
+from chokaq_ops.storage import deadline, dialects, queries
 from chokaq_ops.storage.pool import Pool
 
 log = logging.getLogger("chokaq.storage")
@@ -60,8 +60,15 @@ class StoreCore:
         max_transient_retries: int = 3,
         transient_retry_base_delay: float = 0.2,
         max_payload_bytes: int = 1_000_000,
+        command_timeout: float = 30.0,
+        lock_timeout: float = 5.0,
+        connect_timeout: float = 10.0,
     ) -> None:
-        self.dialect = dialects.from_url(url)
+        self.dialect = dialects.from_url(
+            url, command_timeout=command_timeout, lock_timeout=lock_timeout, connect_timeout=connect_timeout
+        )
+        # Every call's bound (docs/configuration.md, Storage.CommandTimeout); None: unbounded.
+        self.command_timeout: float | None = command_timeout if command_timeout > 0 else None
         self.queries = queries.load(self.dialect.name)
         # Hot statements (single-statement worker queries) the dialect runs on its hot connections.
         prepare = getattr(self.dialect, "prepare_on_use", None)
@@ -134,8 +141,13 @@ class StoreCore:
         attempt = 0
         while True:
             try:
-                with self.pool.connection(kind) as conn:
-                    return fn(conn)
+                return self._bounded(fn, kind)
+            except deadline.DeadlineExceeded as exc:
+                if isinstance(exc, deadline.CallAborted):
+                    self.pool.discard_idle()  # they went quiet with it: a paused server, a stalled link
+                if attempt >= self.max_transient_retries:
+                    raise
+                self._back_off(attempt, exc)
             except errors.ChokaqError as exc:
                 if not isinstance(exc, errors.TransientStorageError) or attempt >= self.max_transient_retries:
                     raise
@@ -152,17 +164,37 @@ class StoreCore:
                 self._back_off(attempt, exc)
             attempt += 1
 
+    def _bounded(self, fn: Callable[[Any], T], kind: str) -> T:
+        """One attempt on one pooled connection, aborted if it outlives its bound (storage/deadline.py)."""
+        if getattr(_unbounded, "on", False):
+            with self.pool.connection(kind) as conn:
+                self.dialect.bound(conn, None)
+                return fn(conn)
+        bound = deadline.bound_for(self.command_timeout)
+        with self.pool.connection(kind, timeout=bound) as conn:
+            abort = self.dialect.bound(conn, bound)
+            if bound is None:
+                return fn(conn)
+            grace = self.dialect.abort_grace(bound == self.command_timeout)
+            with deadline.watch(bound + grace, abort, f"{self.dialect.name} call"):
+                return fn(conn)
+
     def thread_retries(self) -> int:
         """Transient retries taken so far by the calling thread: a call during which this changed may have
         committed an attempt whose reply was lost."""
         return getattr(self._local, "retries", 0)
 
     def _back_off(self, attempt: int, exc: BaseException) -> None:
+        delay = self.transient_retry_base_delay * (2**attempt)
+        delay += random.uniform(0, self.transient_retry_base_delay / 2)
+        left = deadline.remaining()
+        if left is not None and left <= delay:  # the caller's time limit ends before another attempt could
+            if isinstance(exc, errors.TransientStorageError):
+                raise exc
+            raise deadline.DeadlineExceeded(f"{self.dialect.name}: {exc}") from exc
         with self._retry_lock:
             self.retries_done += 1
         self._local.retries = getattr(self._local, "retries", 0) + 1
-        delay = self.transient_retry_base_delay * (2**attempt)
-        delay += random.uniform(0, self.transient_retry_base_delay / 2)
         log.warning("transient database error (attempt %d, retrying in %.2fs): %s", attempt + 1, delay, exc)
         time.sleep(delay)
 
@@ -213,9 +245,25 @@ class StoreCore:
 
     @contextmanager
     def connection(self) -> Iterator[Any]:
-        """A raw pooled connection (migrations and bulk loaders)."""
+        """A raw pooled connection (migrations and bulk loaders), unbounded on the client side."""
         with self.pool.connection() as conn:
             yield conn
+
+    @staticmethod
+    @contextmanager
+    def unbounded() -> Iterator[None]:
+        """Calls this thread makes inside the block have no client-side bound (migrations: an index build
+        over millions of rows may take minutes). The server's statement timeout still applies: turn it off
+        in the transaction itself (`SET LOCAL statement_timeout = 0`) where needed."""
+        before = getattr(_unbounded, "on", False)
+        _unbounded.on = True
+        try:
+            yield
+        finally:
+            _unbounded.on = before
+
+
+_unbounded = threading.local()
 
 
 def _json_default(value: Any) -> Any:

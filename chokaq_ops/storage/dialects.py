@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
+import math
+import os
 import re
+import socket
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,12 +20,13 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from chokaq_ops import errors
+from chokaq_ops.storage import deadline
 from chokaq_ops.storage.queries import Statement
 
 log = logging.getLogger("chokaq.storage")
 
 # Columns that hold booleans; SQLite returns them as 0/1.
-_BOOL_COLUMNS = frozenset({"paused", "active"})
+_BOOL_COLUMNS = frozenset({"paused", "active", "beat"})
 
 
 def _is_time_column(name: str) -> bool:
@@ -48,6 +55,16 @@ class Dialect:
 
     def begin(self, conn: Any, write: bool) -> None:
         raise NotImplementedError
+
+    def bound(self, conn: Any, seconds: float | None) -> Callable[[], None] | None:
+        """Prepare `conn` for a call bounded to `seconds` (None: unbounded); returns what aborts the call
+        from another thread once the bound has passed (see storage/deadline.py), or None if nothing can."""
+        return None
+
+    def abort_grace(self, default: bool) -> float:
+        """Seconds past the bound before the client aborts: with the default bound the server's own timeout
+        should end the statement first (cleanly, keeping the connection)."""
+        return 0.0
 
     def commit(self, conn: Any) -> None:
         conn.commit()
@@ -99,6 +116,8 @@ class SqliteDialect(Dialect):
     path: str
     busy_timeout_ms: int = 30000
     name: str = "sqlite"
+    # id(connection) -> the busy timeout (ms) it has now: a bounded call lowers it for its own duration.
+    _busy: dict[int, int] = field(default_factory=dict, repr=False)
 
     def connect(self, kind: str = "") -> sqlite3.Connection:
         if self.path != ":memory:":
@@ -107,6 +126,7 @@ class SqliteDialect(Dialect):
             self.path, isolation_level=None, check_same_thread=False, timeout=self.busy_timeout_ms / 1000
         )
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
+        self._busy[id(conn)] = int(self.busy_timeout_ms)
         conn.execute("PRAGMA journal_mode = WAL")
         # NORMAL is durable across application crashes in WAL mode; only an OS crash can lose the
         # last commits, which is the usual trade for an embedded queue.
@@ -118,6 +138,21 @@ class SqliteDialect(Dialect):
     def execute(self, cursor: Any, statement: Statement, params: dict[str, Any]) -> None:
         cursor.execute(statement.sql, {k: params.get(k) for k in statement.param_order})
 
+    def bound(self, conn: Any, seconds: float | None) -> Callable[[], None] | None:
+        # Waiting for the writer lock is SQLite's busy handler, which an interrupt does not end: the wait
+        # is bounded by the busy timeout, set to the call's bound; a statement that runs too long is
+        # interrupted.
+        ms = int(self.busy_timeout_ms)
+        if seconds is not None:
+            ms = max(1, min(ms, int(seconds * 1000)))
+        if self._busy.get(id(conn)) != ms:
+            conn.execute(f"PRAGMA busy_timeout = {ms}")
+            self._busy[id(conn)] = ms
+        return conn.interrupt
+
+    def abort_grace(self, default: bool) -> float:
+        return 0.5
+
     def begin(self, conn: Any, write: bool) -> None:
         # IMMEDIATE takes the write lock up front so a reader never has to upgrade (which would
         # fail with SQLITE_BUSY instead of waiting).
@@ -126,7 +161,7 @@ class SqliteDialect(Dialect):
     def is_transient(self, exc: BaseException) -> bool:
         if isinstance(exc, sqlite3.OperationalError):
             text = str(exc).lower()
-            return "locked" in text or "busy" in text
+            return "locked" in text or "busy" in text or "interrupted" in text
         return False
 
     def is_db_error(self, exc: BaseException) -> bool:
@@ -141,9 +176,18 @@ class SqliteDialect(Dialect):
         return datetime.fromisoformat(str(value)).replace(tzinfo=UTC)
 
 
-# SQLSTATEs worth a retry: serialization failure, deadlock, lock timeout, connection trouble,
-# server shutting down or starting, too many connections.
-_PG_TRANSIENT = ("40001", "40P01", "55P03", "57P01", "57P02", "57P03", "53300", "08")
+# SQLSTATEs worth a retry: serialization failure, deadlock, lock timeout, statement timeout (or a
+# cancel), connection trouble, server shutting down or starting, too many connections.
+_PG_TRANSIENT = ("40001", "40P01", "55P03", "57014", "57P01", "57P02", "57P03", "53300", "08")
+# TCP keepalives on both ends: a peer that vanished (host down, cable cut, NAT state dropped) is noticed
+# within ~1 minute instead of the kernel's default two hours; the server side frees the locks of a dead
+# client as soon. tcp_user_timeout ends a connection whose sent data stays unacknowledged that long.
+KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_COUNT = 30, 10, 3
+TCP_USER_TIMEOUT_MS = 60_000
+# A client abort comes this long after the server's statement_timeout should have ended the statement.
+ABORT_GRACE_S = 2.0
+# Connects are serialised so that the socket each one opens can be told apart (see _own_socket).
+_connect_lock = threading.Lock()
 _PG_DISCONNECT_TEXT = (
     "server closed the connection",
     "terminating connection",
@@ -160,6 +204,14 @@ class PostgresDialect(Dialect):
     url: str
     odbc: str
     name: str = "postgresql"
+    port: int = 5432
+    # Storage.CommandTimeout (server statement_timeout), Storage.LockTimeout (the worker's connections),
+    # Storage.ConnectTimeout (login); seconds, 0 for none.
+    command_timeout: float = 30.0
+    lock_timeout: float = 5.0
+    connect_timeout: float = 10.0
+    # id(connection) -> the file descriptor of its socket, to abort a call past its bound.
+    _sockets: dict[int, int] = field(default_factory=dict, repr=False)
     # The worker's hot statements (see `prepare_on_use`), by id(Statement): (prepared statement name,
     # parameter names in $n order, PREPARE text).
     _prepared: dict[int, tuple[str, tuple[str, ...], str]] = field(default_factory=dict, repr=False)
@@ -203,12 +255,38 @@ class PostgresDialect(Dialect):
 
     def connect(self, kind: str = "") -> Any:
         pyodbc = _pyodbc()
+        login = self.connect_timeout if self.connect_timeout > 0 else None
+        left = deadline.remaining()
+        if left is not None:
+            login = left if login is None else min(login, left)
+        # Whole seconds (ODBC's login timeout), at least one; 0 is the driver's default.
+        seconds = max(1, math.ceil(login)) if login is not None else 0
         try:
-            conn = pyodbc.connect(self.odbc, autocommit=True)
+            # Only while no other connect is under way can the new socket be told apart; a connect that
+            # cannot wait for its turn goes ahead without (the server-side timeouts still bound it).
+            locked = _connect_lock.acquire(timeout=min(login or 1.0, 1.0))
+            try:
+                before = _socket_fds() if locked else None
+                conn = pyodbc.connect(self.odbc, autocommit=True, timeout=seconds)
+                fd = self._own_socket(before)
+            finally:
+                if locked:
+                    _connect_lock.release()
         except pyodbc.Error as exc:
             raise errors.TransientStorageError(f"cannot connect to {self.redacted_url()}: {exc}") from exc
+        if fd is None:
+            self._sockets.pop(id(conn), None)
+        else:
+            self._sockets[id(conn)] = fd
         cur = conn.cursor()
         cur.execute("SET TIME ZONE 'UTC'")
+        cur.execute(f"SET statement_timeout = {int(self.command_timeout * 1000)}")
+        # A transaction left open by a client that hangs or dies mid-way holds its row locks until this
+        # ends it.
+        cur.execute(f"SET idle_in_transaction_session_timeout = {int(max(self.command_timeout, 60) * 1000)}")
+        cur.execute(f"SET tcp_keepalives_idle = {KEEPALIVE_IDLE_S}")
+        cur.execute(f"SET tcp_keepalives_interval = {KEEPALIVE_INTERVAL_S}")
+        cur.execute(f"SET tcp_keepalives_count = {KEEPALIVE_COUNT}")
         # Every statement is planned with its actual parameters: generic plans cannot prune
         # `:x IS NULL OR col = :x` filters (also when the driver prepares, UseServerSidePrepare=1). A hot
         # connection switches to generic plans once it prepares (see prepare_on_use).
@@ -223,6 +301,9 @@ class PostgresDialect(Dialect):
             # instead of 0.6 ms, until autovacuum caught up). So hot connections plan by rule.
             for setting in _RULE_PLANNING:
                 cur.execute(f"SET {setting} = off")
+            # The worker's writes never wait long on a row another session holds (an operator's open
+            # transaction, a report's SELECT ... FOR UPDATE): they fail fast and are retried.
+            cur.execute(f"SET lock_timeout = {int(self.lock_timeout * 1000)}")
         else:
             self._prepared_on.pop(id(conn), None)
         # Every chokaq statement is short; JIT compiles any plan whose estimate crosses jit_above_cost, and
@@ -231,6 +312,34 @@ class PostgresDialect(Dialect):
         cur.execute("SET application_name = 'chokaq'")
         cur.close()
         return conn
+
+    def _own_socket(self, before: dict[int, str] | None) -> int | None:
+        """(connect lock held) The socket the connect just opened: the one new socket whose peer is the
+        server's port. None when it cannot be told (no /proc, or more than one candidate)."""
+        after = _socket_fds()
+        if before is None or after is None:
+            return None
+        found = []
+        for fd, link in after.items():
+            if before.get(fd) == link or not link.startswith("socket:"):
+                continue
+            try:
+                with socket.socket(fileno=os.dup(fd)) as sock:
+                    peer = sock.getpeername()
+            except OSError:
+                continue
+            if (isinstance(peer, tuple) and peer[1] == self.port) or (
+                isinstance(peer, str) and peer.endswith(f".s.PGSQL.{self.port}")
+            ):
+                found.append(fd)
+        return found[0] if len(found) == 1 else None
+
+    def bound(self, conn: Any, seconds: float | None) -> Callable[[], None] | None:
+        fd = self._sockets.get(id(conn))
+        return None if fd is None else functools.partial(_shutdown_socket, fd)
+
+    def abort_grace(self, default: bool) -> float:
+        return ABORT_GRACE_S if default else 0.0
 
     def execute(self, cursor: Any, statement: Statement, params: dict[str, Any]) -> None:
         prepared = self._prepared.get(id(statement))
@@ -343,18 +452,47 @@ def _pyodbc() -> Any:
         return pyodbc
 
 
+def _socket_fds() -> dict[int, str] | None:
+    """This process's open file descriptors and what they point at (Linux /proc); None elsewhere."""
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return None
+    out = {}
+    for name in names:
+        with contextlib.suppress(OSError):
+            out[int(name)] = os.readlink(f"/proc/self/fd/{name}")
+    return out
+
+
+def _shutdown_socket(fd: int) -> None:
+    """End a connection's socket under the driver's feet: its blocked receive returns at once and the
+    driver reports the connection lost. The driver still owns (and later closes) the descriptor."""
+    with socket.socket(fileno=os.dup(fd)) as sock:
+        sock.shutdown(socket.SHUT_RDWR)
+
+
 def _odbc_escape(value: str) -> str:
     return "{" + value.replace("}", "}}") + "}" if any(c in value for c in ";{}") else value
 
 
-def from_url(url: str, *, busy_timeout_ms: int = 30000) -> Dialect:
-    """Build a dialect from a database URL (see PRODUCT §2)."""
+def from_url(
+    url: str,
+    *,
+    busy_timeout_ms: int = 30000,
+    command_timeout: float = 30.0,
+    lock_timeout: float = 5.0,
+    connect_timeout: float = 10.0,
+) -> Dialect:
+    """Build a dialect from a database URL (docs/configuration.md). The timeouts are Storage.*'s; on
+    SQLite the command timeout is also the busy timeout."""
     if url.startswith("sqlite:"):
         path = url.split("?", 1)[0]
         path = path[10:] if path.startswith("sqlite:///") else path.removeprefix("sqlite:").removeprefix("//")
         if not path:
             raise errors.ConfigError(f"no file in SQLite URL {url!r}", field="Storage.Url")
-        return SqliteDialect(url=url, path=unquote(path), busy_timeout_ms=busy_timeout_ms)
+        busy = int(command_timeout * 1000) if command_timeout > 0 else busy_timeout_ms
+        return SqliteDialect(url=url, path=unquote(path), busy_timeout_ms=busy)
     if url.startswith(("postgresql://", "postgres://")):
         parts = urlsplit(url)
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
@@ -373,10 +511,25 @@ def from_url(url: str, *, busy_timeout_ms: int = 30000) -> Dialect:
             # fresh cursor), about 0.15 ms of server and 0.25 ms of client CPU each. Every parameter is
             # CAST in the SQL, so no type inference is lost.
             "UseServerSidePrepare": "0",
+            # libpq's own options: see KEEPALIVE_* above.
+            "pqopt": (
+                f"{{keepalives=1 keepalives_idle={KEEPALIVE_IDLE_S} "
+                f"keepalives_interval={KEEPALIVE_INTERVAL_S} keepalives_count={KEEPALIVE_COUNT} "
+                f"tcp_user_timeout={TCP_USER_TIMEOUT_MS}}}"
+            ),
         }
         attrs.update(query)
-        odbc = ";".join(f"{k}={_odbc_escape(v) if k != 'DRIVER' else v}" for k, v in attrs.items()) + ";"
-        return PostgresDialect(url=url, odbc=odbc)
+        odbc = ";".join(
+            f"{k}={_odbc_escape(v) if k not in ('DRIVER', 'pqopt') else v}" for k, v in attrs.items()
+        )
+        return PostgresDialect(
+            url=url,
+            odbc=odbc + ";",
+            port=parts.port or 5432,
+            command_timeout=command_timeout,
+            lock_timeout=lock_timeout,
+            connect_timeout=connect_timeout,
+        )
     raise errors.ConfigError(
         f"unsupported database URL {url!r}: use sqlite:///path or postgresql://user:pw@host:port/db",
         field="Storage.Url",

@@ -74,7 +74,8 @@ def migrate(store: StoreCore, *, fresh_from_schema: bool = True) -> MigrationRes
                 done.append(m.version)
         return MigrationResult(version=len(steps), applied=done, fresh=empty)
 
-    return store.transaction(apply)
+    with store.unbounded():
+        return store.transaction(apply)
 
 
 def current_version(store: StoreCore) -> int:

@@ -8,6 +8,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from chokaq_ops.storage.deadline import DeadlineExceeded
+
 
 class Pool:
     """At most `size` connections in use at once. A connection has a kind ("" unless a caller asks for
@@ -18,12 +20,16 @@ class Pool:
         self._factory = factory
         self._idle: dict[str, list[Any]] = {}
         self._lock = threading.Lock()
+        self.size = size
         self._slots = threading.BoundedSemaphore(size)
         self._closed = False
 
     @contextmanager
-    def connection(self, kind: str = "") -> Iterator[Any]:
-        self._slots.acquire()
+    def connection(self, kind: str = "", timeout: float | None = None) -> Iterator[Any]:
+        """A connection of `kind`; waits at most `timeout` seconds for a free one (all in use: calls stuck
+        on a paused server hold them) and then raises DeadlineExceeded."""
+        if not self._slots.acquire(timeout=timeout):
+            raise DeadlineExceeded(f"no free database connection within {timeout:.3g}s (pool of {self.size})")
         conn = None
         try:
             with self._lock:

@@ -25,4 +25,7 @@ class Store(ReadOps, WorkerOps, PlanOps):
             max_transient_retries=s.max_transient_retries,
             transient_retry_base_delay=s.transient_retry_base_delay,
             max_payload_bytes=settings.serialization.max_payload_bytes,
+            command_timeout=s.command_timeout,
+            lock_timeout=s.lock_timeout,
+            connect_timeout=s.connect_timeout,
         )

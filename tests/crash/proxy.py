@@ -1,6 +1,9 @@
-"""A small TCP proxy (threads, loopback only) that a test can cut: the database "unreachable" without
-touching the shared PostgreSQL server. While cut, every open connection is closed and new ones are
-accepted and dropped at once, as a client sees a server that went away."""
+"""A small TCP proxy (threads, loopback only) that a test can cut or stall: the database "unreachable"
+without touching the shared PostgreSQL server. While cut, every open connection is closed and new ones are
+accepted and dropped at once, as a client sees a server that went away. While stalled, nothing is
+forwarded and nothing is closed: open connections go half-open (the kernel still acknowledges every
+packet, so TCP keepalives see nothing wrong) and new ones are accepted and never answered, as a client
+sees a paused server or a link that silently stopped carrying traffic."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import contextlib
 import selectors
 import socket
 import threading
+import time
 
 
 class CuttableProxy:
@@ -18,6 +22,8 @@ class CuttableProxy:
         self._lock = threading.Lock()
         self._pairs: list[tuple[socket.socket, socket.socket]] = []
         self._cut = threading.Event()
+        self._stalled = threading.Event()
+        self._parked: list[socket.socket] = []  # accepted while stalled, never answered
         self._closed = threading.Event()
         self.connections = 0  # accepted while up
         self.refused = 0  # accepted and dropped while cut
@@ -39,8 +45,17 @@ class CuttableProxy:
                 with contextlib.suppress(OSError):
                     s.close()
 
+    def stall(self) -> None:
+        self._stalled.set()
+
     def restore(self) -> None:
         self._cut.clear()
+        self._stalled.clear()
+        with self._lock:
+            parked, self._parked = self._parked, []
+        for s in parked:  # their clients gave up long ago (connect timeout)
+            with contextlib.suppress(OSError):
+                s.close()
 
     def close(self) -> None:
         self._closed.set()
@@ -62,6 +77,11 @@ class CuttableProxy:
                 self.refused += 1
                 client.close()
                 continue
+            if self._stalled.is_set():
+                self.refused += 1
+                with self._lock:
+                    self._parked.append(client)
+                continue
             try:
                 upstream = socket.create_connection(self.target, timeout=5)
             except OSError:
@@ -79,7 +99,10 @@ class CuttableProxy:
         sel.register(b, selectors.EVENT_READ, a)
         try:
             while not self._closed.is_set():
-                for key, _ in sel.select(timeout=0.5):
+                if self._stalled.is_set():
+                    time.sleep(0.02)
+                    continue
+                for key, _ in sel.select(timeout=0.1):
                     data = key.fileobj.recv(65536)  # type: ignore[union-attr]
                     if not data:
                         return
