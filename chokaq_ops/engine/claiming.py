@@ -175,7 +175,13 @@ class Claiming:
         with self._lock:
             stopping = self._stopping
             if not stopping:
-                for row in rows:
+                # One entry per id, the latest claim's: a job claimed again while an older entry of it
+                # waits (returned to pending by the sweep, then re-claimed) must never run twice.
+                incoming = {row["id"]: row for row in rows}
+                if any(e[3]["id"] in incoming for e in self._buffer):
+                    self._buffer = [e for e in self._buffer if e[3]["id"] not in incoming]
+                    heapq.heapify(self._buffer)
+                for row in incoming.values():
                     heapq.heappush(self._buffer, (-row["priority"], row["due_at"], next(self._seq), row, now))
                 self._cv_start.notify()
         if stopping:  # a fetch that was in flight when shutdown began: hand its rows straight back

@@ -1,15 +1,22 @@
-"""Heartbeats (part of Worker, seed 002): one owner-gated statement for every job the worker holds.
+"""Heartbeats (part of Worker): one owner-gated statement for every job the worker holds.
 
 Jobs missing from the result were taken away (a zombie rescue, an operator): they are cancelled and
-their results ignored. Failed writes count per job; at Execution.HeartbeatFailureThreshold the job's
-heartbeat is degraded (logged, counted) and, with Execution.CancelOnHeartbeatFailure, cancelled.
+their results ignored. A heartbeat is bounded: it finishes within its interval or fails (docs/worker.md
+"Heartbeats"), and a row another session holds locked is skipped, not waited for, so one locked row never
+delays the other jobs' heartbeats. Every failure counts per job — a write that failed or timed out, a
+skipped locked row, a beat still in flight when the next one was due — and at
+Execution.HeartbeatFailureThreshold the job's heartbeat is degraded (logged, counted) and, with
+Execution.CancelOnHeartbeatFailure, cancelled. Jobs whose outcome is being written keep their heartbeat
+until the write lands.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 
 from chokaq_ops.engine.execution import (
     HEARTBEAT_FAILED,
@@ -19,8 +26,16 @@ from chokaq_ops.engine.execution import (
     preempted,
 )
 from chokaq_ops.models import FailureReason
+from chokaq_ops.storage import deadline
 
 log = logging.getLogger("chokaq.worker")
+
+# A beat must end this share of the shortest interval after it began, so that it is over before the next
+# one is due (a beat still running then is counted as failed, not silently skipped).
+BEAT_BUDGET = 0.8
+# After a failed beat the next try comes this soon (at most), not a whole interval later: a worker whose
+# database came back refreshes its jobs before the rescue sweep's post-outage grace runs out.
+RETRY_AFTER_FAILURE_S = 2.0
 
 
 class Heartbeats:
@@ -28,27 +43,42 @@ class Heartbeats:
 
     def heartbeat(self) -> None:
         """Refresh the heartbeat of every job this worker owns in one owner-gated statement."""
+        if not self._beat_lock.acquire(blocking=False):
+            self._beat_overrun()
+            return
+        try:
+            self._beat()
+        finally:
+            self._beat_lock.release()
+
+    def _beat(self) -> None:
         with self._lock:
-            runs = [r for r in self._owned.values() if not r.flushing and not r.lost]
+            runs = [r for r in self._owned.values() if not r.lost]
         if not runs:
             self._heartbeat_ok = time.monotonic()
             return
+        budget = self.settings.execution.heartbeat_interval_min * BEAT_BUDGET
         try:
-            got = set(self.db(self.store.heartbeat, self.worker_id, [r.id for r in runs]))
+            with deadline.limit(budget):
+                beat, blocked = self.db_within(budget, self.store.beat, self.worker_id, [r.id for r in runs])
         except Exception as exc:
-            self._heartbeat_failed(runs, exc)
+            self._heartbeat_failed(runs, f"heartbeat write failed: {exc}")
+            self._retry_soon()
             return
         self._heartbeat_ok = time.monotonic()
-        lost = []
+        lost, skipped = [], []
         with self._lock:
             for r in runs:
-                if r.id in got:
+                if r.id in beat:
                     r.hb_failures = 0
-                elif not r.flushing and r.id in self._owned:
+                elif r.id in blocked:
+                    skipped.append(r)
+                elif not r.flushing and self._owned.get(r.id) is r:
+                    # (A flushing job left hot because its own outcome landed: not lost.)
                     r.lost = True
                     if r.state == RUNNING:
                         r.state = LOST
-                    self._owned.pop(r.id, None)
+                    del self._owned[r.id]
                     lost.append(r)
         for r in lost:
             r.ctx.cancel("lost: the worker no longer owns the job")
@@ -61,12 +91,37 @@ class Heartbeats:
             )
         if lost:
             self._conflict("heartbeat", len(lost))
+        if skipped:
+            self._heartbeat_failed(skipped, "heartbeat skipped: another session holds the job's row locked")
 
-    def _heartbeat_failed(self, runs: list[Run], exc: BaseException) -> None:
+    def _beat_overrun(self) -> None:
+        """The previous beat is still running when the next is due: that is a failed heartbeat for every
+        job it was to refresh."""
+        with self._lock:
+            runs = [r for r in self._owned.values() if not r.lost]
+        if runs:
+            self._heartbeat_failed(runs, "heartbeat overran its interval: the previous write has not ended")
+
+    def _retry_soon(self) -> None:
+        with self._lock:
+            if self._beat_retry is not None or self._stopped:
+                return
+            delay = min(RETRY_AFTER_FAILURE_S, self.settings.execution.heartbeat_interval_min / 2)
+            timer = threading.Timer(delay, self._retry_beat)
+            timer.daemon = True
+            self._beat_retry = timer
+        timer.start()
+
+    def _retry_beat(self) -> None:
+        with self._lock:
+            self._beat_retry = None
+        self.heartbeat()
+
+    def _heartbeat_failed(self, runs: Sequence[Run], why: str) -> None:
         e = self.settings.execution
         degraded, cancel = [], []
         with self._lock:
-            counted = [r for r in runs if r.id in self._owned and not r.flushing and not r.lost]
+            counted = [r for r in runs if self._owned.get(r.id) is r and not r.lost]
             for r in counted:
                 r.hb_failures += 1
                 if r.hb_failures >= e.heartbeat_failure_threshold:
@@ -76,13 +131,17 @@ class Heartbeats:
                         cancel.append(r)
                     else:
                         r.hb_failures = 0  # report again after another threshold of failures
-        log.warning("heartbeat write failed for %d running jobs: %s", len(counted), exc)
+        if not counted:
+            return
+        log.warning("%s (%d running jobs)", why, len(counted))
         for (q, t), n in Counter((r.queue, r.type) for r in counted).items():
             self._child(self.metrics.heartbeat_failures, q, t).inc(n)
+        with self._lock:
+            self.counts["heartbeat_failures"] += len(counted)
         for r in degraded:
             self._child(self.metrics.heartbeat_degraded, r.queue, r.type).inc()
             log.error(
-                "heartbeat degraded: %d consecutive writes failed job_id=%s type=%s%s",
+                "heartbeat degraded: %d consecutive heartbeats failed job_id=%s type=%s%s",
                 e.heartbeat_failure_threshold,
                 r.id,
                 r.type,
@@ -93,7 +152,7 @@ class Heartbeats:
         for r in cancel:
             r.ctx.cancel("heartbeat failure")
             text = (
-                f"HeartbeatFailure: {e.heartbeat_failure_threshold} consecutive heartbeat writes failed "
-                f"(last error: {exc}); cancelled because Execution.CancelOnHeartbeatFailure is set"
+                f"HeartbeatFailure: {e.heartbeat_failure_threshold} consecutive heartbeats failed "
+                f"(last: {why}); cancelled because Execution.CancelOnHeartbeatFailure is set"
             )
             self.completer.add(preempted(r, FailureReason.HeartbeatFailure, text))

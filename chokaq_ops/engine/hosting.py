@@ -32,6 +32,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("chokaq.hosting")
 
 
+def heartbeat_trigger(low: float, high: float) -> Any:
+    """Heartbeats every `low` to `high` seconds, uniformly spread (Execution.HeartbeatIntervalMin/Max):
+    APScheduler's jitter only adds (0..jitter) to the interval, so the interval is the minimum."""
+    from apscheduler.triggers.interval import IntervalTrigger
+
+    return IntervalTrigger(seconds=low, jitter=(high - low) or None)
+
+
 def _engine_part(module: str, name: str) -> Any:
     """Rescue and retention are built alongside the worker; say clearly when one is missing."""
     import importlib
@@ -86,7 +94,10 @@ class Host:
             default_holder = _engine_part("rescue", "default_holder")
             holder = default_holder(holder_base)
         if run_rescue:
-            self.rescuer = _engine_part("rescue", "Rescuer")(store, settings, self.metrics, holder=holder)
+            watch = _engine_part("rescue", "DbWatch")(store)
+            self.rescuer = _engine_part("rescue", "Rescuer")(
+                store, settings, self.metrics, holder=holder, watch=watch
+            )
         if run_retention:
             retention = _engine_part("retention", "Retention")
             self.retention = retention(store, settings, self.metrics, holder=holder)
@@ -120,14 +131,22 @@ class Host:
             self.worker.start()
             scheduler.add_job(
                 self.worker.heartbeat,
-                IntervalTrigger(
-                    seconds=(e.heartbeat_interval_min + e.heartbeat_interval_max) / 2,
-                    jitter=(e.heartbeat_interval_max - e.heartbeat_interval_min) / 2 or None,
-                ),
+                heartbeat_trigger(e.heartbeat_interval_min, e.heartbeat_interval_max),
                 id="heartbeat",
                 name=f"heartbeat {self.worker.worker_id}",
+                # A beat still running when the next is due is counted as a failed heartbeat by the
+                # worker itself (engine/heartbeat.py); APScheduler would skip the tick with only a log line.
+                max_instances=2,
             )
         if self.rescuer is not None:
+            watch = self.rescuer.watch
+            scheduler.add_job(
+                watch.probe,
+                IntervalTrigger(seconds=_engine_part("rescue", "PROBE_INTERVAL_S")),
+                id="db-watch",
+                name="database watch (rescue)",
+                next_run_time=now,
+            )
             scheduler.add_job(
                 self.rescuer.run,
                 IntervalTrigger(seconds=self.settings.recovery.scan_interval),
@@ -209,8 +228,11 @@ class Host:
         else:
             out["worker_running"] = False
         if self.rescuer is not None:
+            watch = self.rescuer.watch
             out["rescue"] = {
-                "last_error": getattr(self.rescuer, "last_error", None),
-                "sweeps": getattr(self.rescuer, "sweeps", None),
+                "last_error": self.rescuer.last_error,
+                "sweeps": self.rescuer.sweeps,
+                "zombie_phase_held": self.rescuer.held,
+                "database_seen_seconds": None if watch is None else round(watch.seen_for(), 3),
             }
         return out

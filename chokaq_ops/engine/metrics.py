@@ -83,6 +83,11 @@ class Metrics:
         self.rescue_failures = Counter(
             "chokaq_rescue_failures", "Rescue sweeps that raised an error.", registry=r
         )
+        self.rescue_held = Counter(
+            "chokaq_rescue_zombie_phase_held",
+            "Sweeps whose zombie phase waited for the database to be in sight long enough after an outage.",
+            registry=r,
+        )
         self.duration = Histogram(
             "chokaq_job_duration_seconds",
             "Handler wall time.",

@@ -4,6 +4,12 @@ Phase 1 returns fetched-but-never-started reservations older than `Recovery.Fetc
 (user code never ran, so this is a safe retry). Phase 2 moves processing jobs whose heartbeat is older than
 the queue's zombie timeout to the DLQ as `Zombie` (user code may have had side effects: a human decides).
 
+After a database outage the zombie phase waits (docs/rescue.md "Outages"): a sweeper that could not reach
+the database, or was itself stopped, holds phase 2 until it has seen the database continuously for
+2 x Execution.HeartbeatIntervalMax, so every live worker had a fair chance to refresh its heartbeats; an
+outage longer than the zombie timeout creates no false zombies. Phase 2's statement also carries the
+database time it was decided at and moves nothing if the server only runs it later (a paused server).
+
 Many processes may host a Rescuer. A database lease ("rescue") lets one of them sweep per interval; the SQL
 is safe without it (PostgreSQL takes victims `FOR UPDATE SKIP LOCKED`, SQLite has one writer), so a second
 concurrent sweep only finds nothing to do.
@@ -18,11 +24,13 @@ import socket
 import threading
 import time
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from chokaq_ops import errors
 from chokaq_ops.fingerprint import fingerprint_text
 from chokaq_ops.models import RescueReport
+from chokaq_ops.storage import deadline
 
 if TYPE_CHECKING:
     from chokaq_ops.engine.metrics import Metrics
@@ -38,6 +46,13 @@ ZOMBIE_ERROR = "Zombie detected: heartbeat expired"
 # however their heartbeat ages and worker ids differ.
 ZOMBIE_FINGERPRINT = fingerprint_text(ZOMBIE_ERROR).id
 EVENT_MAX_IDS = 1000  # an event row feeds a live stream: a sweep of 100k zombies lists the first 1000
+# The database watch (DbWatch) probes this often; a probe slower than PROBE_SLOW_S, or a gap between two
+# probes longer than PROBE_MAX_GAP_S (this process stalled), breaks the continuity it measures.
+PROBE_INTERVAL_S = 1.0
+PROBE_SLOW_S = 2.0
+PROBE_MAX_GAP_S = 3.0
+# Phase 2 runs only if the server runs its statement within this many seconds of deciding to.
+ZOMBIE_DECISION_MAX_LAG_S = 5.0
 
 
 class RescueError(errors.StorageError):
@@ -56,8 +71,56 @@ def lease_ttl(interval_s: float) -> float:
     return max(0.05, interval_s * 0.9)
 
 
+class DbWatch:
+    """How long this process has seen the database continuously: `probe()` runs every PROBE_INTERVAL_S
+    (the host schedules it); a failed or slow probe, or a gap between probes, starts the count again."""
+
+    def __init__(self, store: Store, clock: Any = time.monotonic) -> None:
+        self.store = store
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._since: float | None = None  # start of the current unbroken stretch
+        self._last_ok: float | None = None  # end of the latest good probe
+        self.breaks = 0  # stretches broken (outages and stalls seen)
+
+    def probe(self) -> bool:
+        start = self._clock()
+        try:
+            with deadline.limit(PROBE_SLOW_S):
+                self.store.now()
+        except Exception as exc:
+            self._broken(f"the database did not answer: {exc}")
+            return False
+        end = self._clock()
+        with self._lock:
+            last = self._last_ok
+            self._last_ok = end
+            if end - start > PROBE_SLOW_S or last is None or start - last > PROBE_MAX_GAP_S:
+                if self._since is not None:
+                    self.breaks += 1
+                    log.warning("rescue: the database (or this process) stalled; holding the zombie phase")
+                self._since = end
+        return True
+
+    def _broken(self, why: str) -> None:
+        with self._lock:
+            if self._since is not None:
+                self.breaks += 1
+                log.warning("rescue: %s; holding the zombie phase until it is back for a while", why)
+            self._since = self._last_ok = None
+
+    def seen_for(self) -> float:
+        """Seconds of unbroken sight of the database up to now (0 if the probes stopped arriving)."""
+        with self._lock:
+            now = self._clock()
+            if self._since is None or self._last_ok is None or now - self._last_ok > PROBE_MAX_GAP_S:
+                return 0.0
+            return now - self._since
+
+
 class Rescuer:
-    """One sweep per `run()`; the host schedules it every `Recovery.ScanInterval`."""
+    """One sweep per `run()`; the host schedules it every `Recovery.ScanInterval`. With a `watch` (the
+    host's), the zombie phase waits after an outage (see the module docstring)."""
 
     def __init__(
         self,
@@ -65,10 +128,13 @@ class Rescuer:
         settings: Settings,
         metrics: Metrics | None = None,
         holder: str | None = None,
+        watch: DbWatch | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
         self.metrics = metrics
+        self.watch = watch
+        self.held = 0  # sweeps whose zombie phase waited for the database to be seen long enough
         self.holder = (holder or default_holder())[:100]
         self.last_report: RescueReport | None = None
         self.last_error: str | None = None
@@ -112,14 +178,9 @@ class Rescuer:
             recovered = self._phase(
                 "recover_abandoned", failures, self.store.recover_abandoned, recovery.fetched_job_timeout
             )
-            archived = self._phase(
-                "archive_zombies",
-                failures,
-                self.store.archive_zombies,
-                recovery.processing_zombie_timeout,
-                self.queue_overrides(),
-                ZOMBIE_FINGERPRINT,
-            )
+            archived = []
+            if self._zombie_phase_allowed():
+                archived = self._phase("archive_zombies", failures, self._archive_zombies)
             report = RescueReport(
                 recovered=len(recovered),
                 archived=len(archived),
@@ -133,6 +194,36 @@ class Rescuer:
                 raise RescueError("rescue sweep failed: " + "; ".join(failures))
             self.last_error = None
             return report
+
+    def hold_after_outage(self) -> float:
+        """Seconds of unbroken sight of the database the zombie phase needs (2 heartbeat maxima)."""
+        return 2 * self.settings.execution.heartbeat_interval_max
+
+    def _zombie_phase_allowed(self) -> bool:
+        if self.watch is None:
+            return True
+        seen, needed = self.watch.seen_for(), self.hold_after_outage()
+        if seen >= needed:
+            return True
+        self.held += 1
+        if self.metrics is not None:
+            self.metrics.rescue_held.inc()
+        log.warning(
+            "rescue: zombie phase held: the database has been seen for %.1fs of the %.0fs every worker "
+            "gets to heartbeat again after an outage",
+            seen,
+            needed,
+        )
+        return False
+
+    def _archive_zombies(self) -> list[dict[str, Any]]:
+        decided = self.store.now()
+        return self.store.archive_zombies(
+            self.settings.recovery.processing_zombie_timeout,
+            self.queue_overrides(),
+            ZOMBIE_FINGERPRINT,
+            not_after=decided + timedelta(seconds=ZOMBIE_DECISION_MAX_LAG_S),
+        )
 
     def queue_overrides(self) -> dict[str, float]:
         """Configured per-queue zombie timeouts; a queue row's own value still wins in SQL."""

@@ -92,11 +92,13 @@ class Starting:
         now = time.monotonic()
         runs = []
         refused = []
+        seen: set[str] = set()
         for row in rows:
             m = marked.get(row["id"])
             if m is None:
                 refused.append(row)
-            else:
+            elif row["id"] not in seen:  # one start, one run: a duplicate's slot is given back
+                seen.add(row["id"])
                 runs.append(self._run_for(row, m, now))
         self._dispatch(runs, took)
         if refused:
@@ -113,7 +115,9 @@ class Starting:
         with self._lock:
             self._free += took - len(runs)
             for run in runs:
-                self._running[run.id] = run
+                # By run, not by id: a job retried at once and claimed again by this worker may have a
+                # run still unwinding here (its handler past a timeout, its outcome being written).
+                self._running.add(run)
                 self._owned[run.id] = run
             if runs:
                 first = min(r.deadline for r in runs)
@@ -184,7 +188,7 @@ class Starting:
                     avg = self._run_ms
                     self._run_ms = ms if avg is None else avg + EWMA * (ms - avg)
                 self._free += 1
-                self._running.pop(run.id, None)
+                self._running.discard(run)
                 deliver = run.state == RUNNING
                 if deliver:
                     run.state = DONE
@@ -204,7 +208,7 @@ class Starting:
     def _skip(self, run: Run) -> None:
         with self._lock:
             self._free += 1
-            self._running.pop(run.id, None)
+            self._running.discard(run)
             self._cv_start.notify()
             self._cv_fetch.notify()
             if not self._running:
@@ -235,7 +239,7 @@ class Starting:
                 if self._watch_stop:
                     return
                 now = time.monotonic()
-                live = [r for r in self._running.values() if r.state == RUNNING]
+                live = [r for r in self._running if r.state == RUNNING]
                 expired = [r for r in live if r.deadline <= now]
                 for r in expired:
                     r.state = TIMED_OUT

@@ -53,6 +53,7 @@ from chokaq_ops.engine.metrics import Metrics
 from chokaq_ops.engine.starting import Starting
 from chokaq_ops.settings import Settings
 from chokaq_ops.storage import Store
+from chokaq_ops.storage.deadline import DeadlineExceeded
 
 log = logging.getLogger("chokaq.worker")
 T = TypeVar("T")
@@ -95,8 +96,10 @@ class Worker(Claiming, Starting, Heartbeats):
         self._written_off: set[str] = set()  # outcome unwritable: left processing for the sweep
         self._run_ms: float | None = None  # moving average of handler durations...
         self._claim_ms: float | None = None  # ...and of claim round trips: see Claiming._depth
-        self._running: dict[str, Run] = {}  # handler executing (holds a slot)
-        self._owned: dict[str, Run] = {}  # marked processing, outcome not yet written
+        self._running: set[Run] = set()  # handler executing (holds a slot)
+        self._owned: dict[str, Run] = {}  # marked processing, outcome not yet written (latest run per id)
+        self._beat_lock = threading.Lock()  # one heartbeat in flight (engine/heartbeat.py)
+        self._beat_retry: threading.Timer | None = None
         self._paused: frozenset[str] = frozenset()
         self._capped: frozenset[str] = frozenset()
         self._exact_caps = False
@@ -169,7 +172,7 @@ class Worker(Claiming, Starting, Heartbeats):
         with self._lock:
             while self._running and time.monotonic() < deadline and not self._hurry:
                 self._cv_idle.wait(max(0.0, deadline - time.monotonic()))
-            leftover = [r for r in self._running.values() if r.state == RUNNING]
+            leftover = [r for r in self._running if r.state == RUNNING]
             for r in leftover:
                 r.state = ABANDONED
         for r in leftover:
@@ -222,7 +225,7 @@ class Worker(Claiming, Starting, Heartbeats):
     def health(self) -> dict[str, Any]:
         with self._lock:
             running = len(self._running)
-            overdue = sum(1 for r in self._running.values() if r.state != RUNNING)
+            overdue = sum(1 for r in self._running if r.state != RUNNING)
             prefetched = len(self._buffer)
             owned = len(self._owned)
         hb = self._heartbeat_ok
@@ -248,6 +251,17 @@ class Worker(Claiming, Starting, Heartbeats):
             return fn(*args, **kwargs)
         with self._serial:
             return fn(*args, **kwargs)
+
+    def db_within(self, seconds: float, fn: Callable[..., T], *args: Any) -> T:
+        """`db` that waits at most `seconds` for this process's SQLite write turn."""
+        if self._serial is None:
+            return fn(*args)
+        if not self._serial.acquire(timeout=max(0.0, seconds)):
+            raise DeadlineExceeded(f"no turn to write within {seconds:.3g}s (this process's writes queue)")
+        try:
+            return fn(*args)
+        finally:
+            self._serial.release()
 
     # ------------------------------------------------------------------ completion callbacks
 
@@ -305,7 +319,8 @@ class Worker(Claiming, Starting, Heartbeats):
     def forget(self, runs: Iterable[Run]) -> None:
         with self._lock:
             for r in runs:
-                self._owned.pop(r.id, None)
+                if self._owned.get(r.id) is r:
+                    del self._owned[r.id]
                 r.flushing = False
 
     # ------------------------------------------------------------------ metrics

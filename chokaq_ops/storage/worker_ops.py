@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from chokaq_ops import errors, ids, validation
@@ -213,10 +214,17 @@ class WorkerOps(StoreCore):
         return marked
 
     def heartbeat(self, worker_id: str, job_ids: Sequence[str]) -> set[str]:
-        """Refresh the heartbeat of running jobs in one statement; returns the ids still owned."""
+        """Refresh the heartbeat of running jobs in one statement; returns the ids refreshed."""
+        return self.beat(worker_id, job_ids)[0]
+
+    def beat(self, worker_id: str, job_ids: Sequence[str]) -> tuple[set[str], set[str]]:
+        """Refresh the heartbeat of running jobs in one statement: (refreshed, blocked). A blocked job is
+        still this worker's but another session holds its row locked, so it was skipped, not waited for;
+        an id in neither set is no longer this worker's."""
         if not job_ids:
-            return set()
-        return {r["id"] for r in self.run("heartbeat", worker_id=worker_id, ids=list(job_ids))}
+            return set(), set()
+        rows = self.run("heartbeat", worker_id=worker_id, ids=list(job_ids))
+        return {r["id"] for r in rows if r["beat"]}, {r["id"] for r in rows if not r["beat"]}
 
     def release(self, worker_id: str, job_ids: Sequence[str]) -> list[str]:
         """Prefetched jobs back to pending (attempts unchanged), only while still fetched by this worker
@@ -322,14 +330,18 @@ class WorkerOps(StoreCore):
         global_timeout_s: float,
         overrides: Mapping[str, float] | None = None,
         fingerprint: str | None = None,
+        not_after: datetime | None = None,
     ) -> list[dict[str, Any]]:
         """Processing jobs with an expired heartbeat -> DLQ as Zombie. Timeout per job: the queue row's
-        zombie_timeout_seconds, else `overrides[queue]` (configuration), else `global_timeout_s`."""
+        zombie_timeout_seconds, else `overrides[queue]` (configuration), else `global_timeout_s`. With
+        `not_after` (database time) nothing moves if the server runs the statement only later: a server
+        paused after the sweep decided must not judge heartbeats it kept workers from writing."""
         return self.run(
             "archive_zombies",
             global_s=float(global_timeout_s),
             overrides={k: float(v) for k, v in (overrides or {}).items()},
             fingerprint=fingerprint,
+            not_after=not_after,
         )
 
     def try_lease(self, name: str, holder: str, ttl_s: float) -> bool:

@@ -78,7 +78,9 @@ FROM (SELECT queue, count(*) AS n FROM moved GROUP BY queue) m WHERE s.queue = m
 -- ---------------------------------------------------------------- schema ledger
 
 -- name: migrations_lock
--- Serialises concurrent `chokaq migrate` runs for the rest of the transaction.
+-- Serialises concurrent `chokaq migrate` runs for the rest of the transaction. An index build over a large
+-- table may outlast Storage.CommandTimeout: the migration's own transaction has no statement timeout.
+SET LOCAL statement_timeout = 0;
 SELECT pg_advisory_xact_lock(7305528210001);
 
 -- name: migrations_ensure_ledger
@@ -310,11 +312,25 @@ WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
   AND worker_id = CAST(:worker_id AS text) AND status + 0 = 2;
 
 -- name: heartbeat
--- One statement for every running job of a worker; returns the ids the worker still owns.
-UPDATE jobs_hot SET heartbeat_at = now(), updated_at = now()
-WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
-  AND worker_id = CAST(:worker_id AS text) AND status + 0 = 2
-RETURNING id;
+-- One statement for every running job of a worker; returns the ids the worker still owns, `beat` false
+-- for a row another session holds locked (an operator's open transaction, a report's SELECT ... FOR
+-- UPDATE): such a row is skipped, not waited for, so one locked row never delays the other jobs'
+-- heartbeats. The locking read checks ownership again on the row's latest version.
+WITH mine AS (
+  SELECT id FROM jobs_hot
+  WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+    AND worker_id = CAST(:worker_id AS text) AND status + 0 = 2
+), free AS (
+  SELECT h.id FROM jobs_hot h
+  WHERE h.id = ANY(ARRAY(SELECT id FROM mine))
+    AND h.worker_id = CAST(:worker_id AS text) AND h.status + 0 = 2
+  FOR UPDATE SKIP LOCKED
+), beat AS (
+  UPDATE jobs_hot h SET heartbeat_at = now(), updated_at = now()
+  WHERE h.id = ANY(ARRAY(SELECT id FROM free))
+  RETURNING h.id
+)
+SELECT m.id, (b.id IS NOT NULL) AS beat FROM mine m LEFT JOIN beat b ON b.id = m.id;
 
 -- name: release
 -- Returns prefetched (never started) jobs to pending; attempts unchanged.
@@ -483,6 +499,8 @@ victims AS (
       AND coalesce(h.heartbeat_at, h.updated_at) < now() - make_interval(secs => (SELECT secs FROM shortest))
       AND coalesce(h.heartbeat_at, h.updated_at)
           < now() - make_interval(secs => coalesce(q.zombie_timeout_seconds, o.secs, CAST(:global_s AS double precision)))
+      -- :not_after: the sweep's decision expires (a server paused after it decided runs this too late).
+      AND (CAST(:not_after AS timestamptz) IS NULL OR now() <= CAST(:not_after AS timestamptz))
     FOR UPDATE OF h SKIP LOCKED
 ),
 moved AS (

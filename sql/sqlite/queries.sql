@@ -290,9 +290,10 @@ SELECT id, attempt_count, started_at FROM jobs_hot
 WHERE id IN (SELECT value FROM json_each(:ids)) AND worker_id = :worker_id AND status = 2;
 
 -- name: heartbeat
+-- SQLite has no row locks (one writer at a time): every owned row is beaten.
 UPDATE jobs_hot SET heartbeat_at = {{now}}, updated_at = {{now}}
 WHERE id IN (SELECT value FROM json_each(:ids)) AND worker_id = :worker_id AND status = 2
-RETURNING id;
+RETURNING id, 1 AS beat;
 
 -- name: release
 UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = {{now}}
@@ -427,7 +428,9 @@ WHERE h.status = 2
   AND coalesce(h.heartbeat_at, h.updated_at) < strftime('%Y-%m-%d %H:%M:%f', 'now',
       -- json_each, not a '$."name"' path: a path misses names with quotes, backslashes or non-ASCII characters.
       '-' || coalesce(q.zombie_timeout_seconds, (SELECT o.value FROM json_each(:overrides) o WHERE o.key = h.queue),
-                      :global_s) || ' seconds');
+                      :global_s) || ' seconds')
+  -- :not_after: the sweep's decision expires (a process paused after it decided runs this too late).
+  AND (:not_after IS NULL OR {{now}} <= :not_after);
 {{staged_to_dlq}};
 {{staged_counters_failed}};
 {{staged_buckets_failed}};

@@ -5,11 +5,12 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+from datetime import UTC, datetime
 
 from worker_support import enqueue, fast_settings, settled, wait_for
 
 from chokaq_ops.engine.handlers import Registry
-from chokaq_ops.engine.hosting import Host
+from chokaq_ops.engine.hosting import Host, heartbeat_trigger
 from chokaq_ops.settings import Settings
 
 
@@ -32,9 +33,9 @@ def test_schedules_jittered_heartbeat_rescue_and_retention(store):
     host.start()
     try:
         jobs = {j.id: j for j in host._scheduler.get_jobs()}
-        assert set(jobs) == {"heartbeat", "rescue", "retention"}
+        assert set(jobs) == {"heartbeat", "rescue", "retention", "db-watch"}
         hb = jobs["heartbeat"].trigger
-        assert hb.interval.total_seconds() == 10.0 and hb.jitter == 2.0  # 8-12 s by default
+        assert hb.interval.total_seconds() == 8.0 and hb.jitter == 4.0  # 8 s + (0..4 s): 8-12 s by default
         assert jobs["rescue"].trigger.interval.total_seconds() == 0.2
         assert jobs["retention"].trigger.interval.total_seconds() == 3600.0
         wait_for(lambda: host.rescuer.sweeps >= 2, 5, "scheduled sweeps")  # first one at start
@@ -73,3 +74,19 @@ def test_a_worker_without_handlers_claims_nothing(store):
         settled(store, job_id, "archive")
     finally:
         host.shutdown()
+
+
+def test_heartbeat_gaps_spread_over_the_whole_configured_window():
+    """Execution.HeartbeatIntervalMin/Max 8/12 s: every gap between two beats lies in [8, 12] s, and the
+    window is used whole (APScheduler's jitter only adds, so an interval of 10 +- 2 gave 10-12 s)."""
+    trigger = heartbeat_trigger(8.0, 12.0)
+    fire = datetime(2026, 1, 1, tzinfo=UTC)
+    gaps = []
+    for _ in range(2000):
+        nxt = trigger.get_next_fire_time(fire, fire)
+        gaps.append((nxt - fire).total_seconds())
+        fire = nxt
+    assert min(gaps) >= 8.0 and max(gaps) <= 12.0
+    assert min(gaps) < 8.3 and max(gaps) > 11.7
+    low = sum(1 for g in gaps if g < 10.0)
+    assert 0.4 < low / len(gaps) < 0.6  # uniform: half the gaps below the middle

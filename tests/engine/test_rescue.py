@@ -6,13 +6,15 @@ from __future__ import annotations
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
 import pytest
 from crash.support import age, assert_one_table_each, counts, events, fetched, processing, sql
 from dbprobe import ago_expr
 
+from chokaq_ops import errors
 from chokaq_ops.engine.metrics import Metrics
-from chokaq_ops.engine.rescue import ZOMBIE_FINGERPRINT, RescueError, Rescuer, sweep_now
+from chokaq_ops.engine.rescue import ZOMBIE_FINGERPRINT, DbWatch, RescueError, Rescuer, sweep_now
 from chokaq_ops.models import Actor
 from chokaq_ops.settings import Settings
 
@@ -326,3 +328,78 @@ def test_postgres_sweep_skips_rows_another_transaction_holds(pg_url):
             locker.close()
         assert Rescuer(store, make_settings(zombie_s=30)).sweep().archived_ids == ids[:1]
         assert counts(store)["failed_total"] == 3
+
+
+# ------------------------------------------------------------------------------------ outages
+
+
+class FakeClock:
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class Unreachable:
+    """Stands for the store while the database cannot be reached."""
+
+    def now(self):
+        raise errors.TransientStorageError("could not connect to server")
+
+
+def _probe_at(watch: DbWatch, clock: FakeClock, *times: float) -> None:
+    for t in times:
+        clock.t = t
+        assert watch.probe()
+
+
+def test_the_zombie_phase_waits_after_an_outage_until_workers_could_heartbeat(store):
+    """Heartbeats 0.2-0.3 s: after an outage the sweeper needs 0.6 s (2 x the maximum) of unbroken sight
+    of the database before it judges heartbeat ages; phase 1 is never held."""
+    settings = make_settings(fetched_s=10, zombie_s=10)
+    clock = FakeClock(1000.0)
+    watch = DbWatch(store, clock=clock)
+    rescuer = Rescuer(store, settings, watch=watch)
+    running = processing(store, "w1", 2, prefix="z")
+    waiting = fetched(store, "w1", 1, prefix="f")
+    age(store, "jobs_hot", running + waiting, 30, "updated_at", "heartbeat_at")
+
+    report = rescuer.run()  # never saw the database yet: a fresh sweeper waits too
+    assert (report.recovered, report.archived, rescuer.held) == (1, 0, 1)
+    _probe_at(watch, clock, 1000.0, 1000.2, 1000.4)
+    assert rescuer.run().archived == 0 and rescuer.held == 2
+
+    watch.store = Unreachable()  # an outage breaks the stretch
+    clock.t = 1000.6
+    assert not watch.probe()
+    watch.store = store
+    _probe_at(watch, clock, 1000.8, 1001.0, 1001.2)
+    assert rescuer.run().archived == 0 and watch.breaks == 1
+    _probe_at(watch, clock, 1001.4)
+    assert sorted(rescuer.run().archived_ids) == sorted(running)
+
+
+def test_a_stall_between_probes_breaks_the_stretch(store):
+    clock = FakeClock(0.0)
+    watch = DbWatch(store, clock=clock)
+    _probe_at(watch, clock, 0.0, 1.0, 2.0)
+    assert watch.seen_for() == 0.0 + 2.0
+    clock.t = 6.0  # this process stood still (SIGSTOP, a frozen VM): no probe for 4 s
+    assert watch.seen_for() == 0.0
+    _probe_at(watch, clock, 6.0)
+    assert watch.seen_for() == 0.0 and watch.breaks == 1
+    _probe_at(watch, clock, 7.0)
+    assert watch.seen_for() == 1.0
+
+
+def test_a_zombie_decision_the_server_runs_late_moves_nothing(store):
+    """A server paused right after the sweep decided runs the statement when it resumes, when the
+    workers it kept from heartbeating look dead: the statement carries its decision time and expires."""
+    running = processing(store, "w1", 2, prefix="z")
+    age(store, "jobs_hot", running, 30, "updated_at", "heartbeat_at")
+    now = store.now()
+    assert store.archive_zombies(10, not_after=now - timedelta(seconds=1)) == []
+    assert counts(store)["hot"] == 2
+    moved = store.archive_zombies(10, not_after=now + timedelta(seconds=60))
+    assert sorted(r["id"] for r in moved) == sorted(running)

@@ -8,7 +8,9 @@ import time
 from worker_support import enqueue, fast_settings, hosted, settled, wait_for
 
 from chokaq_ops import errors
+from chokaq_ops.engine.execution import RETRY
 from chokaq_ops.engine.handlers import Registry
+from chokaq_ops.engine.worker import Worker
 from chokaq_ops.models import Actor
 from chokaq_ops.storage import Store
 
@@ -245,3 +247,53 @@ def test_a_start_that_committed_unseen_is_adopted_not_left_as_a_zombie(store):
         gate.set()
         lossy.close()
     assert ran == [(job_id, 1)] and row["attempt_count"] == 1
+
+
+def test_a_retry_claimed_again_at_once_by_the_same_worker_keeps_its_bookkeeping(store):
+    """Attempt 1 fails, its retry is due at once and this worker claims and starts attempt 2 before the
+    bookkeeping of attempt 1 ends: that bookkeeping must forget attempt 1's run, not the job's id, or
+    attempt 2 would lose its heartbeats (and be taken for a zombie)."""
+    reg = Registry()
+    second, release, forgotten = threading.Event(), threading.Event(), threading.Event()
+
+    @reg.job("flaky")
+    def flaky(payload, ctx):
+        if ctx.attempt == 1:
+            raise RuntimeError("first attempt fails")
+        second.set()
+        release.wait(10)
+
+    settings = fast_settings(store, retry__base_delay=0.001, retry__jitter_max_delay=0)
+    with hosted(store, settings, reg) as host:
+        w = host.worker
+        original = w.finished
+
+        def late_finished(kind, items, applied):
+            if kind == RETRY:
+                second.wait(10)  # attempt 2 is running before attempt 1's bookkeeping ends
+            original(kind, items, applied)
+            if kind == RETRY:
+                forgotten.set()
+
+        w.finished = late_finished
+        job_id = enqueue(store, "flaky")
+        assert forgotten.wait(10) and second.is_set()
+        run = w._owned.get(job_id)
+        assert run is not None and run.attempt == 2
+        before = store.get_job(job_id)["heartbeat_at"]
+        wait_for(lambda: store.get_job(job_id)["heartbeat_at"] > before, 3, "attempt 2 heartbeating")
+        release.set()
+        row = settled(store, job_id, "archive")
+    assert row["attempt_count"] == 2
+
+
+def test_a_job_claimed_again_while_buffered_is_started_once(store):
+    w = Worker(store, fast_settings(store), registry=Registry(), concurrency=4)
+    row = {"id": "j1", "priority": 0, "due_at": store.now(), "queue": "default", "type": "t", "payload": "{}"}
+    w._buffered([row])
+    w._buffered([dict(row)])
+    w._buffered([dict(row), dict(row)])
+    assert [e[3]["id"] for e in w._buffer] == ["j1"]
+    w._free -= 2  # two slots held for a start set that names the job twice
+    w._launch([row, dict(row)], {"j1": {"attempt_count": 1, "started_at": store.now()}}, 2)
+    assert [r.id for r in w._running] == ["j1"] and w._free == 3

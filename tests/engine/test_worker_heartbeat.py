@@ -40,7 +40,7 @@ def test_heartbeat_keeps_advancing_while_a_long_handler_runs(store):
 class FailingHeartbeats(Store):
     """A real store whose heartbeat writes fail, as when the database is overloaded."""
 
-    def heartbeat(self, worker_id, job_ids):
+    def beat(self, worker_id, job_ids):
         raise errors.TransientStorageError("heartbeat write timed out")
 
 
@@ -97,5 +97,65 @@ def test_cancel_on_heartbeat_failure_dead_letters_as_heartbeat_failure(store):
     finally:
         failing.close()
     assert row["failure_reason"] == "HeartbeatFailure"
-    assert "2 consecutive heartbeat writes failed" in row["error_details"]
+    assert "2 consecutive heartbeats failed" in row["error_details"]
     assert "heartbeat write timed out" in row["error_details"]
+
+
+class FlakyArchive(Store):
+    """A real store whose archive writes fail until `landable` is set (an overloaded database)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.landable = threading.Event()
+        self.refused = 0
+
+    def archive_succeeded(self, worker_id, items):
+        if not self.landable.is_set():
+            self.refused += 1
+            raise errors.TransientStorageError("archive write timed out")
+        return super().archive_succeeded(worker_id, items)
+
+
+def test_a_job_whose_outcome_is_being_written_keeps_its_heartbeat(store):
+    """Until the outcome lands the row is processing under this worker: its heartbeat must go on, or the
+    sweep would take a finished job for a zombie while the completer retries the write."""
+    reg = Registry()
+    reg.job("quick")(lambda payload, ctx: None)
+    flaky = FlakyArchive(store.url, pool_size=8, transient_retry_base_delay=0.01, max_transient_retries=0)
+    job_id = enqueue(store, "quick")
+    try:
+        with hosted(flaky, fast_settings(store), reg):
+            wait_for(lambda: flaky.refused >= 2, 10, "the outcome write failing")
+            before = store.get_job(job_id)["heartbeat_at"]
+            wait_for(
+                lambda: store.get_job(job_id)["heartbeat_at"] > before,
+                3,
+                "a heartbeat while the outcome is still being written",
+            )
+            flaky.landable.set()
+            row = settled(store, job_id, "archive")
+    finally:
+        flaky.close()
+    assert row["attempt_count"] == 1
+
+
+def test_a_beat_still_running_when_the_next_is_due_counts_as_failed(store):
+    reg = Registry()
+    running, done = threading.Event(), threading.Event()
+
+    @reg.job("steady")
+    def steady(payload, ctx):
+        running.set()
+        done.wait(10)
+
+    job_id = enqueue(store, "steady")
+    with hosted(store, fast_settings(store), reg) as host:
+        running.wait(10)
+        w = host.worker
+        with w._beat_lock:  # a beat in flight (stuck) while the scheduler's next one comes due
+            w.heartbeat()
+            w.heartbeat()
+        labels = {"queue": "default", "type": "steady"}
+        assert metric(host, "chokaq_jobs_heartbeat_failures_total", **labels) >= 2
+        done.set()
+        settled(store, job_id, "archive")
