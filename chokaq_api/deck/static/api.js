@@ -33,7 +33,23 @@ function url(path, query) {
   return `${API}${path}${text ? `?${text}` : ""}`;
 }
 
-export async function api(method, path, { query, body, token, signal } = {}) {
+// Requests in flight, on <body data-busy>: lets a test (or a screen reader's user) know the view settled.
+let inflight = 0;
+function busy(delta) {
+  inflight += delta;
+  document.body.dataset.busy = String(inflight);
+}
+
+export async function api(method, path, options = {}) {
+  busy(1);
+  try {
+    return await call(method, path, options);
+  } finally {
+    busy(-1);
+  }
+}
+
+async function call(method, path, { query, body, token, signal } = {}) {
   const headers = { Authorization: `Bearer ${token || session.token}`, Accept: "application/json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   const response = await fetch(url(path, query), {

@@ -108,7 +108,7 @@ function editor(job, ctx, aside, opts) {
     } else {
       const { line, column, message } = current.error;
       status.className = "json-status bad";
-      goTo = h("button", { type: "button", class: "link", text: `Line ${line}, column ${column}`, onclick: () => { area.focus(); area.setSelectionRange(current.error.offset, current.error.offset + 1); } });
+      goTo = h("button", { type: "button", class: "link", text: `Line ${line}, column ${column}`, onclick: () => { area.focus(); area.setSelectionRange(current.error.offset, current.error.offset); } });
       status.append(goTo, `: ${message}`);
     }
     for (const b of aside.querySelectorAll("[data-needs-valid]")) b.disabled = !current.ok;
