@@ -72,11 +72,19 @@ class Console:
         """Every API request the view made has answered (and rendered)."""
         self.page.locator('body[data-busy="0"]').wait_for(state="attached")
 
-    def shot(self, name: str, dialect: str) -> None:
-        """Screenshots for docs/deck.md, from the SQLite run only (one set, not one per dialect)."""
-        if dialect == "sqlite":
-            SHOTS.mkdir(parents=True, exist_ok=True)
-            self.page.screenshot(path=str(SHOTS / f"{name}.png"))
+    def shot(self, name: str, dialect: str, focus: Any = None, height: int | None = None) -> None:
+        """Screenshots for docs/deck.md, from the SQLite run only (one set, not one per dialect);
+        `height` enlarges the window for this picture, `focus` scrolls an element into it."""
+        if dialect != "sqlite":
+            return
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        size = self.page.viewport_size
+        if height:
+            self.page.set_viewport_size({"width": size["width"], "height": height})
+        if focus is not None:
+            focus.scroll_into_view_if_needed()
+        self.page.screenshot(path=str(SHOTS / f"{name}.png"))
+        self.page.set_viewport_size(size)
 
     def close(self) -> None:
         self.context.close()

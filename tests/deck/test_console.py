@@ -50,7 +50,7 @@ def test_seed_workflow_by_clicks(deck):
     assert "missing comma" in status.text_content() and "Line 3, column 24" in status.text_content()
     assert editor.get_attribute("aria-invalid") == "true"
     assert inspector.get_by_role("button", name="Save & Resurrect").is_disabled()
-    console.shot("inspector-missing-comma", deck.dialect)
+    console.shot("inspector-missing-comma", deck.dialect, focus=status, height=1300)
     # Fix it by keyboard: jump to the error, type the comma.
     status.get_by_role("button", name="Line 3, column 24").click()
     page.keyboard.type(",")
@@ -85,8 +85,9 @@ def test_seed_workflow_by_clicks(deck):
     entry = page.locator("ol.audit li", has_text="edit_dlq")
     entry.wait_for()
     assert entry.locator(".actor").text_content() == "operator-deck"
-    before, after = (json.loads(pre.text_content()) for pre in entry.locator(".diff pre").all())
-    assert (before["payload"], after["payload"]) == (MALFORMED, FIXED)
+    # Before: the stored text verbatim (it is not JSON); after: the fix, pretty-printed.
+    assert entry.locator('pre[data-side="before"]').first.text_content() == MALFORMED
+    assert entry.locator('pre[data-side="after"]').first.text_content() == FIXED
     console.shot("audit-before-after", deck.dialect)
 
 

@@ -174,14 +174,33 @@ function history(trail) {
       : h("p", { class: "muted", text: "No audit entries for this job." }));
 }
 
-// Edits carry {before, after}: show both side by side, as text.
+// Edits carry {before, after} objects (payload, tags, priority ...): show each changed field's old and new
+// value side by side, a payload pretty-printed when it is valid JSON and verbatim when it is not.
 export function beforeAfter(details) {
   if (!details || typeof details !== "object") return null;
-  const pretty = (v) => (typeof v === "string" ? v : JSON.stringify(v, null, 2));
-  if ("before" in details || "after" in details) {
-    return h("div", { class: "diff" },
-      h("div", {}, h("h4", { text: "Before" }), h("pre", { class: "code", text: pretty(details.before) })),
-      h("div", {}, h("h4", { text: "After" }), h("pre", { class: "code", text: pretty(details.after) })));
+  if (!("before" in details || "after" in details)) {
+    return h("details", {}, h("summary", { text: "Details" }), h("pre", { class: "code", text: JSON.stringify(details, null, 2) }));
   }
-  return h("details", {}, h("summary", { text: "Details" }), h("pre", { class: "code", text: pretty(details) }));
+  const before = details.before || {};
+  const after = details.after || {};
+  const keys = [...new Set([...Object.keys(before), ...Object.keys(after)])];
+  const changed = keys.filter((k) => JSON.stringify(before[k]) !== JSON.stringify(after[k]));
+  return h("div", { class: "diff" },
+    h("h4", { text: "Before" }), h("h4", { text: "After" }),
+    changed.map((k) => [
+      h("div", {}, h("span", { class: "key", text: k }), h("pre", { class: "code", "data-side": "before", text: shown(before[k]) })),
+      h("div", {}, h("span", { class: "key", text: k }), h("pre", { class: "code", "data-side": "after", text: shown(after[k]) })),
+    ]),
+    changed.length ? null : h("p", { class: "muted", text: "No field changed." }));
+}
+
+function shown(value) {
+  if (value === null || value === undefined) return "—";
+  if (typeof value !== "string") return JSON.stringify(value, null, 2);
+  try {
+    const parsed = JSON.parse(value);
+    return typeof parsed === "object" && parsed !== null ? JSON.stringify(parsed, null, 2) : value;
+  } catch {
+    return value;
+  }
 }
