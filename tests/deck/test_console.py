@@ -247,6 +247,11 @@ def test_bulk_resurrect_plan_with_progress_and_live_arrivals(deck):
         == 20
     )
 
+    console.panel("Overview")
+    console.shot("overview", deck.dialect)
+    console.panel("Error groups").locator(".group").first.wait_for()
+    console.shot("error-groups", deck.dialect)
+
     # Live: with the DLQ panel open, a job that dies now appears without a reload.
     page = console.panel("DLQ")
     page.locator("table.dlq-table tbody tr").first.wait_for()
