@@ -11,7 +11,7 @@ import pytest
 
 from chokaq_ops.models import FailureReason
 from tests.api.conftest import to_dlq
-from tests.api.served import wait_for
+from tests.api.served import FAST_TOML, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -263,3 +263,34 @@ def test_bulk_resurrect_plan_with_progress_and_live_arrivals(deck):
     assert page.evaluate("window.__sameDocument") is True  # no reload happened
     assert elapsed <= 2.0, elapsed
     console.shot("dlq-live", deck.dialect)
+
+
+def test_four_eyes_approval_of_a_plan(deck):
+    config = deck.workdir / "chokaq.toml"
+    config.write_text(FAST_TOML.replace("[Api]\n", "[Api]\nPlanApprovalMinJobs = 3\n"))
+    deck.serve("--no-worker")
+    to_dlq(deck.store, 3, queue="mail", reason=FailureReason.Timeout)
+    operator = deck.open("operator")
+    page = operator.panel("DLQ")
+    page.get_by_role("checkbox", name="Select every job on this page").check()
+    page.get_by_role("button", name="Plan resurrect…").click()
+    page.get_by_role("button", name="Preview plan").click()
+    plan_id = page.locator(".plan-detail h2 .mono").text_content()
+    assert page.get_by_role("button", name="Approve").count() == 0  # not by its own creator
+    page.get_by_role("button", name="Execute").click()
+    page.locator("#toast", has_text="a second person must approve it first").wait_for()
+    operator.errors[:] = [e for e in operator.errors if "409" not in e]  # the refused call, as expected
+    assert deck.call("GET", f"/plans/{plan_id}").json()["state"] == "ready"
+
+    admin = deck.open("admin")
+    page = admin.panel("Bulk plans")
+    page.get_by_role("button", name=f"Open plan {plan_id}").click()
+    page.get_by_role("button", name="Approve").click()
+    page.locator(".facts dd", has_text="admin-deck at").wait_for()
+
+    page = operator.panel("Bulk plans")
+    page.get_by_role("button", name=f"Open plan {plan_id}").click()
+    page.get_by_role("button", name="Execute").click()
+    page.locator("#toast", has_text="finished").wait_for()
+    plan = deck.call("GET", f"/plans/{plan_id}").json()
+    assert (plan["state"], plan["done"], plan["approved_by"]) == ("done", 3, "admin-deck")

@@ -60,6 +60,7 @@ export async function inspect(aside, ctx, id, opts = {}) {
       : null,
     editor(job, ctx, aside, opts),
     history(trail));
+  aside.onkeydown = (event) => { if (event.key === "Escape") aside.hidden = true; };
   aside.dataset.renderedMs = String(Math.round(performance.now() - started));
   aside.querySelector("h2").focus?.();
 }
