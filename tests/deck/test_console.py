@@ -294,3 +294,38 @@ def test_four_eyes_approval_of_a_plan(deck):
     page.locator("#toast", has_text="finished").wait_for()
     plan = deck.call("GET", f"/plans/{plan_id}").json()
     assert (plan["state"], plan["done"], plan["approved_by"]) == ("done", 3, "admin-deck")
+
+
+JSON_CASES = [  # text, expected error (line, column, words) or None when valid
+    (MALFORMED, (3, 24, "missing comma")),
+    (FIXED, None),
+    ('{"a": [1, 2, {"b": null}], "c": "x\\u0041"}', None),
+    ("[1 2]", (1, 3, "after array element")),
+    ('{"a": 1,}', (1, 9, "property name in double quotes")),
+    ('{"a" 1}', (1, 6, "':' after property name")),
+    ('"open', (1, 1, "Unterminated string")),
+    ('{"a": 1} x', (1, 10, "after the JSON value")),
+    ("", (1, 1, "Expected a value")),
+    ("[01]", (1, 3, "after array element")),
+]
+
+
+def test_payload_checker_points_at_the_error(deck):
+    """The editor's JSON checker, run in the browser: valid JSON passes, and each error has its place."""
+    deck.serve("--no-worker")
+    page = deck.open("reader").page
+    results = page.evaluate(
+        """async (cases) => {
+            const { checkJson } = await import('./jsoncheck.js');
+            return cases.map((text) => checkJson(text));
+        }""",
+        [text for text, _ in JSON_CASES],
+    )
+    for (text, expected), got in zip(JSON_CASES, results, strict=True):
+        if expected is None:
+            assert got["ok"] and got["value"] == json.loads(text), text
+        else:
+            line, column, words = expected
+            assert not got["ok"], text
+            assert (got["error"]["line"], got["error"]["column"]) == (line, column), (text, got)
+            assert words in got["error"]["message"], (text, got)

@@ -25,12 +25,25 @@ export function checkJson(text) {
     return fail(`Expected a value, found ${describe()}`);
   }
 
-  function object() {
+  // The members of an object or the elements of an array, after the opening bracket, up to `close`.
+  function members(close, what, item) {
     i++;
-    const out = {};
     ws();
-    if (text[i] === "}") { i++; return out; }
+    if (text[i] === close) { i++; return; }
     for (;;) {
+      item();
+      const end = i;
+      ws();
+      if (text[i] === ",") { i++; continue; }
+      if (text[i] === close) { i++; return; }
+      // Point at the end of the last value: the place a missing comma belongs.
+      fail(`Expected ',' or '${close}' after ${what}, found ${describe()} — a missing comma?`, end);
+    }
+  }
+
+  function object() {
+    const out = {};
+    members("}", "property value", () => {
       ws();
       if (text[i] !== '"') fail(`Expected a property name in double quotes, found ${describe()}`);
       const key = string();
@@ -38,28 +51,14 @@ export function checkJson(text) {
       if (text[i] !== ":") fail(`Expected ':' after property name, found ${describe()}`);
       i++;
       out[key] = value();
-      const end = i;
-      ws();
-      if (text[i] === ",") { i++; continue; }
-      if (text[i] === "}") { i++; return out; }
-      // Point at the end of the value: the place a missing comma belongs.
-      fail(`Expected ',' or '}' after property value, found ${describe()} — a missing comma?`, end);
-    }
+    });
+    return out;
   }
 
   function array() {
-    i++;
     const out = [];
-    ws();
-    if (text[i] === "]") { i++; return out; }
-    for (;;) {
-      out.push(value());
-      const end = i;
-      ws();
-      if (text[i] === ",") { i++; continue; }
-      if (text[i] === "]") { i++; return out; }
-      fail(`Expected ',' or ']' after array element, found ${describe()} — a missing comma?`, end);
-    }
+    members("]", "array element", () => out.push(value()));
+    return out;
   }
 
   function string() {
