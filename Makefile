@@ -20,6 +20,7 @@ run: setup
 	$(BIN)/chokaq migrate --db $(DB)
 	@$(BIN)/chokaq token list --db $(DB) --format json | grep -q '"local-admin"' || \
 	  (echo "admin token for the API (shown once):" && $(BIN)/chokaq token create local-admin --role admin --db $(DB))
+	@echo "The Deck (web console): http://127.0.0.1:$(PORT)/deck/  (sign in with the admin token)"
 	$(BIN)/chokaq serve --db $(DB) --port $(PORT) --handlers chokaq_ops.demo_handlers
 
 # Every test on SQLite and PostgreSQL (PostgreSQL skips with a reason when no server is reachable,

@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import Flask
 
-from chokaq_api import auth, errors
+from chokaq_api import auth, deck, errors
 from chokaq_api.config import DefaultConfig
 from chokaq_api.extensions import Api, Context
 from chokaq_api.resources import register_blueprints
@@ -49,4 +49,5 @@ def create_app(
     auth.init_app(app)
     api = Api(app)
     register_blueprints(api)
+    deck.init_app(app, settings.deck)
     return app

@@ -94,12 +94,26 @@ ROUTES: Mapping[tuple[str, str], Rule] = {
     ("POST", "/plans/<plan_id>/execute"): OPERATOR,
     ("POST", "/plans/<plan_id>/discard"): OPERATOR,
     ("POST", "/plans/<plan_id>/approve"): OPERATOR,
+    # The Deck's needs: who the token is (to offer only what its role may do) and the workers.
+    ("GET", "/whoami"): READER,
+    ("GET", "/workers"): READER,
 }
+
+
+# Routes outside the API that carry no data: The Deck's page and assets (chokaq_api/deck), registered by
+# the console itself (its prefix is a setting). The console then calls the API with the user's token.
+CONSOLE_ROUTES: set[tuple[str, str]] = set()
+
+
+def open_console_route(method: str, url_rule: str) -> None:
+    if url_rule.startswith(PREFIX):
+        raise ValueError(f"console route {url_rule} would shadow the API")
+    CONSOLE_ROUTES.add((method, url_rule))
 
 
 def rule_for(method: str, url_rule: str) -> Rule | None:
     if not url_rule.startswith(PREFIX):
-        return None
+        return OPEN if ("GET" if method == "HEAD" else method, url_rule) in CONSOLE_ROUTES else None
     return ROUTES.get(("GET" if method == "HEAD" else method, url_rule[len(PREFIX) :]))
 
 

@@ -114,6 +114,16 @@ class ApiSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class DeckSettings:
+    """The web console (chokaq_api/deck). It is a client of the REST API, so it has no security knobs."""
+
+    enabled: bool = True
+    route_prefix: str = "/deck"  # where the console lives; `/` redirects there
+    queue_lag_warning_threshold: float = 5.0  # the Overview colours a queue's lag from here ...
+    queue_lag_critical_threshold: float = 10.0  # ... and as critical from here
+
+
+@dataclass(frozen=True, slots=True)
 class SerializationSettings:
     max_payload_bytes: int = field(default=1_000_000, metadata=_limit(1))
 
@@ -135,6 +145,7 @@ class Settings:
     health: HealthSettings = field(default_factory=HealthSettings)
     api: ApiSettings = field(default_factory=ApiSettings)
     serialization: SerializationSettings = field(default_factory=SerializationSettings)
+    deck: DeckSettings = field(default_factory=DeckSettings)
     queues: Mapping[str, QueueSettings] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
@@ -188,6 +199,12 @@ class Settings:
             f"scheme {scheme!r} is not one of {_URL_SCHEMES}"
             + (" (SQL Server support is not built yet)" if scheme.lower() in ("mssql", "odbc") else ""),
         )
+        prefix = self.deck.route_prefix
+        _require(
+            bool(_ROUTE_PREFIX.fullmatch(prefix)) and prefix.split("/")[1].lower() != "api",
+            "Deck.RoutePrefix",
+            f"must be a path like /deck (letters, digits, . _ ~ -), not under /api (got {prefix!r})",
+        )
         zombies = {"Recovery.ProcessingZombieTimeout": self.recovery.processing_zombie_timeout}
         for name, q in self.queues.items():
             _require(
@@ -213,7 +230,10 @@ _ORDERED = (  # (must be >=, than)
     (("retry", "max_delay"), ("retry", "base_delay")),
     (("worker", "prefetch"), ("worker", "fetch_batch_size")),
     (("health", "queue_lag_unhealthy"), ("health", "queue_lag_degraded")),
+    (("deck", "queue_lag_critical_threshold"), ("deck", "queue_lag_warning_threshold")),
 )
+# One or more path segments of URL-safe characters; the API owns /api and the root only redirects.
+_ROUTE_PREFIX = re.compile(r"(/[A-Za-z0-9._~-]+)+")
 
 
 def _require(ok: bool, key: str, problem: str) -> None:

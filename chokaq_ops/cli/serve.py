@@ -94,6 +94,8 @@ def run(args: argparse.Namespace) -> int:
         where = f"http://{server.effective_host}:{server.effective_port}"
         parts = ", ".join(name for name, on in _engine_parts(args) if on) or "no engine"
         print(f"chokaq: serving {where}/api/v1 on {api_store.dialect.redacted_url()} ({parts})", flush=True)
+        if settings.deck.enabled:
+            print(f"chokaq: The Deck (web console) at {where}{settings.deck.route_prefix}/", flush=True)
         _install_signals()
         try:
             server.run()

@@ -313,6 +313,20 @@ class ReadOps(AdminOps):
             )
         return out
 
+    def list_workers(self) -> list[dict[str, Any]]:
+        """Workers holding claimed jobs, from the hot table: there is no worker registry, so an idle worker
+        is invisible here (the API adds the one its own process hosts)."""
+        return [
+            r
+            | {
+                "fetched": int(r["fetched"] or 0),
+                "processing": int(r["processing"] or 0),
+                "queues": sorted(filter(None, (r.pop("queues") or "").split(","))),
+                "silent_seconds": max(0.0, round(float(r.pop("silent_s") or 0.0), 3)),
+            }
+            for r in self.run("list_workers", write=False)
+        ]
+
     # ------------------------------------------------------------------ audit and events
 
     def list_audit(

@@ -736,6 +736,17 @@ LIMIT :limit;
 -- name: errors_of
 SELECT id, error_details FROM jobs_dlq WHERE id IN (SELECT value FROM json_each(:ids));
 
+-- name: list_workers
+-- Workers as the hot table sees them: every worker id holding fetched or processing rows (both statuses
+-- have partial indexes, so this reads only claimed rows however large the queue is), database clock.
+SELECT h.worker_id, sum(CASE WHEN h.status = 1 THEN 1 ELSE 0 END) AS fetched,
+       sum(CASE WHEN h.status = 2 THEN 1 ELSE 0 END) AS processing,
+       group_concat(DISTINCT h.queue) AS queues, max(h.heartbeat_at) AS last_heartbeat_at,
+       (julianday('now') - julianday(max(coalesce(h.heartbeat_at, h.updated_at)))) * 86400.0 AS silent_s,
+       min(h.started_at) AS oldest_started_at
+FROM jobs_hot h WHERE h.status IN (1, 2) AND h.worker_id IS NOT NULL
+GROUP BY h.worker_id ORDER BY h.worker_id;
+
 -- name: stats_totals
 SELECT coalesce(sum(enqueued_total), 0) AS enqueued_total, coalesce(sum(succeeded_total), 0) AS succeeded_total,
        coalesce(sum(failed_total), 0) AS failed_total, coalesce(sum(retried_total), 0) AS retried_total,
