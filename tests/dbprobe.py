@@ -94,7 +94,7 @@ def locations(store: Store) -> dict[str, list[str]]:
 
 def events(store: Store, kind: str | None = None) -> list[dict[str, Any]]:
     """Event rows read directly: the stream's reader (`events_after`) on PostgreSQL holds back events while
-    any transaction on the shared server is older than them, which other tests' load can make seconds."""
+    an older writing transaction of the same database is in flight."""
     rows = sql(store, "SELECT id, kind, message, data FROM events ORDER BY id")
     out = [
         {"id": int(i), "kind": k, "message": m, "data": json.loads(d) if d else None} for i, k, m, d in rows

@@ -977,12 +977,28 @@ WHERE (CAST(:actor AS text) IS NULL OR actor = CAST(:actor AS text))
 
 -- name: events_after
 -- Events after :after_id whose writers have all finished: an id taken by a transaction still in flight
--- holds back the ones after it, so a reader never skips past it. The snapshot's xmin is cluster-wide, so
--- any long writing transaction (another database, a bulk job) would hold the whole stream back; an event
--- older than 5 s goes out anyway (chokaq's own event writers are single statements, done long before).
+-- holds back the ones after it, so a reader never skips past it. Only transactions of this database can
+-- write its events: the oldest of them (pg_stat_activity's 32-bit backend_xid, widened to xid8 with the
+-- current epoch) is the bound, not the snapshot's cluster-wide xmin, which any long transaction in any
+-- other database (a bulk load, a report) would hold back for all that time. An event older than 5 s goes
+-- out anyway (chokaq's own event writers are short, done long before).
+WITH ref AS (
+    SELECT CAST(CAST(pg_snapshot_xmax(pg_current_snapshot()) AS text) AS bigint) AS xmax
+),
+busy AS (
+    SELECT min(w.x8) AS x8 FROM (
+        SELECT CASE WHEN (r.xmax / 4294967296) * 4294967296 + x.x32 > r.xmax
+                    THEN (r.xmax / 4294967296 - 1) * 4294967296 + x.x32
+                    ELSE (r.xmax / 4294967296) * 4294967296 + x.x32 END AS x8
+        FROM ref r,
+             (SELECT CAST(CAST(backend_xid AS text) AS bigint) AS x32 FROM pg_stat_activity
+              WHERE datname = current_database() AND backend_xid IS NOT NULL) x
+    ) w
+)
 SELECT id, at, kind, message, data FROM events
 WHERE id > CAST(:after_id AS bigint)
-  AND (xid < pg_snapshot_xmin(pg_current_snapshot()) OR at < now() - interval '5 seconds')
+  AND (CAST(CAST(xid AS text) AS bigint) < coalesce((SELECT x8 FROM busy), (SELECT xmax FROM ref))
+       OR at < now() - interval '5 seconds')
 ORDER BY id LIMIT CAST(:limit AS integer);
 
 -- name: last_event_id

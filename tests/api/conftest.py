@@ -83,7 +83,7 @@ def enqueue(store: Store, n: int = 1, **kw: Any) -> list[str]:
 
 def events_settled(store: Store, n: int, timeout: float = 10.0) -> list[dict[str, Any]]:
     """The first n events once readable. On PostgreSQL a fresh event waits while an older writing
-    transaction runs anywhere on the server (up to 5 s; see events_after), e.g. another test's."""
+    transaction of the same database is in flight (up to 5 s; see events_after)."""
     import time
 
     deadline = time.monotonic() + timeout

@@ -8,6 +8,7 @@ CHOKAQ_REQUIRE_BROWSER=1 (CI), where they fail instead.
 from __future__ import annotations
 
 import os
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,10 @@ from tests.api.served import REPO, Served
 
 CHROMIUM = os.environ.get("CHOKAQ_CHROMIUM", "/usr/bin/chromium")
 REQUIRE = os.environ.get("CHOKAQ_REQUIRE_BROWSER", "") not in ("", "0", "false", "no")
-SHOTS = REPO / "docs" / "deck"
+# Where the screenshots go: docs/deck.md's pictures are refreshed with CHOKAQ_DECK_SHOTS=docs/deck; by
+# default a run leaves the work tree clean and saves them under the temp directory.
+_SHOTS_TO = os.environ.get("CHOKAQ_DECK_SHOTS")
+SHOTS = REPO / _SHOTS_TO if _SHOTS_TO else Path(tempfile.gettempdir()) / "chokaq-deck-shots"
 TIMEOUT_MS = 15_000
 
 

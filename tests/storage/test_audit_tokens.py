@@ -47,8 +47,8 @@ def age_audit(store: Store, ids: list[int], seconds: float) -> None:
 
 
 def wait_events(store: Store, after: int, n: int, timeout: float = 10.0) -> list[dict]:
-    """events_after until n events show. On PostgreSQL it holds back events while any older transaction on
-    the server is still in flight (other databases' too), so a busy shared server can delay them briefly."""
+    """events_after until n events show. On PostgreSQL it holds back events while an older writing
+    transaction of the same database is still in flight."""
     deadline = time.monotonic() + timeout
     while True:
         got = store.events_after(after, 1000)
@@ -125,3 +125,40 @@ def test_dlq_event_messages_name_the_failure_reason(store):
     [job] = dead(store, 1, reason=FailureReason.Timeout)
     [event] = events(store, "dlq")
     assert event["message"].endswith("dead: Timeout") and job in event["message"]
+
+
+def test_postgres_an_event_writer_in_flight_holds_back_the_events_after_it(pg_url):
+    """The live stream never skips an event: one whose writer has not committed yet holds back every later
+    one (ids are taken in one order and committed in another)."""
+    with Store(pg_url) as store:
+        start = store.last_event_id()
+        slow = store.dialect.connect()
+        slow.autocommit = False
+        slow.cursor().execute("INSERT INTO events (kind, message) VALUES ('test', 'slow writer')")
+        try:
+            later = store.add_event("test", "quick writer")
+            time.sleep(0.2)
+            assert store.events_after(start, 10) == []  # 'quick writer' waits for the slow one
+        finally:
+            slow.commit()
+            slow.close()
+        got = wait_events(store, start, 2)
+        assert [e["message"] for e in got] == ["slow writer", "quick writer"] and got[1]["id"] == later
+
+
+def test_postgres_a_long_transaction_in_another_database_does_not_hold_the_stream_back(pg_url, pg_server):
+    other_url = pg_server.create()
+    try:
+        with Store(pg_url) as store, Store(other_url) as other:
+            elsewhere = other.dialect.connect()
+            elsewhere.autocommit = False
+            elsewhere.cursor().execute("INSERT INTO events (kind, message) VALUES ('test', 'other db')")
+            try:
+                start = store.last_event_id()
+                store.add_event("test", "here")
+                assert [e["message"] for e in store.events_after(start, 10)] == ["here"]
+            finally:
+                elsewhere.rollback()
+                elsewhere.close()
+    finally:
+        pg_server.drop(other_url)
