@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 from chokaq_api.extensions import Api
-from chokaq_api.resources import archive, audit, dlq, events, health, jobs, plans, queues, rescue, stats
+from chokaq_api.resources import (
+    archive,
+    audit,
+    dlq,
+    events,
+    health,
+    index,
+    jobs,
+    plans,
+    queues,
+    rescue,
+    stats,
+)
 from chokaq_api.resources.events.schemas import EventSchema
 
-MODULES = (health, jobs, dlq, archive, queues, stats, rescue, events, audit, plans)
+MODULES = (index, health, jobs, dlq, archive, queues, stats, rescue, events, audit, plans)
 URL_PREFIX = "/api/v1"
 
 

@@ -1,0 +1,64 @@
+"""`GET /api/v1`, the index a newcomer lands on, and `GET /api/v1/health`."""
+
+from __future__ import annotations
+
+from flask import Flask
+
+from chokaq_api import create_app
+
+
+def test_the_base_url_answers_with_where_everything_is(client, tokens):
+    r = client.raw.get("/api/v1")  # no token: the base URL printed by `chokaq serve` must answer
+    assert r.status_code == 200
+    index = r.json
+    assert index["docs"]["openapi"] == {
+        "href": "/api/v1/openapi.json",
+        "description": "the OpenAPI 3 description of every route",
+        "auth": "open",
+    }
+    assert {k: v["href"] for k, v in index["health"].items()} == {
+        "summary": "/api/v1/health",
+        "live": "/api/v1/health/live",
+        "ready": "/api/v1/health/ready",
+    }
+    assert {"jobs", "dlq", "archive", "queues", "stats", "plans", "audit", "events"} <= set(
+        index["resources"]
+    )
+    # Every advertised path answers, and says the role it needs truthfully.
+    for link in [*index["docs"].values(), *index["health"].values(), *index["resources"].values()]:
+        if link["href"].endswith("/rescue"):
+            continue  # a POST that runs a sweep
+        open_answer = client.raw.get(link["href"])
+        if link["auth"] == "open":
+            assert open_answer.status_code == 200, link
+        else:
+            assert open_answer.status_code == 401, link
+            with_token = client.raw.get(
+                link["href"], headers={"Authorization": f"Bearer {tokens[link['auth']]}"}
+            )
+            assert with_token.status_code == 200, link
+    # No secret and no data: nothing of the tokens, the database URL or a job.
+    text = r.get_data(as_text=True)
+    assert all(token not in text for token in tokens.values())
+    assert "sqlite" not in text and "postgresql" not in text
+
+
+def test_the_index_lists_the_console_only_when_this_server_has_one(settings, store):
+    app: Flask = create_app(settings, store=store)
+    assert app.test_client().get("/api/v1").json["console"] is None
+    with_console = create_app(settings, store=store)
+    with_console.add_url_rule("/deck", "deck", lambda: "the console")
+    console = with_console.test_client().get("/api/v1").json["console"]
+    assert console["href"] == "/deck" and console["auth"] == "open"
+
+
+def test_health_is_the_readiness_answer(client):
+    summary = client.raw.get("/api/v1/health")
+    ready = client.raw.get("/api/v1/health/ready")
+    assert summary.status_code == ready.status_code == 200
+    assert summary.json["status"] == ready.json["status"] == "ok"
+    assert (
+        set(summary.json["checks"])
+        == set(ready.json["checks"])
+        == {"storage", "schema", "worker", "queue_lag"}
+    )
