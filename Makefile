@@ -9,7 +9,7 @@ PORT ?= 8080
 # `make notebooks` opens the notebooks on this SQLite file, made by `chokaq demo` when it is missing.
 DEMO_DB ?= demo.db
 
-.PHONY: setup setup-test setup-notebooks run test notebooks lint openapi clean
+.PHONY: setup setup-test setup-notebooks run test notebooks notebook-outputs lint openapi clean
 
 $(BIN)/python:
 	@echo "== creating $(VENV) with $$($(PYTHON) --version)"
@@ -58,6 +58,11 @@ test: setup-test
 notebooks: setup-notebooks
 	@test -f $(DEMO_DB) || $(BIN)/chokaq demo --db sqlite:///$(abspath $(DEMO_DB))
 	CHOKAQ_DB=sqlite:///$(abspath $(DEMO_DB)) $(BIN)/jupyter lab notebooks/
+
+# Re-run the notebooks as shipped on a fresh demo history and save their outputs and charts
+# (notebooks/*.ipynb, docs/notebooks/*.png): after changing a notebook, the demo or a chart.
+notebook-outputs: setup-test
+	$(BIN)/python tools/render_notebooks.py
 
 lint: setup-test
 	$(BIN)/ruff check .
