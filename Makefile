@@ -57,7 +57,8 @@ test: setup-test
 # JupyterLab on the notebooks, pointed at a demo history ($(DEMO_DB), made by `chokaq demo` if missing).
 notebooks: setup-notebooks
 	@test -f $(DEMO_DB) || $(BIN)/chokaq demo --db sqlite:///$(abspath $(DEMO_DB))
-	CHOKAQ_DB=sqlite:///$(abspath $(DEMO_DB)) $(BIN)/jupyter lab notebooks/
+	@# JupyterLab refuses root unless told; containers and CI machines often run as root.
+	CHOKAQ_DB=sqlite:///$(abspath $(DEMO_DB)) $(BIN)/jupyter lab notebooks/ $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 # Re-run the notebooks as shipped on a fresh demo history and save their outputs and charts
 # (notebooks/*.ipynb, docs/notebooks/*.png): after changing a notebook, the demo or a chart.
