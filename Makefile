@@ -18,17 +18,17 @@ $(BIN)/python:
 # pip prints each package as it goes; the stamps make later runs skip straight to the command.
 $(VENV)/.setup: pyproject.toml | $(BIN)/python
 	@echo "== installing chokaq and what serving needs (flask, pandas, pyodbc, ...) into $(VENV)"
-	@echo "   first run only: usually 20-60 s from a package cache, a few minutes on a slow network"
+	@echo "   first run only: usually 1-2 minutes (about 40 packages), longer on a slow network"
 	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -e .
 	@touch $@
 
 $(VENV)/.setup-test: $(VENV)/.setup
-	@echo "== installing the test tools (pytest, nbclient, schemathesis, ruff) into $(VENV): usually 10-40 s"
+	@echo "== installing the test tools (pytest, nbclient, schemathesis, ruff) into $(VENV): usually 30-90 s"
 	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -e '.[test]'
 	@touch $@
 
 $(VENV)/.setup-notebooks: $(VENV)/.setup
-	@echo "== installing JupyterLab into $(VENV): usually 20-60 s"
+	@echo "== installing JupyterLab into $(VENV): usually 30-90 s"
 	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -e '.[notebooks]'
 	@touch $@
 
@@ -39,7 +39,7 @@ setup-notebooks: $(VENV)/.setup-notebooks
 # Serve the API with a worker, the rescue sweep and retention on the embedded SQLite default.
 run: setup
 	$(BIN)/chokaq migrate --db $(DB)
-	@if $(BIN)/chokaq token list --db $(DB) --format json | grep -q '"local-admin"'; then \
+	@if $(BIN)/chokaq token list --db $(DB) --format json | grep '"local-admin"' >/dev/null; then \
 	  echo "the admin token 'local-admin' was shown when it was made and is not stored in clear;"; \
 	  echo "make another with:  $(BIN)/chokaq token create NAME --role admin --db $(DB)"; \
 	else \

@@ -6,7 +6,10 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from dbprobe import age, processing
@@ -16,6 +19,8 @@ from chokaq_ops.cli.dlq import when
 from chokaq_ops.engine.rescue import Rescuer
 from chokaq_ops.models import Actor
 from chokaq_ops.settings import Settings
+from chokaq_ops.storage import Store
+from chokaq_ops.storage.migrate import migrate
 from tests.analysis.conftest import seed_dlq
 from tests.analysis.test_cli import chokaq
 
@@ -188,3 +193,24 @@ def test_times_in_tables_are_utc_to_the_millisecond(capsys, store, db_url) -> No
     assert failed, out
     parsed = datetime.fromisoformat(failed.group(0).replace("Z", "+00:00"))
     assert abs(parsed - store.get_job(job_id)["failed_at"]) < timedelta(milliseconds=1)
+
+
+def test_a_reader_that_stops_early_is_no_error(tmp_path) -> None:
+    """`chokaq token list --format json | grep -q NAME` (as `make run` does) must not print a traceback when
+    grep stops reading."""
+    url = f"sqlite:///{tmp_path / 'tokens.db'}"
+    with Store(url, pool_size=1) as store:
+        migrate(store)
+        for i in range(400):  # more output than a pipe holds, so the writer meets the closed end
+            store.create_token(f"token-{i:03d}-{'x' * 60}", "reader", actor=Actor("test"))
+    chokaq = str(Path(sys.executable).with_name("chokaq"))
+    proc = subprocess.Popen(
+        [chokaq, "token", "list", "--db", url, "--format", "json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.read(10)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(30) == 141 and "Traceback" not in err and err == "", err
