@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from flask import Flask
+from flask import Blueprint, Flask
 
 from chokaq_api import create_app
+from chokaq_api.resources.index.resources import RESOURCES
 
 
 def test_the_base_url_answers_with_where_everything_is(client, tokens):
@@ -47,9 +48,18 @@ def test_the_index_lists_the_console_only_when_this_server_has_one(settings, sto
     app: Flask = create_app(settings, store=store)
     assert app.test_client().get("/api/v1").json["console"] is None
     with_console = create_app(settings, store=store)
-    with_console.add_url_rule("/deck", "deck", lambda: "the console")
+    deck = Blueprint("deck", __name__)
+    deck.add_url_rule("/console/", "index", lambda: "the console")
+    with_console.register_blueprint(deck)
     console = with_console.test_client().get("/api/v1").json["console"]
-    assert console["href"] == "/deck" and console["auth"] == "open"
+    assert console["href"] == "/console/" and console["auth"] == "open"
+
+
+def test_the_index_lists_only_the_routes_this_server_has(client):
+    resources = client.raw.get("/api/v1").json["resources"]
+    rules = {rule.rule for rule in client.app.url_map.iter_rules()}
+    assert resources and all(link["href"] in rules for link in resources.values())
+    assert {name for name, path, _text in RESOURCES if "/api/v1" + path in rules} == set(resources)
 
 
 def test_health_is_the_readiness_answer(client):

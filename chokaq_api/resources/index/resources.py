@@ -14,10 +14,11 @@ from chokaq_ops import __version__
 
 URL = ""
 PREFIX = "/api/v1"
-CONSOLE = "/deck"
+CONSOLE_ENDPOINT = "deck.index"  # The Deck's page (chokaq_api/deck), when this server serves it
 blp = Blueprint("index", __name__, description="Where everything is.")
 
-# (name, path below /api/v1, what it is); the role comes from the route table (auth.ROUTES).
+# (name, path below /api/v1, what it is); the role comes from the route table (auth.ROUTES). Only the
+# routes this app has are listed.
 RESOURCES = (
     ("jobs", "/jobs", "enqueue, list, show, edit and cancel jobs"),
     ("dlq", "/dlq", "dead jobs: list, summary, preview, edit, resurrect, purge"),
@@ -29,6 +30,8 @@ RESOURCES = (
     ("events", "/events", "live events (server-sent events)"),
     ("rescue", "/rescue", "run the zombie-rescue sweep now (POST)"),
     ("metrics", "/metrics", "Prometheus metrics"),
+    ("workers", "/workers", "the workers and their heartbeats"),
+    ("whoami", "/whoami", "the calling token's name and role"),
 )
 
 
@@ -45,7 +48,8 @@ class Index(MethodView):
     @blp.response(200, IndexSchema)
     def get(self) -> Any:
         """Where everything is: the docs, health probes, console and resources (open, no data)"""
-        has_console = any(rule.rule == CONSOLE for rule in current_app.url_map.iter_rules())
+        rules = {rule.rule: rule.endpoint for rule in current_app.url_map.iter_rules()}
+        console = next((rule for rule, endpoint in rules.items() if endpoint == CONSOLE_ENDPOINT), None)
         return {
             "name": "chokaq",
             "version": __version__,
@@ -58,15 +62,16 @@ class Index(MethodView):
                 "live": _link("/health/live", "liveness: the process answers"),
                 "ready": _link("/health/ready", "readiness: storage, schema, worker, queue lag"),
             },
-            "console": {
-                "href": CONSOLE,
+            "console": None
+            if console is None
+            else {
+                "href": console,
                 "description": "The Deck, the web console (it asks for a token for its calls)",
                 "auth": "open",
-            }
-            if has_console
-            else None,
+            },
             "resources": {
                 name: _link(path, text, "POST" if name == "rescue" else "GET")
                 for name, path, text in RESOURCES
+                if PREFIX + path in rules
             },
         }
