@@ -18,17 +18,17 @@ $(BIN)/python:
 # pip prints each package as it goes; the stamps make later runs skip straight to the command.
 $(VENV)/.setup: pyproject.toml | $(BIN)/python
 	@echo "== installing chokaq and what serving needs (flask, pandas, pyodbc, ...) into $(VENV)"
-	@echo "   first run only: usually 1-2 minutes (about 40 packages), longer on a slow network"
+	@echo "   first run only: usually 30 s to 2 minutes (about 40 packages), longer on a slow network"
 	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -e .
 	@touch $@
 
 $(VENV)/.setup-test: $(VENV)/.setup
-	@echo "== installing the test tools (pytest, nbclient, schemathesis, ruff) into $(VENV): usually 30-90 s"
+	@echo "== installing the test tools (pytest, nbclient, schemathesis, ruff) into $(VENV): usually under a minute"
 	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -e '.[test]'
 	@touch $@
 
 $(VENV)/.setup-notebooks: $(VENV)/.setup
-	@echo "== installing JupyterLab into $(VENV): usually 30-90 s"
+	@echo "== installing JupyterLab into $(VENV): usually under a minute"
 	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar on -e '.[notebooks]'
 	@touch $@
 
