@@ -53,7 +53,9 @@ ADMIN = Rule("admin")
 
 # (method, rule without the /api/v1 prefix) -> Rule. HEAD follows GET; OPTIONS is answered by Flask.
 ROUTES: Mapping[tuple[str, str], Rule] = {
+    ("GET", ""): OPEN,  # the index: paths and roles, no data
     ("GET", "/openapi.json"): OPEN,
+    ("GET", "/health"): OPEN,
     ("GET", "/health/live"): OPEN,
     ("GET", "/health/ready"): OPEN,
     ("GET", "/metrics"): Rule("reader", open_setting="metrics_open"),

@@ -9,10 +9,11 @@ DESCRIPTION = """\
 The operator API of chokaq, a job queue on a relational database: inspect, edit, resurrect and purge
 dead jobs, control queues, watch live events.
 
-Every route except `/health/*` needs `Authorization: Bearer <token>` (create one with
-`chokaq token create NAME --role reader|operator|admin`). Roles: `reader` (every GET and the DLQ
-preview), `operator` (enqueue, edit, resurrect, cancel, pause/resume, rescue), `admin` (everything,
-including purges and queue limits). Each operation states its role.
+Every route except the index (`/api/v1`), `/health*` and `/openapi.json` needs
+`Authorization: Bearer <token>` (create one with `chokaq token create NAME --role reader|operator|admin`).
+Roles: `reader` (every GET and the DLQ preview), `operator` (enqueue, edit, resurrect, cancel,
+pause/resume, rescue), `admin` (everything, including purges and queue limits). Each operation states its
+role.
 
 Errors always have the shape `{code, status, message, errors}`; `errors` names the offending field by
 location (`{"json": {"payload": [...]}}`). Lists are paged with `page` and `page_size` (at most 1000)

@@ -25,6 +25,10 @@ class SmtpDisconnected(ConnectionError):
     """The mail relay dropped the connection."""
 
 
+class SmtpRejected(ConnectionError):
+    """The mail relay refused the message (a temporary error that did not pass)."""
+
+
 def _pause(ctx: JobContext, seconds: float) -> None:
     """Work for `seconds`, stopping early when the worker cancels the job (timeout, shutdown)."""
     deadline = time.monotonic() + seconds
@@ -35,8 +39,12 @@ def _pause(ctx: JobContext, seconds: float) -> None:
 
 @job("demo.email.send.v1", idempotent=True)
 def send_email(payload: dict[str, Any], ctx: JobContext) -> None:
-    """Flaky relays drop the first attempt; the retry goes through."""
+    """Flaky relays drop the first attempt, and the retry goes through; a degraded relay refuses every one."""
     _pause(ctx, 0.01)
+    if payload.get("outcome") == "relay_down":
+        raise SmtpRejected(
+            f"{payload['relay']} answered 421 4.7.0 Try again later while sending to {payload['to']}"
+        )
     if payload.get("outcome") == "flaky" and ctx.attempt == 1:
         raise SmtpDisconnected(
             f"Connection unexpectedly closed by {payload['relay']} while sending to {payload['to']}"

@@ -9,6 +9,7 @@ from chokaq_api.resources import (
     dlq,
     events,
     health,
+    index,
     jobs,
     plans,
     queues,
@@ -19,7 +20,7 @@ from chokaq_api.resources import (
 )
 from chokaq_api.resources.events.schemas import EventSchema
 
-MODULES = (health, jobs, dlq, archive, queues, stats, rescue, events, audit, plans, workers, whoami)
+MODULES = (index, health, jobs, dlq, archive, queues, stats, rescue, events, audit, plans, workers, whoami)
 URL_PREFIX = "/api/v1"
 
 

@@ -136,7 +136,6 @@ TEMPLATE = "template"
 FRAME = "frame"
 HEARTBEAT_AGE_S = "heartbeat_age_s"
 RUNTIME_S = "runtime_s"
-ALIVE_S = "alive_s"
 IDEMPOTENT = "idempotent"
 PERIOD = "period"
 

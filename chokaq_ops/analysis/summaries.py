@@ -139,3 +139,29 @@ def count_by_period(
     out = out.astype("int64")
     out.index.name = C.PERIOD
     return out
+
+
+def failure_rates(dead: pd.DataFrame, succeeded: pd.DataFrame, by: str = C.TYPE) -> pd.DataFrame:
+    """Of the jobs that finished, the share that ended in the DLQ, per `by` (type, queue ...).
+
+    Parameters
+    ----------
+    dead, succeeded : DataFrame
+        Job frames of the DLQ and the archive (``load_archive(heavy=False)`` is enough), over the same
+        window.
+    by : str
+        The column to group by (default ``type``).
+
+    Returns
+    -------
+    DataFrame
+        Index `by`; ``failed`` and ``succeeded`` (int64) and ``failure_rate`` (float64, failed / both),
+        highest rate first.
+    """
+    failed = dead.groupby(by, observed=True).size().rename("failed")
+    done = succeeded.groupby(by, observed=True).size().rename("succeeded")
+    out = pd.concat([failed, done], axis=1).fillna(0).astype("int64")
+    out.index = out.index.astype(str)
+    out.index.name = by
+    out["failure_rate"] = out["failed"] / (out["failed"] + out["succeeded"])
+    return out.sort_values(["failure_rate", "failed"], ascending=False)

@@ -27,7 +27,6 @@ REPORT_COLUMNS = (
     C.FAILED_AT,
     C.HEARTBEAT_AGE_S,
     C.RUNTIME_S,
-    C.ALIVE_S,
     C.IDEMPOTENT,
 )
 
@@ -88,14 +87,18 @@ def zombie_report(jobs: pd.DataFrame, registry: Any = None) -> pd.DataFrame:
         - ``created_at``, ``started_at``, ``heartbeat_at``, ``failed_at`` (datetime64[us, UTC])
         - ``heartbeat_age_s`` (float64): failed_at - heartbeat_at, how long the job was silent when the
           sweep declared it dead [s] (NaN when it never sent one)
-        - ``runtime_s`` (float64): failed_at - started_at, how long it had been running [s]
-        - ``alive_s`` (float64): heartbeat_at - started_at, how long it was seen alive [s]
+        - ``runtime_s`` (float64): how long the handler ran before its last heartbeat [s]: duration_ms,
+          the "runtime" of the error message and the API's ``runtime_seconds``
+          (else heartbeat_at - started_at)
         - ``idempotent`` (boolean, nullable): the handler's declaration; <NA> when the type is unknown
     """
     zombies = jobs[jobs[C.FAILURE_REASON] == "Zombie"]
     seconds = lambda later, earlier: (zombies[later] - zombies[earlier]).dt.total_seconds()  # noqa: E731
     look = idempotency_lookup(registry)
     known = {t: look(str(t)) for t in pd.unique(zombies[C.TYPE].dropna())}
+    runtime = seconds(C.HEARTBEAT_AT, C.STARTED_AT)
+    if C.DURATION_MS in zombies.columns:  # the sweep's own measure, also when no heartbeat ever came
+        runtime = (zombies[C.DURATION_MS] / 1000).fillna(runtime)
     out = pd.DataFrame(
         {
             C.ID: zombies[C.ID],
@@ -108,8 +111,7 @@ def zombie_report(jobs: pd.DataFrame, registry: Any = None) -> pd.DataFrame:
             C.HEARTBEAT_AT: zombies[C.HEARTBEAT_AT],
             C.FAILED_AT: zombies[C.FAILED_AT],
             C.HEARTBEAT_AGE_S: seconds(C.FAILED_AT, C.HEARTBEAT_AT).astype("float64"),
-            C.RUNTIME_S: seconds(C.FAILED_AT, C.STARTED_AT).astype("float64"),
-            C.ALIVE_S: seconds(C.HEARTBEAT_AT, C.STARTED_AT).astype("float64"),
+            C.RUNTIME_S: runtime.astype("float64"),
             C.IDEMPOTENT: pd.array([known.get(t) for t in zombies[C.TYPE].astype(object)], dtype="boolean"),
         },
         columns=list(REPORT_COLUMNS),

@@ -1,4 +1,10 @@
-"""Flags and helpers every command shares: --db, --config, --format, settings and store loading."""
+"""Flags and helpers every command shares: --db, --config, --format, settings and store loading.
+
+Which commands may create a database: `migrate`, `serve`, `worker`, `demo`, `enqueue` and `token create`
+can do their work on a new one, so on SQLite they create the file (and its directory). Every other
+command reads or changes jobs, queues or tokens that must already exist; on a SQLite file that does not
+exist it stops with exit 2 instead of leaving an empty database behind a mistyped path.
+"""
 
 from __future__ import annotations
 
@@ -7,11 +13,13 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
+from chokaq_ops import errors
 from chokaq_ops.settings import Settings, load_settings
 from chokaq_ops.storage import Store
+from chokaq_ops.storage.dialects import SqliteDialect, from_url
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
@@ -36,8 +44,26 @@ def settings_from(args: argparse.Namespace, overrides: Mapping[str, object] | No
     return load_settings(getattr(args, "config", None), env=os.environ, overrides=merged)
 
 
-def open_store(args: argparse.Namespace, settings: Settings | None = None) -> Store:
-    return Store.from_settings(settings or settings_from(args))
+def open_store(args: argparse.Namespace, settings: Settings | None = None, *, create: bool = False) -> Store:
+    """The store of --db/CHOKAQ_DB/config. Unless `create`, a SQLite file must exist already."""
+    settings = settings or settings_from(args)
+    if not create:
+        require_existing(settings.storage.url)
+    return Store.from_settings(settings)
+
+
+def require_existing(url: str) -> None:
+    """Refuse a SQLite URL whose file is missing (exit 2): opening it would create it, empty."""
+    dialect = from_url(url)
+    if not isinstance(dialect, SqliteDialect) or dialect.path == ":memory:":
+        return
+    if not os.path.isfile(dialect.path):
+        where = os.path.abspath(dialect.path)
+        raise errors.ValidationError(
+            f"no SQLite database at {where} (from {url}): check --db or CHOKAQ_DB; "
+            "`chokaq migrate --db URL` creates a new one",
+            field="db",
+        )
 
 
 def to_jsonable(value: Any) -> Any:
@@ -55,26 +81,63 @@ def print_json(value: Any) -> None:
     sys.stdout.write("\n")
 
 
+def text(value: Any, key: str = "") -> str:
+    """One value as every human-readable view prints it: `-` for none, times in UTC to the millisecond
+    (as in error messages), durations in milliseconds (`*_ms`) to a tenth."""
+    if value is None:
+        return "-"
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    if isinstance(value, float):
+        value = round(value, 1) if key.endswith("_ms") else value
+        return str(int(value)) if value.is_integer() else str(value)
+    return str(to_jsonable(value))
+
+
+def print_record(record: Mapping[str, Any], order: Sequence[str]) -> None:
+    """`key  value` lines: the keys of `order` that `record` has, then the rest alphabetically."""
+    keys = [k for k in order if k in record] + sorted(k for k in record if k not in order)
+    width = max(len(k) for k in keys)
+    for key in keys:
+        print(f"{key.ljust(width)}  {text(record[key], key)}")
+
+
 def print_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], *, max_width: int = 60) -> None:
     """A plain aligned table; long cells are cut so a terminal stays readable."""
 
-    def cell(v: Any) -> str:
-        text = "" if v is None else to_jsonable(v) if not isinstance(v, str) else v
-        text = str(text).replace("\n", " ")
-        return text if len(text) <= max_width else text[: max_width - 1] + "…"
+    def cell(v: Any, key: str) -> str:
+        shown = "" if v is None else v if isinstance(v, str) else text(v, key)
+        shown = shown.replace("\n", " ")
+        return shown if len(shown) <= max_width else shown[: max_width - 1] + "…"
 
-    body = [[cell(r.get(c)) for c in columns] for r in rows]
+    body = [[cell(r.get(c), c) for c in columns] for r in rows]
     widths = [max([len(c)] + [len(b[i]) for b in body]) for i, c in enumerate(columns)]
     print("  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip())
     for b in body:
         print("  ".join(v.ljust(w) for v, w in zip(b, widths, strict=True)).rstrip())
 
 
-def emit(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], fmt: str) -> None:
+def emit(
+    rows: Sequence[Mapping[str, Any]], columns: Sequence[str], fmt: str, noun: str | None = None
+) -> None:
+    """JSON, or a table and (with `noun`) its footer on stderr."""
     if fmt == "json":
         print_json(list(rows))
-    else:
-        print_table(rows, columns)
+        return
+    print_table(rows, columns)
+    if noun is not None:
+        footer(len(rows), len(rows), noun)
+
+
+def footer(shown: int, total: int, noun: str, *, page: int = 1, page_size: int | None = None) -> None:
+    """The one footer of every listing, on stderr so pipes get only rows:
+    `-- 51-100 of 230 dead jobs (page 2 of 5; --page 3 for more)`."""
+    first = (page - 1) * (page_size or 0) + 1 if shown else 0
+    text = f"-- {first}-{first + shown - 1 if shown else 0} of {total} {noun}"
+    if page_size:
+        pages = max(1, -(-total // page_size))
+        text += f" (page {page} of {pages}{f'; --page {page + 1} for more' if page < pages else ''})"
+    print(text, file=sys.stderr)
 
 
 def progress_bar(total: int | None, desc: str) -> Callable[[int], None] | None:

@@ -2,18 +2,25 @@
 something true to show.
 
 It enqueues jobs for a small shop (mail, billing, reports, webhooks, images; handlers in
-chokaq_ops.demo_handlers) and runs two real `chokaq worker` processes with shortened timeouts. Jobs
-succeed, retry, exhaust their retries (a few distinct error groups), fail fatally on malformed payloads
-(the seeds' missing comma) and declined cards, time out, or are cancelled by an operator. The worker
-serving `media` and `settlements` is killed with SIGKILL while its jobs run; the rescue sweep finds their
-heartbeats stale and moves them to the DLQ as zombies. Finally the finished jobs are spread evenly over
---history (default 3 days, ending now) in the order they ended, so trends have days to show; each job
-moves as a whole and keeps its own durations, and jobs that ended together stay together.
+chokaq_ops.demo_handlers) and runs real `chokaq worker` processes with shortened timeouts. Jobs succeed,
+retry, exhaust their retries, fail fatally on malformed payloads (a producer that built JSON by hand and
+forgot a comma) and declined cards, time out, or are cancelled by an operator. Three workers die
+mid-job (SIGKILL: no cleanup, no last heartbeat): a media host with three renders of different ages
+running, the settlement host in its nightly batch, and later a second media host with two renders. The
+rescue sweep finds their heartbeats stale and moves those jobs to the DLQ as zombies, each with its own
+runtime and heartbeat age (the media queue's zombie timeout is shorter than the settlement queue's).
+
+Then every job is moved, as a whole, to its own time in a --history window (default 3 days, ending now):
+busy days and quiet nights (UTC), a flash-sale burst of orders, a payment-gateway outage, a webhook
+producer that sent malformed JSON for a day until it was fixed, a mail relay that degrades over the
+last day and a half, and a report bug that appears after a deploy in the last day. Each job keeps its
+real durations, retries and heartbeat ages; the zombies of one dead worker keep their real spacing.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import signal
@@ -23,20 +30,22 @@ import tempfile
 import time
 from collections import Counter
 from contextlib import suppress
+from datetime import UTC, datetime
 from typing import IO, Any
 
 from chokaq_ops import errors
 from chokaq_ops.cli import common
-from chokaq_ops.models import Actor, FailureReason, NewJob
+from chokaq_ops.demo_story import BILLING, DEMO, MEDIA_1, MEDIA_2, Story, make_jobs, payload_json
+from chokaq_ops.models import Actor, DlqFilter, FailureReason, NewJob
 from chokaq_ops.settings import Settings, parse_duration
 from chokaq_ops.storage import Store, queries
 from chokaq_ops.storage.migrate import migrate
 
-DEMO = "chokaq-demo"
 HANDLERS = "chokaq_ops.demo_handlers"
-MAIN_WORKER, MEDIA_WORKER = "demo-worker-1", "demo-media-1"
-MEDIA_JOBS = 4  # the media worker runs exactly these when it is killed: 3 renders and a settlement
-# Shortened timings for the demo's workers (seconds): quick retries, fast heartbeats, early zombies.
+SHOP_QUEUES = "email,billing,reports,webhooks,thumbnails"
+SHOP_WORKERS = (("demo-worker-1", 8), ("demo-worker-2", 4))
+# Shortened timings for the demo's workers (seconds): quick retries, fast heartbeats, early zombies. The
+# queues' own zombie timeouts differ, so the zombies' heartbeat ages do too.
 WORKER_ENV = {
     "CHOKAQ_RETRY__BASE_DELAY": "0.05",
     "CHOKAQ_RETRY__MAX_DELAY": "0.2",
@@ -45,11 +54,13 @@ WORKER_ENV = {
     "CHOKAQ_EXECUTION__HEARTBEAT_INTERVAL_MIN": "0.2",
     "CHOKAQ_EXECUTION__HEARTBEAT_INTERVAL_MAX": "0.3",
     "CHOKAQ_RECOVERY__PROCESSING_ZOMBIE_TIMEOUT": "1.5",
+    "CHOKAQ_QUEUES__SETTLEMENTS__ZOMBIE_TIMEOUT_SECONDS": "3",
     "CHOKAQ_RECOVERY__FETCHED_JOB_TIMEOUT": "2",
-    "CHOKAQ_RECOVERY__SCAN_INTERVAL": "0.5",
+    "CHOKAQ_RECOVERY__SCAN_INTERVAL": "0.4",
     "CHOKAQ_WORKER__POLLING_INTERVAL": "0.05",
     "CHOKAQ_WORKER__SHUTDOWN_GRACE_PERIOD": "2",
 }
+RENDER = {"size": "4096x4096", "seconds": 120}  # long enough to be running when its worker dies
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -62,16 +73,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     common.add_common(p)
     common.add_format(p)
     p.add_argument(
-        "--jobs", type=_count, default=400, metavar="N", help="jobs to make (default 400, 50 or more)"
+        "--jobs", type=_count, default=1200, metavar="N", help="jobs to make (default 1200, 50 or more)"
     )
     p.add_argument(
-        "--seconds", type=_seconds, default=60.0, metavar="S", help="longest the workers may run (default 60)"
+        "--seconds", type=_seconds, default=90.0, metavar="S", help="longest the workers may run (default 90)"
     )
     p.add_argument(
         "--history",
         default="3d",
         metavar="DURATION",
-        help="spread the history over this long (default 3d; 0: real times)",
+        help="spread the history over this long (default 3d, ending now; 0: keep the real times)",
     )
     p.add_argument("--seed", type=int, default=7, help="random seed of the job mix (default 7)")
     p.add_argument("--force", action="store_true", help="add to a database that already holds jobs")
@@ -96,80 +107,6 @@ def _seconds(text: str) -> float:
     if value < 5:
         raise argparse.ArgumentTypeError("give the workers at least 5 seconds")
     return value
-
-
-# ---------------------------------------------------------------------- the job mix
-
-
-def make_jobs(n: int, rng: random.Random) -> tuple[list[NewJob], list[NewJob]]:
-    """(jobs to run now, jobs scheduled for later that an operator will cancel)."""
-    now_jobs: list[NewJob] = []
-    relays = ["mx-1.mail.example.net", "mx-3.mail.example.net"]
-
-    def add(queue: str, type_: str, payload: dict[str, Any] | str, **kw: Any) -> None:
-        text = payload if isinstance(payload, str) else _json(payload)
-        now_jobs.append(NewJob(type=type_, queue=queue, payload=text, created_by=DEMO, **kw))
-
-    for i in range(n):
-        order = 10_000 + i * 7 + rng.randrange(7)
-        roll = rng.random()
-        kind = i % 20
-        if kind < 6:  # mail
-            outcome = "flaky" if roll < 0.3 else "ok"
-            to = f"customer{rng.randrange(10_000)}@example.com"
-            add("email", "demo.email.send.v1", {"to": to, "relay": rng.choice(relays), "outcome": outcome})
-        elif kind < 11:  # billing
-            outcome = "gateway_down" if roll < 0.14 else "declined" if roll < 0.24 else "ok"
-            add(
-                "billing",
-                "demo.billing.charge.v1",
-                {
-                    "order_id": order,
-                    "amount": round(rng.uniform(5, 500), 2),
-                    "gateway": rng.choice(["stripe-eu-2", "adyen-1"]),
-                    "card_last4": f"{rng.randrange(10_000):04d}",
-                    "customer": f"cus_{rng.getrandbits(40):010x}",
-                    "outcome": outcome,
-                },
-                tags="checkout",
-            )
-        elif kind < 14:  # reports
-            outcome = "missing_region" if roll < 0.2 else "too_slow" if roll < 0.3 else "ok"
-            region = rng.choice(
-                ["apac-7", "us-east", "sa-2", "eu-west"] if outcome == "missing_region" else ["eu-west"]
-            )
-            add(
-                "reports", "demo.report.render.v1", {"report_id": order, "region": region, "outcome": outcome}
-            )
-        elif kind < 17:  # webhooks: some producers build JSON by hand and forget a comma
-            if roll < 0.25:
-                add("webhooks", "demo.webhook.deliver.v1", f'{{"order_id": {order} "event": "paid"}}')
-            else:
-                add("webhooks", "demo.webhook.deliver.v1", {"order_id": order, "event": "paid"})
-        else:  # thumbnails
-            add("thumbnails", "demo.image.resize.v1", {"image_id": order, "size": "256x256", "seconds": 0.02})
-    for i in range(MEDIA_JOBS - 1):  # long renders: running when their worker dies
-        add("media", "demo.image.resize.v1", {"image_id": 90_000 + i, "size": "4096x4096", "seconds": 120})
-    batch = f"2026-{rng.randrange(1, 12):02d}-night"
-    add("settlements", "demo.billing.settle.v1", {"batch": batch, "seconds": 120})
-    later = [
-        NewJob(
-            type="demo.report.render.v1",
-            queue="reports",
-            payload=_json({"report_id": 80_000 + i, "region": "eu-west", "outcome": "ok"}),
-            delay_seconds=3600,
-            created_by=DEMO,
-            tags="nightly",
-        )
-        for i in range(max(3, n // 50))
-    ]
-    return now_jobs, later
-
-
-def _json(value: Any) -> str:
-    import json
-
-    return json.dumps(value, separators=(", ", ": "))
 
 
 # ---------------------------------------------------------------------- workers
@@ -254,6 +191,13 @@ def run(args: argparse.Namespace) -> int:
                 "rewrites their times: use a new database (--db sqlite:///demo.db) or pass --force",
                 field="db",
             )
+        if args.format != "json":
+            print(
+                f"making a demo history of {args.jobs} jobs on {store.dialect.redacted_url()} "
+                "(real workers, three of them die mid-job; usually 10-20 s)...",
+                file=sys.stderr,
+                flush=True,
+            )
         out = _run(store, settings.storage.url, args, history)
     finally:
         store.close()
@@ -262,42 +206,57 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(
             f"demo history on {out['db']}: {out['archive']} succeeded, {out['dlq']} dead, "
-            f"{out['hot']} waiting"
+            f"{out['hot']} waiting, over {args.history}"
         )
         for reason, n in out["dlq_by_reason"].items():
             print(f"  {reason:<20} {n}")
-        print("next: chokaq dlq summary, or open notebooks/01_dlq_triage.ipynb with CHOKAQ_DB set")
+        print(f"next: CHOKAQ_DB={out['db']} chokaq dlq summary, or `make notebooks`")
     return 0
 
 
 def _run(store: Store, url: str, args: argparse.Namespace, history: float) -> dict[str, Any]:
-    rng = random.Random(args.seed)
-    now_jobs, later = make_jobs(args.jobs, rng)
-    for start in range(0, len(now_jobs), 500):
-        store.enqueue(now_jobs[start : start + 500])
-    scheduled = [r.id for r in store.enqueue(later)]
+    end = store.now().timestamp()
+    story = Story(end - max(history, 1.0), end, random.Random(args.seed))
+    plan = make_jobs(args.jobs, story)
+    targets: dict[str, float] = {}
+    for start in range(0, len(plan.now), 500):
+        chunk = plan.now[start : start + 500]
+        for result, (_, t) in zip(store.enqueue([j for j, _ in chunk]), chunk, strict=True):
+            targets[result.id] = t
+    scheduled = [r.id for r in store.enqueue(plan.cancelled)]
     deadline = time.monotonic() + args.seconds
-    main = _worker(url, MAIN_WORKER, "email,billing,reports,webhooks,thumbnails", 8)
-    media = _worker(url, MEDIA_WORKER, "media,settlements", MEDIA_JOBS)
-    workers = [main, media]
+    workers = [_worker(url, wid, SHOP_QUEUES, n) for wid, n in SHOP_WORKERS]
+
+    running = lambda worker_id, n: _running(store, worker_id, n)  # noqa: E731
+
+    def zombies(n: int) -> Any:
+        return lambda: store.count_dlq(DlqFilter(reason=FailureReason.Zombie)) >= n
+
     try:
-        # An operator calls off tomorrow's reports while the shop runs.
+        # An operator calls off the nightly reports while the shop runs.
         store.cancel_many(scheduled, actor=Actor(DEMO))
-        _wait(
-            "waiting for the media worker to start its jobs",
-            lambda: int(store.run("demo_running", worker_id=MEDIA_WORKER)[0]["n"]) == MEDIA_JOBS,
-            deadline,
-            workers,
-        )
-        time.sleep(1.0)  # let them run and heartbeat a while: the zombies carry that evidence
-        os.kill(media.proc.pid, signal.SIGKILL)  # the host dies mid-job: no cleanup, no final heartbeat
+        media = _worker(url, MEDIA_1, "media", 4)
+        billing = _worker(url, BILLING, "settlements", 2)
+        workers += [media, billing]
+        store.enqueue([_settlement(story)])
+        _wait("waiting for the settlement to start", running(BILLING, 1), deadline, workers)
+        # Renders start 0.8 s apart, so each has run a different time when its host dies.
+        _start_renders(store, media, MEDIA_1, 3, 0.8, deadline, workers)
+        time.sleep(0.8)
+        os.kill(media.proc.pid, signal.SIGKILL)  # the host dies: no cleanup, no final heartbeat
         media.proc.wait(10)
-        _wait(
-            "waiting for the rescue sweep to find the zombies",
-            lambda: store.count_dlq(_zombies()) >= MEDIA_JOBS,
-            deadline,
-            workers,
-        )
+        time.sleep(0.6)
+        # Killed too, not stopped: a stopped SQLite writer could hold the write lock and stall the demo.
+        os.kill(billing.proc.pid, signal.SIGKILL)  # the settlement host dies in its nightly batch
+        billing.proc.wait(10)
+        media2 = _worker(url, MEDIA_2, "media", 4)
+        workers.append(media2)
+        _wait("waiting for the sweep to find the first zombies", zombies(4), deadline, workers)
+        _start_renders(store, media2, MEDIA_2, 2, 1.3, deadline, workers)
+        time.sleep(0.5)
+        os.kill(media2.proc.pid, signal.SIGKILL)
+        media2.proc.wait(10)
+        _wait("waiting for the sweep to find the last zombies", zombies(6), deadline, workers)
         _wait(
             "waiting for the other jobs to finish",
             lambda: int(store.run("demo_busy")[0]["n"]) == 0,
@@ -308,8 +267,7 @@ def _run(store: Store, url: str, args: argparse.Namespace, history: float) -> di
         for w in workers:
             _stop(w)
     if history > 0:
-        now = store.now().timestamp()
-        store.run("demo_spread", start_s=now - history, history_s=history)
+        _move_into_history(store, story, targets, set(scheduled))
     counts: Counter[str] = Counter()
     by_reason: dict[str, int] = {}
     for r in store.run("demo_outcomes", write=False):
@@ -326,7 +284,54 @@ def _run(store: Store, url: str, args: argparse.Namespace, history: float) -> di
     }
 
 
-def _zombies() -> Any:
-    from chokaq_ops.models import DlqFilter
+def _start_renders(
+    store: Store,
+    worker: _Worker,
+    worker_id: str,
+    n: int,
+    spacing: float,
+    deadline: float,
+    all_: list[_Worker],
+) -> None:
+    """Long renders on `worker`, one every `spacing` seconds, each enqueued once the one before runs."""
+    for i in range(n):
+        if i:
+            time.sleep(spacing)
+        payload = payload_json({"image_id": (90_000 if worker_id == MEDIA_1 else 91_000) + i, **RENDER})
+        store.enqueue([NewJob(type="demo.image.resize.v1", queue="media", payload=payload, created_by=DEMO)])
+        _wait(
+            f"waiting for {worker_id} to start render {i + 1}",
+            _running(store, worker_id, i + 1),
+            deadline,
+            all_,
+        )
 
-    return DlqFilter(reason=FailureReason.Zombie)
+
+def _running(store: Store, worker_id: str, n: int) -> Any:
+    return lambda: int(store.run("demo_running", worker_id=worker_id)[0]["n"]) == n
+
+
+def _settlement(story: Story) -> NewJob:
+    batch = datetime.fromtimestamp(story.incidents[BILLING], UTC).strftime("%Y-%m-%d-night")
+    payload = payload_json({"batch": batch, "seconds": 120})
+    return NewJob(type="demo.billing.settle.v1", queue="settlements", payload=payload, created_by=DEMO)
+
+
+def _move_into_history(store: Store, story: Story, targets: dict[str, float], cancelled: set[str]) -> None:
+    """Shift every demo job to its time in the story: a job to the time it was made for, the zombies of one
+    dead worker by one offset (so their spacing stays real), the cancellations to the operator's moment."""
+    ends = store.run("demo_ends", write=False)
+    shifts: dict[str, float] = {}
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in ends:
+        if row["id"] in cancelled:
+            groups.setdefault("cancelled", []).append(row)
+        elif row["id"] in targets:
+            shifts[row["id"]] = targets[row["id"]] - float(row["end_s"])
+        else:  # a render or the settlement: grouped by the worker that died running it
+            groups.setdefault(row["worker_id"] or "cancelled", []).append(row)
+    for name, rows in groups.items():
+        anchor = story.cancelled_at if name == "cancelled" else story.incidents.get(name, story.end)
+        offset = anchor - max(float(r["end_s"]) for r in rows)
+        shifts.update((r["id"], offset) for r in rows)
+    store.run("demo_shift", shifts=json.dumps(shifts))

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from chokaq_ops import errors
 from chokaq_ops.cli import common
 from chokaq_ops.fingerprint import fingerprint_text
-from chokaq_ops.models import FailureReason
+from chokaq_ops.models import FailureReason, dead_job_evidence
 from chokaq_ops.settings import parse_duration
 from chokaq_ops.storage.migrate import require_current
 from chokaq_ops.storage.plan_ops import error_line
@@ -93,17 +93,24 @@ def client_of(args: argparse.Namespace) -> DbClient:
     return client
 
 
+WHEN_HELP = "an ISO 8601 time (UTC unless it has a zone), or how long ago: 24h, 24h ago, 7d, 90m, 1h30m"
+
+
 def when(text: str) -> datetime:
-    """An ISO 8601 time (UTC when it has no zone) or a duration meaning that long ago (24h, 7d, 90m)."""
+    """An ISO 8601 time (UTC when it has no zone) or a duration meaning that long ago (24h, 7d, 90m),
+    optionally followed by `ago` ("24h ago"). A negative duration would be in the future: refused."""
     try:
         value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
+        body = text.strip()
+        body = body[:-3].rstrip() if body.lower().endswith(" ago") else body
         try:
-            return datetime.now(UTC) - timedelta(seconds=parse_duration(text))
+            seconds = parse_duration(body) if body and not body.startswith(("-", "+")) else None
         except errors.ConfigError:
-            raise argparse.ArgumentTypeError(
-                f"expected an ISO 8601 time or a duration such as 24h, got {text!r}"
-            ) from None
+            seconds = None
+        if seconds is None:
+            raise argparse.ArgumentTypeError(f"expected {WHEN_HELP}; got {text!r}") from None
+        return datetime.now(UTC) - timedelta(seconds=seconds)
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
 
 
@@ -160,9 +167,7 @@ def add_filters(p: argparse.ArgumentParser) -> None:
     g.add_argument("--search", help="substring of id, type, tags or error details")
     g.add_argument("--tag")
     for name in TIMES:
-        g.add_argument(
-            "--" + name.replace("_", "-"), type=when, metavar="TIME", help="ISO 8601, or e.g. 24h ago"
-        )
+        g.add_argument("--" + name.replace("_", "-"), type=when, metavar="TIME", help=WHEN_HELP)
 
 
 def filters_of(args: argparse.Namespace) -> dict[str, Any]:
@@ -287,9 +292,7 @@ def run_ls(args: argparse.Namespace) -> int:
         return 0
     rows = [j | {"error": error_line(j.get("error_details"))} for j in page.items]
     common.print_table(rows, LS_COLUMNS)
-    shown = len(page.items)
-    first = (args.page - 1) * args.limit
-    print(f"-- {first + 1 if shown else 0}-{first + shown} of {page.total} dead job(s)", file=sys.stderr)
+    common.footer(len(rows), page.total, "dead jobs", page=args.page, page_size=args.limit)
     return 0
 
 
@@ -298,30 +301,19 @@ def run_show(args: argparse.Namespace) -> int:
         job = client.get_job(args.id)
     if job["location"] != "dlq":
         raise errors.JobNotFound(f"job {args.id} is in {job['location']}, not in the dead-letter queue")
-    evidence = {
-        "runtime_seconds": _seconds(job.get("failed_at"), job.get("started_at")),
-        "heartbeat_age_seconds": _seconds(job.get("failed_at"), job.get("heartbeat_at")),
-    }
+    evidence = dead_job_evidence(job)
     if args.format == "json":
         common.print_json(_jsonable_job(job) | evidence)
         return 0
+    # The same fields, order and spelling as `chokaq jobs show`, then the evidence and the error group.
+    from chokaq_ops.cli.jobs import SHOW_ORDER
+
     fp = fingerprint_text(job.get("error_details"))
-    fields = [f for f in JOB_FIELDS if f not in ("error_details",)]
-    width = max(len(f) for f in (*fields, *evidence, "error group"))
-    for f in fields:
-        value = job.get(f)
-        print(f"{f.ljust(width)}  {common.to_jsonable(value) if value is not None else '-'}")
-    for f, value in evidence.items():
-        print(f"{f.ljust(width)}  {value if value is not None else '-'}")
-    print(f"{'error group'.ljust(width)}  {fp.exception_type}: {fp.template} @ {fp.frame or '-'}")
+    group = f"{fp.exception_type}: {fp.template}" + (f" (at {fp.frame})" if fp.frame else "")
+    record = {k: job.get(k) for k in JOB_FIELDS if k != "error_details"}
+    common.print_record(record | evidence | {"error_group": group}, [*SHOW_ORDER, *evidence, "error_group"])
     print("\n" + (job.get("error_details") or "(no error details)").rstrip())
     return 0
-
-
-def _seconds(later: datetime | None, earlier: datetime | None) -> float | None:
-    if later is None or earlier is None:
-        return None
-    return round((later - earlier).total_seconds(), 3)
 
 
 def run_summary(args: argparse.Namespace) -> int:

@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         scheduled_at=_when(args.at) if args.at else None,
         created_by=args.created_by or f"cli:{_user()}",
     )
-    with ready_store(args) as store:
+    with ready_store(args, create=True) as store:
         (result,) = store.enqueue([job])
     if result.status == "conflict":
         print(f"chokaq: a job with id {result.id} already exists; nothing was added", file=sys.stderr)
@@ -78,12 +78,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def ready_store(args: argparse.Namespace) -> Store:
-    """The store, with its schema checked: SQLite (the embedded default) is created or upgraded on the
-    spot, so `chokaq enqueue` works on a fresh install; PostgreSQL must be current (`chokaq migrate`)."""
+def ready_store(args: argparse.Namespace, *, create: bool = False) -> Store:
+    """The store, with its schema checked: SQLite (the embedded default) is upgraded on the spot, and
+    with `create` (enqueue) made, so `chokaq enqueue` works on a fresh install; readers need an existing
+    file. PostgreSQL must be current (`chokaq migrate`)."""
     from chokaq_ops.storage.migrate import migrate, require_current
 
-    store = common.open_store(args)
+    store = common.open_store(args, create=create)
     try:
         if store.dialect.name == "sqlite":
             migrate(store)

@@ -4,7 +4,6 @@ job wherever it lives, with its `location`."""
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Any
 
 from chokaq_ops import errors
@@ -95,8 +94,8 @@ def run_ls(args: argparse.Namespace) -> int:
     for item in items:
         item["error"] = (item.get("error_details") or "").split("\n", 1)[0]
     common.print_table(items, COLUMNS[location])
-    pages = max(1, -(-page.total // page.page_size))
-    print(f"{location}: page {page.page} of {pages}, {page.total} jobs", file=sys.stderr)
+    noun = {"hot": "jobs in hot", "archive": "succeeded jobs", "dlq": "dead jobs"}[location]
+    common.footer(len(items), page.total, noun, page=page.page, page_size=page.page_size)
     return 0
 
 
@@ -106,13 +105,7 @@ def run_show(args: argparse.Namespace) -> int:
     if args.format == "json":
         common.print_json(job)
         return 0
-    keys = [k for k in SHOW_ORDER if k in job] + sorted(
-        k for k in job if k not in SHOW_ORDER and k != "error_details"
-    )
-    width = max(len(k) for k in keys)
-    for key in keys:
-        value = common.to_jsonable(job[key])
-        print(f"{key.ljust(width)}  {'' if value is None else value}")
+    common.print_record({k: v for k, v in job.items() if k != "error_details"}, SHOW_ORDER)
     if job.get("error_details"):
         print(f"\nerror_details:\n{job['error_details']}")
     return 0

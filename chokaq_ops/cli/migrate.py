@@ -16,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    with common.open_store(args) as store:
+    with common.open_store(args, create=True) as store:
         result = migrate(store)
         if args.format == "json":
             common.print_json({"version": result.version, "applied": result.applied, "fresh": result.fresh})

@@ -94,7 +94,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_ls(args: argparse.Namespace) -> int:
     with client_of(args) as client:
         rows = client.store.queue_stats()
-    common.emit(rows, LS_COLUMNS, args.format)
+    common.emit(rows, LS_COLUMNS, args.format, noun="queues")
     return 0
 
 

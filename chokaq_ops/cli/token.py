@@ -46,7 +46,7 @@ def _cli_actor() -> Actor:
 
 
 def run_create(args: argparse.Namespace) -> int:
-    with common.open_store(args) as store:
+    with common.open_store(args, create=True) as store:
         # The first token is often made before the first `chokaq serve`: same schema rule as serve.
         ensure_schema(store, migrate_requested=False)
         token = store.create_token(args.name, args.role, actor=_cli_actor())
@@ -63,6 +63,7 @@ def run_list(args: argparse.Namespace) -> int:
         rows,
         ["name", "role", "status", "created_at", "created_by", "last_used_at", "revoked_at"],
         args.format,
+        noun="tokens",
     )
     return 0
 

@@ -12,7 +12,7 @@ from chokaq_ops import analysis
 from chokaq_ops.analysis import columns as C
 from chokaq_ops.fingerprint import fingerprint_text
 from chokaq_ops.models import FailureReason
-from tests.analysis.conftest import seed_dlq
+from tests.analysis.conftest import seed_dlq, traceback_text
 
 T0 = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
 
@@ -180,7 +180,17 @@ def test_zombie_report_with_the_handlers_idempotency(client, store) -> None:
         "billing.charge.v1": False,
     }
     assert str(report["idempotent"].dtype) == "boolean"
-    assert (report["heartbeat_age_s"] >= 0).all() and (report["runtime_s"] >= report["alive_s"]).all()
+    assert (report["heartbeat_age_s"] >= 0).all() and (report["runtime_s"] >= 0).all()
+    # One meaning of "runtime" everywhere: the handler's run before its last heartbeat (duration_ms).
+    by_id = frame.set_index("id")
+    for row in report.itertuples():
+        job = by_id.loc[row.id]
+        expected = (
+            job["duration_ms"] / 1000
+            if pd.notna(job["duration_ms"])
+            else (job["heartbeat_at"] - job["started_at"]).total_seconds()
+        )
+        assert row.runtime_s == pytest.approx(expected)
     assert report["failed_at"].is_monotonic_decreasing
     unknown = analysis.zombie_report(frame, registry={})
     assert unknown["idempotent"].isna().all()
@@ -201,15 +211,82 @@ def test_every_plot_returns_its_axes(client, store) -> None:
     axes = [
         analysis.plot_summary(analysis.summarize_by_reason(frame)),
         analysis.plot_timeline(analysis.count_by_period(frame, "min")),
+        analysis.plot_timeline(analysis.count_by_period(frame, "min"), kind="line"),
         analysis.plot_fingerprint_trends(
             analysis.fingerprint_trends(frame, "h"), analysis.summarize_fingerprints(frame)
         ),
         analysis.plot_zombies(report),
         analysis.plot_zombies(report.iloc[:0]),
         analysis.plot_timeline(analysis.count_by_period(frame.iloc[:0], "min")),
+        analysis.plot_failure_rates(analysis.failure_rates(frame, frame.iloc[:0])),
     ]
     assert all(isinstance(ax, matplotlib.axes.Axes) for ax in axes)
-    assert axes[0].get_title() == "Dead jobs by failure_reason"
+    assert axes[0].get_title() == "Dead jobs by failure reason (3 in all)"
     import matplotlib.pyplot as plt
 
+    plt.close("all")
+
+
+def test_the_charts_follow_the_rules_a_reader_needs(client, store) -> None:
+    """Counts are bars; rankings put the largest on top; labels are whole; titles give the unit, the
+    period and UTC."""
+    import matplotlib.pyplot as plt
+
+    long_type = "reports.render.quarterly-regional-breakdown-with-a-very-long-name.v1"
+    seed_dlq(store, 5, queue="billing", reason=FailureReason.MaxRetriesExceeded)
+    seed_dlq(
+        store,
+        2,
+        queue="media",
+        type="media.resize.v1",
+        reason=FailureReason.Zombie,
+        error=lambda i: f"Zombie detected: heartbeat expired; worker w-{i}",
+    )
+    seed_dlq(
+        store,
+        1,
+        queue="reports",
+        type=long_type,
+        reason=FailureReason.Fatal,
+        error=lambda i: traceback_text(
+            "KeyError", "region 'apac-7' is missing from the quarterly figures table"
+        ),
+    )
+    frame = client.load_dlq()
+
+    ranking = analysis.plot_summary(analysis.summarize_by_type(frame))
+    labels = [t.get_text() for t in ranking.get_yticklabels()]
+    assert labels[-1] == "billing.charge.v1", "the largest bar is on top"
+    assert long_type in "".join(label.replace("\n", "") for label in labels), (
+        "a long label is wrapped, not cut"
+    )
+
+    per_reason = analysis.count_by_period(frame, "3h")
+    timeline = analysis.plot_timeline(per_reason)
+    assert timeline.get_title() == "Dead jobs per 3 hours by failure reason (UTC)"
+    assert timeline.get_ylabel() == "dead jobs per 3 hours" and timeline.get_xlabel() == "time (UTC)"
+    assert timeline.patches and not timeline.lines, "counts are bars"
+    legend = [t.get_text() for t in timeline.get_legend().get_texts()]
+    assert legend == ["Fatal", "Zombie", "MaxRetriesExceeded"], "the legend reads like the stack: top first"
+
+    groups = analysis.summarize_fingerprints(frame)
+    first = analysis.plot_fingerprint_trends(analysis.fingerprint_trends(frame, "h"), groups)
+    panels = first.figure.axes
+    assert len(panels) == 3 and all(p.patches for p in panels)
+    titles = [p.get_title(loc="left").replace("\n", " ") for p in panels]
+    assert "region '<str>' is missing from the quarterly figures table" in " ".join(titles), titles
+    assert titles[0].startswith("MaxRetriesExceeded · ") and titles[0].endswith("(5 jobs)")
+    assert first.figure.get_suptitle() == "Dead jobs per hour by error group (UTC)"
+
+    rates = analysis.failure_rates(frame, frame[frame["queue"] == "billing"])
+    bars = analysis.plot_failure_rates(rates)
+    ordered = [t.get_text() for t in bars.get_yticklabels()]
+    assert ordered[-1].replace("\n", "") == rates.index[0], "the highest rate is on top"
+    assert rates.loc["billing.charge.v1", "failure_rate"] == 0.5
+    assert "50.0%  (5 of 10)" in [t.get_text() for t in bars.texts]
+
+    report = analysis.zombie_report(frame, registry={"media.resize.v1": True})
+    scatter = analysis.plot_zombies(report)
+    assert scatter.get_xlabel() == "runtime before the last heartbeat [s]"
+    assert next(t.get_text() for t in scatter.get_legend().get_texts()).endswith("(2)")
     plt.close("all")

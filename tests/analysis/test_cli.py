@@ -39,7 +39,11 @@ def test_dlq_ls_show_summary(capsys, store, db_url) -> None:
     assert {j["failure_reason"] for j in listed} == {"Zombie"} and listed[0]["location"] == "dlq"
     code, out, err = chokaq(capsys, db_url, "dlq", "ls", "--queue", "billing")
     assert code == 0 and out.splitlines()[0].split()[:3] == ["ID", "QUEUE", "TYPE"]
-    assert len(out.splitlines()) == 3 and "TimeoutError: order" in out and "of 2 dead job(s)" in err
+    assert (
+        len(out.splitlines()) == 3
+        and "TimeoutError: order" in out
+        and err == "-- 1-2 of 2 dead jobs (page 1 of 1)\n"
+    )
 
     code, out, _ = chokaq(capsys, db_url, "dlq", "show", zombies[0])
     assert code == 0 and "heartbeat_age_seconds" in out and "TimeoutError: order" in out

@@ -162,7 +162,7 @@ def test_jobs_ls_table_pages(db_url, capsys):
     lines = out.out.splitlines()
     assert lines[0].split()[:3] == ["ID", "QUEUE", "TYPE"]
     assert [ln.split()[0] for ln in lines[1:]] == ["job-0", "job-1"]
-    assert "page 1 of 2, 3 jobs" in out.err
+    assert out.err == "-- 1-2 of 3 jobs in hot (page 1 of 2; --page 2 for more)\n"
 
 
 STUCK = """

@@ -39,6 +39,7 @@ def test_rescue_uses_environment_timeouts_and_lists_ids(db_url, capsys, monkeypa
 
 
 def test_rescue_on_a_broken_database_exits_1(tmp_path, capsys):
+    (tmp_path / "empty.db").touch()  # a database without the schema (a missing file is exit 2)
     url = f"sqlite:///{tmp_path / 'empty.db'}"
     assert main(["rescue", "--db", url, "--format", "json"]) == 1
     assert "chokaq migrate" in capsys.readouterr().err

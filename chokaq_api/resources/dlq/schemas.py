@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import marshmallow as ma
@@ -11,7 +10,7 @@ from chokaq_api import fields
 from chokaq_api.extensions import Schema
 from chokaq_api.resources.jobs.schemas import ORDERS, JobSchema
 from chokaq_ops import validation
-from chokaq_ops.models import DlqFilter
+from chokaq_ops.models import DlqFilter, dead_job_evidence
 from chokaq_ops.storage.read_ops import DLQ_SORTS
 
 PLAN_ID = ma.fields.String(
@@ -167,12 +166,6 @@ class SummarySchema(ma.Schema):
     )
 
 
-def _seconds(later: datetime | None, earlier: datetime | None) -> float | None:
-    if later is None or earlier is None:
-        return None
-    return round((later - earlier).total_seconds(), 3)
-
-
 class DeadJobSchema(JobSchema):
     """A dead job with the evidence an operator needs to judge it (for zombies especially)."""
 
@@ -191,12 +184,10 @@ class DeadJobSchema(JobSchema):
     )
 
     def runtime(self, row: dict[str, Any]) -> float | None:
-        if row.get("duration_ms") is not None:
-            return round(row["duration_ms"] / 1000, 3)
-        return _seconds(row.get("failed_at"), row.get("started_at"))
+        return dead_job_evidence(row)["runtime_seconds"]
 
     def heartbeat_age(self, row: dict[str, Any]) -> float | None:
-        return _seconds(row.get("failed_at"), row.get("heartbeat_at"))
+        return dead_job_evidence(row)["heartbeat_age_seconds"]
 
 
 class EditDeadSchema(Schema):

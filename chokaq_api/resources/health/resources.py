@@ -25,6 +25,7 @@ class Live(MethodView):
         return {"status": "ok"}
 
 
+@blp.route("/health", endpoint="Health")
 @blp.route("/health/ready")
 class Ready(MethodView):
     @blp.response(200, ReadySchema, description="Ready (status ok or degraded).")
