@@ -39,6 +39,10 @@ GENERIC_PLAN_RECHECK_S = 30.0
 class Dialect:
     name: str
     url: str
+    # True when a statement reads a snapshot taken at its start while other transactions commit around it
+    # (PostgreSQL READ COMMITTED): a check inside one statement can miss a move committed meanwhile, so
+    # enqueue re-checks explicit ids in a second statement. SQLite runs each writer transaction alone.
+    snapshot_per_statement = False
 
     def connect(self, kind: str = "") -> Any:
         raise NotImplementedError
@@ -160,6 +164,7 @@ class PostgresDialect(Dialect):
     url: str
     odbc: str
     name: str = "postgresql"
+    snapshot_per_statement = True
     # The worker's hot statements (see `prepare_on_use`), by id(Statement): (prepared statement name,
     # parameter names in $n order, PREPARE text).
     _prepared: dict[int, tuple[str, tuple[str, ...], str]] = field(default_factory=dict, repr=False)

@@ -13,6 +13,10 @@ from chokaq_ops.storage.core import StoreCore, Tx
 
 log = logging.getLogger("chokaq.storage")
 
+# Explicit ids whose enqueue raised a transient error, remembered for the producer's own retry (oldest
+# forgotten first past this many).
+MAX_UNCERTAIN_ENQUEUES = 100_000
+
 
 def reason_number(value: Any, field: str = "reason") -> int:
     """A failure reason (member, number or name) as stored; anything else is a ValidationError."""
@@ -60,13 +64,34 @@ class WorkerOps(StoreCore):
 
     def enqueue(self, jobs: Iterable[NewJob]) -> list[EnqueueResult]:
         """Insert jobs in one statement. Per item: `new`, `duplicate` (an active job holds its idempotency
-        key; `id` is that job's) or `conflict` (the id exists already; nothing inserted)."""
+        key; `id` is that job's) or `conflict` (the id exists already in hot, archive or DLQ; nothing
+        inserted).
+
+        An enqueue whose earlier attempt may have committed unseen (retried inside this call, or an
+        explicit id whose last enqueue raised a transient error) reports the jobs that attempt created
+        as `new`, not as a conflict with themselves."""
+        jobs = list(jobs)
         items = [self._enqueue_item(i, job) for i, job in enumerate(jobs)]
         if not items:
             return []
         if len({i["id"] for i in items}) < len(items):
             raise errors.ValidationError("the same job id appears twice in one enqueue", field="id")
-        rows = self.run("enqueue", items=items)
+        explicit = {item["id"] for item, job in zip(items, jobs, strict=True) if job.id is not None}
+        retries = self.thread_retries()
+        try:
+            rows = self._enqueue_rows(items, explicit)
+        except errors.TransientStorageError:
+            self._note_uncertain_enqueues(explicit)
+            raise
+        uncertain = {i["id"] for i in items} if self.thread_retries() != retries else set()
+        with self._uncertain_lock:
+            uncertain |= {i for i in explicit if self._uncertain_enqueues.pop(i, None) is not None}
+        maybe = [items[r["ord"]] for r in rows if r["status"] != "new" and items[r["ord"]]["id"] in uncertain]
+        if maybe:
+            mine = {r["id"] for r in self.run("enqueued_unseen", write=False, items=maybe)}
+            for r in rows:
+                if r["status"] != "new" and items[r["ord"]]["id"] in mine:
+                    r.update(status="new", id=items[r["ord"]]["id"])
         missing = [
             items[r["ord"]]["idempotency_key"] for r in rows if r["status"] == "duplicate" and not r["id"]
         ]
@@ -82,6 +107,35 @@ class WorkerOps(StoreCore):
             )
             for r in sorted(rows, key=lambda r: r["ord"])
         ]
+
+    def _enqueue_rows(self, items: list[dict[str, Any]], explicit: set[str]) -> list[dict[str, Any]]:
+        """Run the enqueue statement. Where a statement reads one snapshot while moves commit around it
+        (PostgreSQL), an enqueue of explicit ids takes back, in a second statement of the same
+        transaction, the ids it inserted that a move committed into the archive or the DLQ meanwhile;
+        those answer `conflict`. Generated ids are new by construction and keep the one-statement path."""
+        if not explicit or not self.dialect.snapshot_per_statement:
+            return self.run("enqueue", items=items)
+
+        def checked(tx: Tx) -> list[dict[str, Any]]:
+            rows = tx.run("enqueue", items=items)
+            inserted = [items[r["ord"]]["id"] for r in rows if r["status"] == "new"]
+            inserted = [i for i in inserted if i in explicit]
+            raced = {r["id"] for r in tx.run("enqueue_undo_raced", ids=inserted)} if inserted else set()
+            for r in rows:
+                if r["status"] == "new" and r["id"] in raced:
+                    r["status"] = "conflict"
+            if raced:
+                log.info("enqueue: %d id(s) were moved out of hot while it ran: conflict", len(raced))
+            return rows
+
+        return self.transaction(checked)
+
+    def _note_uncertain_enqueues(self, ids: Iterable[str]) -> None:
+        with self._uncertain_lock:
+            for i in ids:
+                self._uncertain_enqueues[i] = None
+            while len(self._uncertain_enqueues) > MAX_UNCERTAIN_ENQUEUES:
+                del self._uncertain_enqueues[next(iter(self._uncertain_enqueues))]
 
     def _enqueue_item(self, ord_: int, job: NewJob) -> dict[str, Any]:
         if job.delay_seconds is not None and job.scheduled_at is not None:

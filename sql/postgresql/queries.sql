@@ -124,7 +124,11 @@ ins AS (
     FROM items i
     WHERE NOT EXISTS (SELECT 1 FROM jobs_archive a WHERE a.id = i.id)
       AND NOT EXISTS (SELECT 1 FROM jobs_dlq d WHERE d.id = i.id)
-    ORDER BY i.ord
+      -- A key repeated in the batch: its first item inserts, the others are duplicates of it.
+      AND NOT EXISTS (SELECT 1 FROM items e WHERE e.idempotency_key = i.idempotency_key AND e.ord < i.ord)
+    -- Rows in id order: concurrent enqueues of overlapping explicit ids then wait for each other's
+    -- uncommitted rows in one direction only (in item order they deadlocked, and retried, constantly).
+    ORDER BY i.id
     ON CONFLICT DO NOTHING
     RETURNING id, queue
 ),
@@ -151,6 +155,49 @@ ORDER BY i.ord;
 -- name: find_idempotency_keys
 SELECT idempotency_key, id FROM jobs_hot
 WHERE idempotency_key IN (SELECT jsonb_array_elements_text(CAST(:keys AS jsonb)));
+
+-- name: enqueue_undo_raced
+-- The second statement of an enqueue of explicit ids, in its transaction: takes back the jobs it has
+-- just inserted (:ids, not yet committed, so no one else has seen them) whose id is in the archive or
+-- the DLQ. The enqueue statement's NOT EXISTS checks read the snapshot taken when it started; a move of
+-- the same id out of hot that committed while the insert waited for that hot row is invisible to them
+-- but visible here (READ COMMITTED: a new snapshot per statement). Those items answer `conflict`.
+WITH raced AS (
+    SELECT a.id FROM jobs_archive a WHERE a.id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+    UNION
+    SELECT d.id FROM jobs_dlq d WHERE d.id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+),
+undone AS (
+    DELETE FROM jobs_hot h WHERE h.id = ANY(ARRAY(SELECT id FROM raced)) RETURNING h.id, h.queue
+),
+counters AS (
+    UPDATE stats_summary s SET enqueued_total = s.enqueued_total - c.n
+    FROM (SELECT queue, count(*) AS n FROM undone GROUP BY queue) c WHERE s.queue = c.queue
+)
+SELECT id FROM undone;
+
+-- name: enqueued_unseen
+-- After an enqueue that may have committed and lost its reply: which of :items (the enqueue's own
+-- items) exist, in any table, with the content that enqueue sent, so the retry that answered
+-- `conflict` or `duplicate` for them reports them as created.
+WITH items AS (
+    SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, queue text, type text, payload text,
+        tags text, idempotency_key text, priority integer, created_by text)
+),
+found AS (
+    SELECT h.id, h.queue, h.type, h.payload, h.tags, h.idempotency_key, h.priority, h.created_by
+    FROM jobs_hot h WHERE h.id = ANY(ARRAY(SELECT id FROM items))
+    UNION ALL
+    SELECT a.id, a.queue, a.type, a.payload, a.tags, a.idempotency_key, a.priority, a.created_by
+    FROM jobs_archive a WHERE a.id = ANY(ARRAY(SELECT id FROM items))
+    UNION ALL
+    SELECT d.id, d.queue, d.type, d.payload, d.tags, d.idempotency_key, d.priority, d.created_by
+    FROM jobs_dlq d WHERE d.id = ANY(ARRAY(SELECT id FROM items))
+)
+SELECT f.id FROM found f JOIN items i ON i.id = f.id
+WHERE f.queue = i.queue AND f.type = i.type AND f.payload IS NOT DISTINCT FROM i.payload
+  AND f.tags IS NOT DISTINCT FROM i.tags AND f.idempotency_key IS NOT DISTINCT FROM i.idempotency_key
+  AND f.priority = i.priority AND f.created_by IS NOT DISTINCT FROM i.created_by;
 
 -- ---------------------------------------------------------------- worker (every write is fenced by worker_id)
 

@@ -172,6 +172,37 @@ SELECT ord, coalesce(ref, id) AS id, status FROM staged ORDER BY ord;
 -- name: find_idempotency_keys
 SELECT idempotency_key, id FROM jobs_hot WHERE idempotency_key IN (SELECT value FROM json_each(:keys));
 
+-- name: enqueue_undo_raced
+-- PostgreSQL's second look at an enqueue's explicit ids (see there). SQLite runs the enqueue as one
+-- writer transaction, which no move can interleave with, so the store never calls it here.
+SELECT a.id FROM jobs_archive a WHERE a.id IN (SELECT value FROM json_each(:ids))
+UNION
+SELECT d.id FROM jobs_dlq d WHERE d.id IN (SELECT value FROM json_each(:ids));
+
+-- name: enqueued_unseen
+-- After an enqueue that may have committed and lost its reply: which of :items (the enqueue's own
+-- items) exist, in any table, with the content that enqueue sent.
+WITH items AS (
+    SELECT json_extract(j.value, '$.id') AS id, json_extract(j.value, '$.queue') AS queue,
+           json_extract(j.value, '$.type') AS type, json_extract(j.value, '$.payload') AS payload,
+           json_extract(j.value, '$.tags') AS tags, json_extract(j.value, '$.idempotency_key') AS idempotency_key,
+           json_extract(j.value, '$.priority') AS priority, json_extract(j.value, '$.created_by') AS created_by
+    FROM json_each(:items) j
+),
+found AS (
+    SELECT id, queue, type, payload, tags, idempotency_key, priority, created_by
+    FROM jobs_hot WHERE id IN (SELECT id FROM items)
+    UNION ALL
+    SELECT id, queue, type, payload, tags, idempotency_key, priority, created_by
+    FROM jobs_archive WHERE id IN (SELECT id FROM items)
+    UNION ALL
+    SELECT id, queue, type, payload, tags, idempotency_key, priority, created_by
+    FROM jobs_dlq WHERE id IN (SELECT id FROM items)
+)
+SELECT f.id FROM found f JOIN items i ON i.id = f.id
+WHERE f.queue = i.queue AND f.type = i.type AND f.payload IS i.payload AND f.tags IS i.tags
+  AND f.idempotency_key IS i.idempotency_key AND f.priority = i.priority AND f.created_by IS i.created_by;
+
 -- ---------------------------------------------------------------- worker (every write is fenced by worker_id)
 
 -- name: lock_capped_queues
