@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
@@ -13,7 +14,9 @@ from chokaq_ops import errors, validation
 from chokaq_ops.fingerprint import fingerprint_text
 from chokaq_ops.models import Actor, BulkResult, DlqFilter
 from chokaq_ops.storage.core import StoreCore
-from chokaq_ops.storage.worker_ops import reason_number
+from chokaq_ops.storage.worker_ops import reason_number, report_twins
+
+log = logging.getLogger("chokaq.storage")
 
 RESURRECT_CHUNK = 1000  # the seeds' rule: bulk resurrect commits at most 1000 jobs per transaction
 ROLES = ("reader", "operator", "admin")
@@ -119,7 +122,7 @@ class AdminOps(StoreCore):
 
     def _resurrect_items(self, items: list[dict[str, Any]], actor: Actor, details: Any) -> list[str]:
         rows = self.run("resurrect", items=items, actor=actor.name, plan_id=actor.plan_id, details=details)
-        return [r["id"] for r in rows]
+        return resurrected(rows)
 
     def resurrect_many(
         self,
@@ -151,9 +154,16 @@ class AdminOps(StoreCore):
             return self._resurrect_items(items, actor, details)
 
         def move_matching(limit: int, params: dict[str, Any]) -> list[dict[str, Any]]:
-            return self.run(
+            rows = self.run(
                 "resurrect_matching", limit=limit, actor=actor.name, plan_id=actor.plan_id, **params
             )
+            if rows and rows[0]["twins"]:
+                log.warning(
+                    "resurrect: %d dead job(s) already had their id in hot; those DLQ copies were "
+                    "displaced to the audit log (events 'conflict')",
+                    rows[0]["twins"],
+                )
+            return rows
 
         return self._chunked(
             move,
@@ -181,7 +191,7 @@ class AdminOps(StoreCore):
             details=None,
             fingerprint=CANCELLED_FINGERPRINT,
         )
-        done = {r["id"] for r in rows}
+        done = {r["id"] for r in report_twins("cancel", rows)}
         return [i for i in wanted if i in done], [i for i in wanted if i not in done]
 
     def purge_dlq(
@@ -241,7 +251,8 @@ class AdminOps(StoreCore):
     ) -> BulkResult:
         """`matching(limit, params)`, when given, selects and acts on the next chunk of a filter in one
         statement (one round trip instead of two) and returns one row: `n` moved and the cursor after
-        them (no row when nothing matched); else ids are read, then acted on."""
+        the rows it took (no row when nothing matched; `n` may be 0 when every row it took was
+        displaced instead, which is still progress); else ids are read, then acted on."""
         if (ids is None) == (flt is None):
             raise errors.ValidationError("give either ids or a filter", field="ids")
         if max_jobs is not None and max_jobs < 1:
@@ -266,7 +277,7 @@ class AdminOps(StoreCore):
             limit = chunk if max_jobs is None else min(chunk, max_jobs - done)
             if matching is not None:
                 rows = matching(limit, params | cursor | {"details": {"filter": details}})
-                if not rows or not rows[0]["n"]:
+                if not rows:
                     if cursor["before_at"] is None:
                         break  # nothing left, or only rows another operation holds
                     # One last pass from the top for rows passed over (held by another operation).
@@ -282,7 +293,7 @@ class AdminOps(StoreCore):
             done, batches = done + moved, batches + 1
             if progress:
                 progress(done)
-            if not moved:
+            if not moved and matching is None:
                 break  # everything we saw was taken by someone else; stop rather than spin
         return BulkResult(count=done, batches=batches)
 
@@ -415,6 +426,19 @@ class AdminOps(StoreCore):
             count=count,
             details=details,
         )
+
+
+def resurrected(rows: list[dict[str, Any]]) -> list[str]:
+    """The ids a `resurrect` statement put back into hot; the ones it displaced instead (their id was
+    already in hot) are logged."""
+    for r in rows:
+        if r["twin"]:
+            log.warning(
+                "resurrect: job %s is already in hot; its DLQ copy was displaced to the audit log "
+                "(event 'conflict')",
+                r["id"],
+            )
+    return [r["id"] for r in rows if not r["twin"]]
 
 
 def hash_token(token: str) -> str:

@@ -338,6 +338,7 @@ class WorkerOps(StoreCore):
         rows, uncertain = self._run_noting_uncertainty(
             query, worker_id, ids, self._uncertain_finishes, items=payload
         )
+        report_twins(query, rows)
         done = [r["id"] for r in rows]
         applied = set(done)
         maybe = [p for p in probes if p["id"] in uncertain and p["id"] not in applied]
@@ -379,12 +380,13 @@ class WorkerOps(StoreCore):
     ) -> list[dict[str, Any]]:
         """Processing jobs with an expired heartbeat -> DLQ as Zombie. Timeout per job: the queue row's
         zombie_timeout_seconds, else `overrides[queue]` (configuration), else `global_timeout_s`."""
-        return self.run(
+        rows = self.run(
             "archive_zombies",
             global_s=float(global_timeout_s),
             overrides={k: float(v) for k, v in (overrides or {}).items()},
             fingerprint=fingerprint,
         )
+        return report_twins("archive_zombies", rows)
 
     def try_lease(self, name: str, holder: str, ttl_s: float) -> bool:
         """Take or renew a named lease on the database clock; True when `holder` has it."""
@@ -398,6 +400,22 @@ class WorkerOps(StoreCore):
             "add_event", kind=kind, message=message, data=dict(data) if data is not None else None
         )
         return int(rows[0]["id"])
+
+
+def report_twins(operation: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Log the moved jobs whose id was in a second table (the statement displaced that older copy to the
+    audit log and wrote a `conflict` event); returns the rows without their `twin` column."""
+    for r in rows:
+        twin = r.pop("twin", None)
+        if twin:
+            log.warning(
+                "%s: job %s was in two tables; its older copy in the %s was replaced (kept in the audit "
+                "log, event 'conflict')",
+                operation,
+                r["id"],
+                twin,
+            )
+    return rows
 
 
 def _claimed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

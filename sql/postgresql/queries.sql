@@ -42,10 +42,56 @@ AND (CAST(:tag_like AS text) IS NULL OR (',' || replace(coalesce(h.tags, ''), ' 
 AND (CAST(:search_like AS text) IS NULL OR h.id ILIKE CAST(:search_like AS text) OR h.type ILIKE CAST(:search_like AS text)
      OR h.tags ILIKE CAST(:search_like AS text))
 
+-- fragment: displace_twins
+-- Copies of the ids moving out of hot (`moved`) that are already in the archive or the DLQ: an older
+-- life of the id, left by a race of enqueue with a move (before enqueue re-checked its ids) or put there
+-- by hand. The row moving out of hot is the newer one and wins: each older copy is deleted, kept
+-- verbatim in the audit log (actor `system`, action `displace`, details {location, copy}), announced as a
+-- `conflict` event and taken off its table's counter (displaced_deltas). The insert into the target
+-- reads `displaced` first (`WHERE (SELECT count(*) FROM displaced) >= 0`), so it runs after these
+-- deletes and never meets a duplicate key: one such row never fails the move of the others.
+archive_twins AS (
+    DELETE FROM jobs_archive x WHERE x.id = ANY(ARRAY(SELECT id FROM moved))
+    RETURNING x.id, x.queue, 'archive' AS location, row_to_json(x)::text AS copy
+),
+dlq_twins AS (
+    DELETE FROM jobs_dlq x WHERE x.id = ANY(ARRAY(SELECT id FROM moved))
+    RETURNING x.id, x.queue, 'dlq' AS location, row_to_json(x)::text AS copy
+),
+displaced AS (SELECT * FROM archive_twins UNION ALL SELECT * FROM dlq_twins),
+{{displaced_report}}
+
+-- fragment: displaced_report
+-- The audit rows and events of `displaced` (id, queue, location, copy): see displace_twins.
+displaced_audit AS (
+    INSERT INTO audit_log (actor, action, job_id, details)
+    SELECT 'system', 'displace', id, json_build_object('location', location, 'copy', CAST(copy AS json))::text
+    FROM displaced
+),
+displaced_events AS (
+    INSERT INTO events (kind, message, data)
+    SELECT 'conflict', 'Job ' || id || ' was in two tables; its older copy in the ' || location
+                       || ' was replaced (kept in the audit log)',
+           json_build_object('job_id', id, 'queue', queue, 'location', location)::text
+    FROM displaced
+)
+
+-- fragment: displaced_deltas
+-- Per displaced copy: (queue, succeeded, failed) to add to the counters, so they keep equal to the rows.
+SELECT queue, -CAST(location = 'archive' AS integer), -CAST(location = 'dlq' AS integer) FROM displaced
+
+-- fragment: moved_twin
+-- The final column of a move out of hot: where an older copy of the id was displaced from, or null.
+(SELECT string_agg(x.location, ',') FROM displaced x WHERE x.id = m.id) AS twin
+
 -- fragment: counters_failed
-INSERT INTO stats_summary (queue, failed_total, last_activity_at)
-SELECT queue, count(*), now() FROM moved GROUP BY queue ORDER BY queue
-ON CONFLICT (queue) DO UPDATE SET failed_total = stats_summary.failed_total + excluded.failed_total,
+-- Moves into the DLQ: FailedTotal + 1 per moved job, and each displaced copy taken off its counter.
+INSERT INTO stats_summary AS s (queue, succeeded_total, failed_total, last_activity_at)
+SELECT queue, sum(ok), sum(dead), now()
+FROM (SELECT queue, 0 AS ok, 1 AS dead FROM moved UNION ALL {{displaced_deltas}}) c
+GROUP BY queue ORDER BY queue
+ON CONFLICT (queue) DO UPDATE SET failed_total = greatest(0, s.failed_total + excluded.failed_total),
+                                  succeeded_total = greatest(0, s.succeeded_total + excluded.succeeded_total),
                                   last_activity_at = excluded.last_activity_at
 
 -- fragment: buckets_failed
@@ -65,7 +111,7 @@ INSERT INTO jobs_dlq (id, queue, type, payload, tags, idempotency_key, priority,
                       duration_ms, created_by, last_modified_by)
 SELECT id, queue, type, payload, tags, idempotency_key, priority, failure_reason, error_details, fingerprint,
        attempt_count, worker_id, heartbeat_at, created_at, started_at, now(), run_ms, created_by, last_modified_by
-FROM moved
+FROM moved WHERE (SELECT count(*) FROM displaced) >= 0
 
 -- fragment: audit_moved
 INSERT INTO audit_log (actor, action, job_id, plan_id, details)
@@ -427,16 +473,21 @@ moved AS (
       AND h.worker_id = CAST(:worker_id AS text) AND h.status + 0 = 2
     RETURNING h.*, i.duration_ms AS run_ms
 ),
+{{displace_twins}},
 archived AS (
     INSERT INTO jobs_archive (id, queue, type, payload, tags, idempotency_key, priority, attempt_count, worker_id,
                               created_at, started_at, finished_at, duration_ms, created_by, last_modified_by)
     SELECT id, queue, type, payload, tags, idempotency_key, priority, attempt_count, worker_id, created_at,
            started_at, now(), run_ms, created_by, last_modified_by FROM moved
+    WHERE (SELECT count(*) FROM displaced) >= 0
 ),
 counters AS (
-    INSERT INTO stats_summary (queue, succeeded_total, last_activity_at)
-    SELECT queue, count(*), now() FROM moved GROUP BY queue ORDER BY queue
-    ON CONFLICT (queue) DO UPDATE SET succeeded_total = stats_summary.succeeded_total + excluded.succeeded_total,
+    INSERT INTO stats_summary AS s (queue, succeeded_total, failed_total, last_activity_at)
+    SELECT queue, sum(ok), sum(dead), now()
+    FROM (SELECT queue, 1 AS ok, 0 AS dead FROM moved UNION ALL {{displaced_deltas}}) c
+    GROUP BY queue ORDER BY queue
+    ON CONFLICT (queue) DO UPDATE SET succeeded_total = greatest(0, s.succeeded_total + excluded.succeeded_total),
+                                      failed_total = greatest(0, s.failed_total + excluded.failed_total),
                                       last_activity_at = excluded.last_activity_at
 ),
 buckets AS (
@@ -450,7 +501,7 @@ buckets AS (
         total_duration_ms = b.total_duration_ms + excluded.total_duration_ms,
         max_duration_ms = greatest(b.max_duration_ms, excluded.max_duration_ms)
 )
-SELECT id, queue FROM moved;
+SELECT m.id, m.queue, {{moved_twin}} FROM moved m;
 
 -- name: move_to_dlq
 -- Moves the worker's processing rows to the dead-letter queue, each with its own reason and error.
@@ -464,6 +515,7 @@ moved AS (
       AND h.worker_id = CAST(:worker_id AS text) AND h.status + 0 = 2
     RETURNING h.*, i.reason AS failure_reason, i.error AS error_details, i.fingerprint, i.duration_ms AS run_ms
 ),
+{{displace_twins}},
 dead AS ({{dlq_insert_moved}}),
 counters AS ({{counters_failed}}),
 buckets AS ({{buckets_failed}}),
@@ -474,7 +526,7 @@ events AS (
            json_build_object('job_id', id, 'queue', queue, 'type', type, 'reason', failure_reason)::text
     FROM moved
 )
-SELECT id, queue, failure_reason FROM moved;
+SELECT m.id, m.queue, m.failure_reason, {{moved_twin}} FROM moved m;
 
 -- name: reschedule
 -- Retry: back to pending after delay_s seconds on the database clock; attempts keep their count.
@@ -544,10 +596,11 @@ moved AS (
                                                   - h.started_at) AS numeric), 1) || 's', 'unknown')
             || ', attempt ' || h.attempt_count AS error_details
 ),
+{{displace_twins}},
 dead AS ({{dlq_insert_moved}}),
 counters AS ({{counters_failed}}),
 buckets AS ({{buckets_failed}})
-SELECT id, queue, worker_id FROM moved;
+SELECT m.id, m.queue, m.worker_id, {{moved_twin}} FROM moved m;
 
 -- name: try_lease
 -- Takes or renews a named lease; returns a row only to the holder.
@@ -624,13 +677,26 @@ SELECT id FROM moved;
 
 -- fragment: resurrect_rest
 -- What every resurrect does with the rows it took from the DLQ (`moved`, with new_payload/new_tags/
--- new_priority, null when unchanged): insert them into hot, count, audit per job, one event.
+-- new_priority, null when unchanged): insert them into hot, count, audit per job, one event. A row whose
+-- id is already in hot (a job in two tables, see displace_twins) is not inserted: the hot job is the
+-- live one (it may be running), so the DLQ copy is the one displaced to the audit log, with an event;
+-- it never fails the chunk's other rows. `revived` returns the rows that did go back to hot.
+hot_twins AS (
+    SELECT m.* FROM moved m WHERE EXISTS (SELECT 1 FROM jobs_hot h WHERE h.id = m.id)
+),
+displaced AS (
+    SELECT id, queue, 'dlq' AS location,
+           (to_jsonb(t) - 'new_payload' - 'new_tags' - 'new_priority')::text AS copy
+    FROM hot_twins t
+),
+{{displaced_report}},
 revived AS (
     INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
                           due_at, created_at, updated_at, created_by, last_modified_by)
     SELECT id, queue, type, coalesce(new_payload, payload), coalesce(new_tags, tags), NULL,
            coalesce(new_priority, 10), 0, 0, now(), created_at, now(), created_by, CAST(:actor AS text)
-    FROM moved
+    FROM moved m WHERE NOT EXISTS (SELECT 1 FROM hot_twins t WHERE t.id = m.id)
+    RETURNING id, queue
 ),
 new_queues AS (
     INSERT INTO queues (name) SELECT DISTINCT queue FROM moved ORDER BY queue ON CONFLICT DO NOTHING
@@ -645,13 +711,13 @@ audit AS (
                                        'after', json_build_object('payload', coalesce(new_payload, payload),
                                                                   'tags', coalesce(new_tags, tags),
                                                                   'priority', coalesce(new_priority, 10)))::text END
-    FROM moved
+    FROM moved m WHERE NOT EXISTS (SELECT 1 FROM hot_twins t WHERE t.id = m.id)
 ),
 events AS (
     INSERT INTO events (kind, message, data)
     SELECT 'resurrect', 'Resurrected ' || count(*) || ' job(s) by ' || CAST(:actor AS text),
            json_build_object('count', count(*), 'actor', CAST(:actor AS text), 'plan_id', CAST(:plan_id AS text))::text
-    FROM moved HAVING count(*) > 0
+    FROM moved m WHERE NOT EXISTS (SELECT 1 FROM hot_twins t WHERE t.id = m.id) HAVING count(*) > 0
 )
 
 -- name: resurrect
@@ -665,7 +731,9 @@ moved AS (
     RETURNING d.*, i.payload AS new_payload, i.tags AS new_tags, i.priority AS new_priority
 ),
 {{resurrect_rest}}
-SELECT id, queue FROM moved;
+SELECT id, queue, CAST(NULL AS text) AS twin FROM revived
+UNION ALL
+SELECT id, queue, 'hot' FROM hot_twins;
 
 -- name: resurrect_matching
 -- resurrect for the next :limit jobs matching a filter (newest failures first), chosen in the same
@@ -688,7 +756,8 @@ moved AS (
               CAST(NULL AS integer) AS new_priority
 ),
 {{resurrect_rest}}
-SELECT (SELECT count(*) FROM moved) AS n, c.failed_at AS cursor_at, c.id AS cursor_id
+SELECT (SELECT count(*) FROM revived) AS n, (SELECT count(*) FROM hot_twins) AS twins,
+       c.failed_at AS cursor_at, c.id AS cursor_id
 FROM (SELECT failed_at, id FROM moved ORDER BY failed_at, id DESC LIMIT 1) c;
 
 -- name: cancel
@@ -699,6 +768,7 @@ WITH moved AS (
     RETURNING h.*, 1 AS failure_reason, 'Cancelled by admin: ' || CAST(:actor AS text) AS error_details,
               CAST(:fingerprint AS text) AS fingerprint, CAST(NULL AS double precision) AS run_ms
 ),
+{{displace_twins}},
 dead AS (
     INSERT INTO jobs_dlq (id, queue, type, payload, tags, idempotency_key, priority, failure_reason, error_details,
                           fingerprint, attempt_count, worker_id, heartbeat_at, created_at, started_at, failed_at,
@@ -706,7 +776,7 @@ dead AS (
     SELECT id, queue, type, payload, tags, idempotency_key, priority, failure_reason, error_details, fingerprint,
            attempt_count, worker_id, heartbeat_at, created_at, started_at, now(), run_ms, created_by,
            CAST(:actor AS text)
-    FROM moved
+    FROM moved WHERE (SELECT count(*) FROM displaced) >= 0
 ),
 counters AS ({{counters_failed}}),
 buckets AS ({{buckets_failed}}),
@@ -717,7 +787,7 @@ events AS (
            json_build_object('count', count(*), 'actor', CAST(:actor AS text), 'plan_id', CAST(:plan_id AS text))::text
     FROM moved HAVING count(*) > 0
 )
-SELECT id FROM moved;
+SELECT m.id, {{moved_twin}} FROM moved m;
 
 -- fragment: purge_dlq_rest
 -- What every DLQ purge does with the rows it deleted (`moved`): counters, audit per job, one event.

@@ -8,25 +8,24 @@ from __future__ import annotations
 import random
 import threading
 import time
-from typing import Any
 
 from storage_factories import (
     OPS,
+    age,
     assert_one_table,
     audit,
     counters,
     dead,
     enqueue,
     events,
-    is_pg,
     locations,
     processing,
     scalar,
     sql,
 )
 
-from chokaq_ops.models import FailureReason, NewJob
-from chokaq_ops.storage import Dead, Store
+from chokaq_ops.models import DlqFilter, FailureReason, NewJob
+from chokaq_ops.storage import Dead, Store, admin_ops
 
 # ------------------------------------------------------------------------------------ producers vs drain
 
@@ -35,7 +34,7 @@ def _drain(store: Store, name: str, stop: threading.Event, failures: list[BaseEx
     """A worker loop of real statements: claim-and-start 50, finish them (1 in 10 to the DLQ)."""
     try:
         _drain_until(store, name, stop)
-    except BaseException as exc:  # noqa: BLE001 - the test reports it
+    except BaseException as exc:  # the test reports it
         failures.append(exc)
 
 
@@ -80,7 +79,7 @@ def test_producers_resending_explicit_ids_during_a_drain_never_put_an_id_in_two_
                     with lock:
                         for r in res:
                             results[r.status] += 1
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:  # reported below
             errors.append(exc)
 
     workers = [threading.Thread(target=_drain, args=(store, f"w{k}", stop, errors)) for k in range(2)]
@@ -105,3 +104,120 @@ def test_producers_resending_explicit_ids_during_a_drain_never_put_an_id_in_two_
     finally:
         stop.set()
         store.close()
+
+
+# ------------------------------------------------------------------------------------ a second copy
+
+
+def _copy_into(store: Store, table: str, job_id: str, queue: str = "x") -> None:
+    """A hand-made second copy of `job_id` in the archive or the DLQ (an older life of the id)."""
+    if table == "jobs_dlq":
+        sql(
+            store,
+            "INSERT INTO jobs_dlq (id, queue, type, payload, priority, failure_reason, error_details,"
+            " attempt_count, created_at, failed_at) VALUES (?, ?, 't', '{\"old\":1}', 10, 6, 'old death', 1,"
+            " '2026-01-01 00:00:00', '2026-01-01 00:00:00')",
+            job_id,
+            queue,
+        )
+    else:
+        sql(
+            store,
+            "INSERT INTO jobs_archive (id, queue, type, payload, priority, attempt_count, created_at,"
+            " finished_at) VALUES (?, ?, 't', '{\"old\":1}', 10, 1, '2026-01-01 00:00:00',"
+            " '2026-01-01 00:00:00')",
+            job_id,
+            queue,
+        )
+    column = "failed_total" if table == "jobs_dlq" else "succeeded_total"
+    if not sql(store, "SELECT queue FROM stats_summary WHERE queue = ?", queue):
+        sql(store, "INSERT INTO stats_summary (queue) VALUES (?)", queue)
+    sql(store, f"UPDATE stats_summary SET {column} = {column} + 1 WHERE queue = ?", queue)  # as a move would
+
+
+def test_a_duplicate_in_the_dlq_does_not_stop_a_sweep_from_moving_the_other_zombies(store, caplog):
+    """Before: archive_zombies was one all-or-nothing statement; a zombie whose id was already in the DLQ
+    failed it on the duplicate key, every later sweep failed the same way, and the other zombies stayed
+    stuck. Now the zombie moves like the others, the older DLQ copy is displaced to the audit log and
+    announced, and the counters still equal the rows."""
+    zombies = processing(store, "w", 4, prefix="z", queue="x")
+    age(store, "jobs_hot", zombies, 3600, "heartbeat_at")
+    _copy_into(store, "jobs_dlq", zombies[1])
+    before = counters(store)
+    moved = store.archive_zombies(60)
+    assert sorted(r["id"] for r in moved) == sorted(zombies)
+    assert all("twin" not in r for r in moved)
+    assert assert_one_table(store, zombies) == dict.fromkeys(zombies, "dlq")
+    row = store.get_job(zombies[1])
+    assert row["failure_reason"] == "Zombie" and "heartbeat expired" in row["error_details"]
+    after = counters(store)
+    assert after["failed"] == before["failed"] + 4 - 1 == scalar(store, "SELECT count(*) FROM jobs_dlq")
+    [kept] = audit(store, "displace")
+    assert kept["job_id"] == zombies[1] and kept["actor"] == "system"
+    assert kept["details"]["location"] == "dlq"
+    assert kept["details"]["copy"]["error_details"] == "old death"  # the older copy, verbatim
+    [event] = events(store, "conflict")
+    assert event["data"] == {"job_id": zombies[1], "queue": "x", "location": "dlq"}
+    assert any(zombies[1] in r.getMessage() and "two tables" in r.getMessage() for r in caplog.records)
+    assert store.archive_zombies(60) == []  # nothing left wedged: the next sweep has nothing to do
+
+
+def test_worker_finishes_and_cancels_move_every_job_even_with_an_older_copy_elsewhere(store):
+    """The worker's finishing moves and an operator's cancel: a job whose id has a copy in the archive or
+    the DLQ still moves, and so does every other job of the same call."""
+    ok = processing(store, "w", 3, prefix="ok", queue="x")
+    _copy_into(store, "jobs_archive", ok[0])
+    _copy_into(store, "jobs_dlq", ok[1])
+    assert sorted(store.archive_succeeded("w", [(i, 1.0) for i in ok])) == sorted(ok)
+    bad = processing(store, "w", 2, prefix="bad", queue="x")
+    _copy_into(store, "jobs_dlq", bad[0])
+    assert sorted(store.move_to_dlq("w", [Dead(i, FailureReason.Fatal, "e") for i in bad])) == sorted(bad)
+    pending = enqueue(store, 2, prefix="c", queue="x")
+    _copy_into(store, "jobs_archive", pending[1])
+    assert store.cancel_many(pending, actor=OPS) == (pending, [])
+    where = assert_one_table(store, ok + bad + pending)
+    assert where == {**dict.fromkeys(ok, "archive"), **dict.fromkeys(bad + pending, "dlq")}
+    assert store.get_job(ok[1])["status"] == "succeeded"
+    assert sorted((e["data"]["job_id"], e["data"]["location"]) for e in events(store, "conflict")) == sorted(
+        [(ok[0], "archive"), (ok[1], "dlq"), (bad[0], "dlq"), (pending[1], "archive")]
+    )
+    c = counters(store)
+    assert c["succeeded"] == scalar(store, "SELECT count(*) FROM jobs_archive") == 3
+    assert c["failed"] == scalar(store, "SELECT count(*) FROM jobs_dlq") == 4
+
+
+def test_a_resurrect_never_fails_its_chunk_on_an_id_already_in_hot(store, monkeypatch):
+    """DLQ -> hot where the id is in hot already (a job in two tables): the hot job is the live one and
+    stays as it is; the DLQ copy is displaced to the audit log with an event; the other jobs of the chunk
+    go back to hot."""
+    ids = dead(store, 3, prefix="r", queue="x")
+    sql(
+        store,
+        "INSERT INTO jobs_hot (id, queue, type, payload, priority, status, attempt_count, due_at, created_at,"
+        " updated_at) SELECT id, queue, type, payload, 3, 0, 0, created_at, created_at, created_at"
+        " FROM jobs_dlq WHERE id = ?",
+        ids[0],
+    )
+    result = store.resurrect_many(ids=ids, actor=OPS)
+    assert result.count == 2
+    assert assert_one_table(store, ids) == dict.fromkeys(ids, "hot")
+    assert store.get_job(ids[0])["priority"] == 3  # the live hot copy, untouched
+    assert [e["data"]["job_id"] for e in events(store, "conflict")] == [ids[0]]
+    assert [a["job_id"] for a in audit(store, "displace")] == [ids[0]]
+    assert sorted(a["job_id"] for a in audit(store, "resurrect")) == sorted(ids[1:])
+    assert counters(store)["failed"] == 0
+
+    # By filter, two jobs a chunk: a first chunk whose rows all have a live hot copy does not end the run.
+    monkeypatch.setattr(admin_ops, "RESURRECT_CHUNK", 2)
+    more = dead(store, 3, prefix="s", queue="y")
+    for job_id in more[:2]:
+        sql(
+            store,
+            "INSERT INTO jobs_hot (id, queue, type, priority, status, attempt_count, due_at, created_at,"
+            " updated_at) SELECT id, queue, type, 10, 0, 0, created_at, created_at, created_at"
+            " FROM jobs_dlq WHERE id = ?",
+            job_id,
+        )
+    assert store.resurrect_many(flt=DlqFilter(queue="y"), actor=OPS).count == 1
+    assert scalar(store, "SELECT count(*) FROM jobs_dlq") == 0
+    assert assert_one_table(store, more) == dict.fromkeys(more, "hot")
