@@ -898,6 +898,11 @@ SELECT name, paused, active, zombie_timeout_seconds, max_workers, updated_at FRO
 
 -- ---------------------------------------------------------------- reads
 
+-- name: read_snapshot
+-- The first statement of a read transaction whose statements must all see one snapshot (get_job reads
+-- hot, DLQ and archive: under READ COMMITTED a job moving between them could be missed by all three).
+SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
+
 -- name: get_hot
 SELECT h.*, 'hot' AS location FROM jobs_hot h WHERE h.id = CAST(:id AS text);
 

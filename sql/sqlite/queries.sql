@@ -743,6 +743,11 @@ SELECT name, paused, active, zombie_timeout_seconds, max_workers, updated_at FRO
 
 -- ---------------------------------------------------------------- reads
 
+-- name: read_snapshot
+-- PostgreSQL raises a read transaction to REPEATABLE READ with this. A SQLite read transaction (BEGIN)
+-- already reads one snapshot from its first statement to its end, so the store does not call it here.
+SELECT 1 AS ok;
+
 -- name: get_hot
 SELECT h.*, 'hot' AS location FROM jobs_hot h WHERE h.id = :id;
 

@@ -221,3 +221,50 @@ def test_a_resurrect_never_fails_its_chunk_on_an_id_already_in_hot(store, monkey
     assert store.resurrect_many(flt=DlqFilter(queue="y"), actor=OPS).count == 1
     assert scalar(store, "SELECT count(*) FROM jobs_dlq") == 0
     assert assert_one_table(store, more) == dict.fromkeys(more, "hot")
+
+
+# ------------------------------------------------------------------------------------ get_job
+
+
+def test_get_job_never_misses_a_job_moving_between_tables(db_url):
+    """One thread moves a job round DLQ -> hot -> DLQ (resurrect, claim, dead again) while two others read
+    it with get_job. Before the three reads shared one snapshot, a resurrect that committed between the
+    hot read and the DLQ read made the job look missing (404)."""
+    store = Store(db_url, pool_size=6, transient_retry_base_delay=0.02)
+    [job] = dead(store, 1, prefix="mv", queue="mv")
+    stop = threading.Event()
+    cycles = [0]
+    seen: dict[str, int] = {"hot": 0, "dlq": 0, "archive": 0}
+    failures: list[BaseException] = []
+
+    def move() -> None:
+        try:
+            while not stop.is_set():
+                store.resurrect(job, actor=OPS)
+                assert [r["id"] for r in store.fetch("w", 1, ["mv"], start=1)] == [job]
+                assert store.move_to_dlq("w", [Dead(job, FailureReason.Fatal, "again")]) == [job]
+                cycles[0] += 1
+        except BaseException as exc:  # the test reports it
+            failures.append(exc)
+
+    def read() -> None:
+        try:
+            while not stop.is_set():
+                seen[store.get_job(job)["location"]] += 1
+        except BaseException as exc:  # a JobNotFound here is the fault
+            failures.append(exc)
+
+    threads = [threading.Thread(target=move)] + [threading.Thread(target=read) for _ in range(2)]
+    try:
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and not failures:
+            time.sleep(0.05)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(30)
+        store.close()
+    assert not failures, failures[:3]
+    assert cycles[0] >= 20 and seen["hot"] and seen["dlq"], (cycles, seen)
