@@ -85,7 +85,10 @@ class WorkerOps(StoreCore):
             raise
         uncertain = {i["id"] for i in items} if self.thread_retries() != retries else set()
         with self._uncertain_lock:
-            uncertain |= {i for i in explicit if self._uncertain_enqueues.pop(i, None) is not None}
+            remembered = {i for i in explicit if i in self._uncertain_enqueues}
+            for i in remembered:
+                del self._uncertain_enqueues[i]
+        uncertain |= remembered
         maybe = [items[r["ord"]] for r in rows if r["status"] != "new" and items[r["ord"]]["id"] in uncertain]
         if maybe:
             mine = {r["id"] for r in self.run("enqueued_unseen", write=False, items=maybe)}

@@ -1104,6 +1104,24 @@ SELECT name, role, created_at, created_by, revoked_at, last_used_at FROM api_tok
 -- name: revoke_token
 UPDATE api_tokens SET revoked_at = now() WHERE name = CAST(:name AS text) AND revoked_at IS NULL RETURNING name;
 
+-- name: audited_unseen
+-- After an operator move that may have committed and lost its reply (resurrect, cancel, purge by ids):
+-- which of :ids it did move, known by their latest audit row, which commits with the move: :action by
+-- :actor for :plan_id, written within the last :window_s seconds.
+SELECT a.job_id AS id FROM audit_log a
+WHERE a.job_id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+  AND a.id = (SELECT max(b.id) FROM audit_log b WHERE b.job_id = a.job_id)
+  AND a.action = CAST(:action AS text) AND a.actor = CAST(:actor AS text)
+  AND a.plan_id IS NOT DISTINCT FROM CAST(:plan_id AS text)
+  AND a.at >= now() - make_interval(secs => CAST(:window_s AS double precision));
+
+-- name: audited_count
+-- After a bulk operation by filter one of whose chunks may have committed and lost its reply: how many
+-- jobs it moved in all, counted from its audit rows (one per job, same :details) since it started.
+SELECT count(*) AS n FROM audit_log
+WHERE actor = CAST(:actor AS text) AND at >= CAST(:since AS timestamptz) AND action = CAST(:action AS text)
+  AND plan_id IS NOT DISTINCT FROM CAST(:plan_id AS text) AND details = CAST(:details AS text);
+
 -- name: audit_one
 INSERT INTO audit_log (actor, action, job_id, plan_id, count, details)
 VALUES (CAST(:actor AS text), CAST(:action AS text), CAST(:job_id AS text), CAST(:plan_id AS text),

@@ -925,6 +925,22 @@ SELECT name, role, created_at, created_by, revoked_at, last_used_at FROM api_tok
 -- name: revoke_token
 UPDATE api_tokens SET revoked_at = {{now}} WHERE name = :name AND revoked_at IS NULL RETURNING name;
 
+-- name: audited_unseen
+-- After an operator move that may have committed and lost its reply (resurrect, cancel, purge by ids):
+-- which of :ids it did move, known by their latest audit row, which commits with the move: :action by
+-- :actor for :plan_id, written within the last :window_s seconds.
+SELECT a.job_id AS id FROM audit_log a
+WHERE a.job_id IN (SELECT value FROM json_each(:ids))
+  AND a.id = (SELECT max(b.id) FROM audit_log b WHERE b.job_id = a.job_id)
+  AND a.action = :action AND a.actor = :actor AND a.plan_id IS :plan_id
+  AND a.at >= strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :window_s || ' seconds');
+
+-- name: audited_count
+-- After a bulk operation by filter one of whose chunks may have committed and lost its reply: how many
+-- jobs it moved in all, counted from its audit rows (one per job, same :details) since it started.
+SELECT count(*) AS n FROM audit_log
+WHERE actor = :actor AND at >= :since AND action = :action AND plan_id IS :plan_id AND details = :details;
+
 -- name: audit_one
 INSERT INTO audit_log (actor, action, job_id, plan_id, count, details)
 VALUES (:actor, :action, :job_id, :plan_id, :count, :details);
