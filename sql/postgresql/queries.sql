@@ -84,15 +84,22 @@ SELECT queue, -CAST(location = 'archive' AS integer), -CAST(location = 'dlq' AS 
 -- The final column of a move out of hot: where an older copy of the id was displaced from, or null.
 (SELECT string_agg(x.location, ',') FROM displaced x WHERE x.id = m.id) AS twin
 
+-- fragment: counters_deltas
+-- The `counters` CTE of a move out of hot: adds `deltas` (queue, ok, dead: one row per moved job and one
+-- per displaced copy) to SucceededTotal and FailedTotal in one upsert, for one statement must not update
+-- a stats row twice.
+counters AS (
+    INSERT INTO stats_summary AS s (queue, succeeded_total, failed_total, last_activity_at)
+    SELECT queue, sum(ok), sum(dead), now() FROM deltas GROUP BY queue ORDER BY queue
+    ON CONFLICT (queue) DO UPDATE SET succeeded_total = greatest(0, s.succeeded_total + excluded.succeeded_total),
+                                      failed_total = greatest(0, s.failed_total + excluded.failed_total),
+                                      last_activity_at = excluded.last_activity_at
+)
+
 -- fragment: counters_failed
 -- Moves into the DLQ: FailedTotal + 1 per moved job, and each displaced copy taken off its counter.
-INSERT INTO stats_summary AS s (queue, succeeded_total, failed_total, last_activity_at)
-SELECT queue, sum(ok), sum(dead), now()
-FROM (SELECT queue, 0 AS ok, 1 AS dead FROM moved UNION ALL {{displaced_deltas}}) c
-GROUP BY queue ORDER BY queue
-ON CONFLICT (queue) DO UPDATE SET failed_total = greatest(0, s.failed_total + excluded.failed_total),
-                                  succeeded_total = greatest(0, s.succeeded_total + excluded.succeeded_total),
-                                  last_activity_at = excluded.last_activity_at
+deltas (queue, ok, dead) AS (SELECT queue, 0, 1 FROM moved UNION ALL {{displaced_deltas}}),
+{{counters_deltas}}
 
 -- fragment: buckets_failed
 INSERT INTO metric_buckets AS b (bucket_start, queue, outcome, failure_reason, completed_count, duration_count,
@@ -481,15 +488,8 @@ archived AS (
            started_at, now(), run_ms, created_by, last_modified_by FROM moved
     WHERE (SELECT count(*) FROM displaced) >= 0
 ),
-counters AS (
-    INSERT INTO stats_summary AS s (queue, succeeded_total, failed_total, last_activity_at)
-    SELECT queue, sum(ok), sum(dead), now()
-    FROM (SELECT queue, 1 AS ok, 0 AS dead FROM moved UNION ALL {{displaced_deltas}}) c
-    GROUP BY queue ORDER BY queue
-    ON CONFLICT (queue) DO UPDATE SET succeeded_total = greatest(0, s.succeeded_total + excluded.succeeded_total),
-                                      failed_total = greatest(0, s.failed_total + excluded.failed_total),
-                                      last_activity_at = excluded.last_activity_at
-),
+deltas (queue, ok, dead) AS (SELECT queue, 1, 0 FROM moved UNION ALL {{displaced_deltas}}),
+{{counters_deltas}},
 buckets AS (
     INSERT INTO metric_buckets AS b (bucket_start, queue, outcome, failure_reason, completed_count, duration_count,
                                      total_duration_ms, max_duration_ms)
@@ -517,7 +517,7 @@ moved AS (
 ),
 {{displace_twins}},
 dead AS ({{dlq_insert_moved}}),
-counters AS ({{counters_failed}}),
+{{counters_failed}},
 buckets AS ({{buckets_failed}}),
 events AS (
     INSERT INTO events (kind, message, data)
@@ -598,7 +598,7 @@ moved AS (
 ),
 {{displace_twins}},
 dead AS ({{dlq_insert_moved}}),
-counters AS ({{counters_failed}}),
+{{counters_failed}},
 buckets AS ({{buckets_failed}})
 SELECT m.id, m.queue, m.worker_id, {{moved_twin}} FROM moved m;
 
@@ -778,7 +778,7 @@ dead AS (
            CAST(:actor AS text)
     FROM moved WHERE (SELECT count(*) FROM displaced) >= 0
 ),
-counters AS ({{counters_failed}}),
+{{counters_failed}},
 buckets AS ({{buckets_failed}}),
 audit AS ({{audit_moved}}),
 events AS (
