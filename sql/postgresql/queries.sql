@@ -469,18 +469,27 @@ WHERE h.id = ANY(ARRAY(SELECT id FROM items WHERE kind = 'retry')) AND i.kind = 
   AND NOT (h.status = 2 AND h.worker_id IS NOT DISTINCT FROM CAST(:worker_id AS text))
   AND h.last_error IS NOT DISTINCT FROM i.error;
 
--- name: archive_succeeded
--- Moves the worker's processing rows to the archive with their handler durations.
+-- fragment: finish_fence
+-- The rows a worker's finishing move takes: its own processing rows among :items.
+h.id = ANY(ARRAY(SELECT id FROM items)) AND h.id = i.id
+AND h.worker_id = CAST(:worker_id AS text) AND h.status + 0 = 2
+
+-- fragment: no_twins
+-- The empty `displaced` of a worker's finishing move. Those statements are the hottest there are, and
+-- displacing in every call made them several times slower (two more deletes, the DLQ's statement
+-- trigger), so they leave copies alone: a copy in the target table fails them on the duplicate key, and
+-- the store runs the `_displacing` variant (displace_twins) for that batch instead.
+displaced (id, queue, location, copy) AS (
+    SELECT CAST(NULL AS text), CAST(NULL AS text), CAST(NULL AS text), CAST(NULL AS text) WHERE false
+)
+
+-- fragment: archive_items
 WITH items AS (
     SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, duration_ms double precision)
-),
-moved AS (
-    DELETE FROM jobs_hot h USING items i
-    WHERE h.id = ANY(ARRAY(SELECT id FROM items)) AND h.id = i.id
-      AND h.worker_id = CAST(:worker_id AS text) AND h.status + 0 = 2
-    RETURNING h.*, i.duration_ms AS run_ms
-),
-{{displace_twins}},
+)
+
+-- fragment: archive_rest
+-- archive_succeeded after `moved` and `displaced`.
 archived AS (
     INSERT INTO jobs_archive (id, queue, type, payload, tags, idempotency_key, priority, attempt_count, worker_id,
                               created_at, started_at, finished_at, duration_ms, created_by, last_modified_by)
@@ -501,21 +510,39 @@ buckets AS (
         total_duration_ms = b.total_duration_ms + excluded.total_duration_ms,
         max_duration_ms = greatest(b.max_duration_ms, excluded.max_duration_ms)
 )
-SELECT m.id, m.queue, {{moved_twin}} FROM moved m;
+SELECT m.id, m.queue, {{moved_twin}} FROM moved m
 
--- name: move_to_dlq
--- Moves the worker's processing rows to the dead-letter queue, each with its own reason and error.
+-- name: archive_succeeded
+-- Moves the worker's processing rows to the archive with their handler durations.
+{{archive_items}},
+moved AS (
+    DELETE FROM jobs_hot h USING items i WHERE {{finish_fence}}
+    RETURNING h.*, i.duration_ms AS run_ms
+),
+{{no_twins}},
+{{archive_rest}};
+
+-- name: archive_succeeded_displacing
+-- archive_succeeded for rows whose id has a copy in the archive or the DLQ: see displace_twins.
+{{archive_items}},
+moved AS (
+    DELETE FROM jobs_hot h USING items i WHERE {{finish_fence}}
+    RETURNING h.*, i.duration_ms AS run_ms
+),
+{{displace_twins}},
+{{archive_rest}};
+
+-- fragment: dead_items
 WITH items AS (
     SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, reason integer, error text,
                                                                   fingerprint text, duration_ms double precision)
-),
-moved AS (
-    DELETE FROM jobs_hot h USING items i
-    WHERE h.id = ANY(ARRAY(SELECT id FROM items)) AND h.id = i.id
-      AND h.worker_id = CAST(:worker_id AS text) AND h.status + 0 = 2
-    RETURNING h.*, i.reason AS failure_reason, i.error AS error_details, i.fingerprint, i.duration_ms AS run_ms
-),
-{{displace_twins}},
+)
+
+-- fragment: dead_moved_columns
+h.*, i.reason AS failure_reason, i.error AS error_details, i.fingerprint, i.duration_ms AS run_ms
+
+-- fragment: dead_rest
+-- move_to_dlq after `moved` and `displaced`.
 dead AS ({{dlq_insert_moved}}),
 {{counters_failed}},
 buckets AS ({{buckets_failed}}),
@@ -526,7 +553,27 @@ events AS (
            json_build_object('job_id', id, 'queue', queue, 'type', type, 'reason', failure_reason)::text
     FROM moved
 )
-SELECT m.id, m.queue, m.failure_reason, {{moved_twin}} FROM moved m;
+SELECT m.id, m.queue, m.failure_reason, {{moved_twin}} FROM moved m
+
+-- name: move_to_dlq
+-- Moves the worker's processing rows to the dead-letter queue, each with its own reason and error.
+{{dead_items}},
+moved AS (
+    DELETE FROM jobs_hot h USING items i WHERE {{finish_fence}}
+    RETURNING {{dead_moved_columns}}
+),
+{{no_twins}},
+{{dead_rest}};
+
+-- name: move_to_dlq_displacing
+-- move_to_dlq for rows whose id has a copy in the archive or the DLQ: see displace_twins.
+{{dead_items}},
+moved AS (
+    DELETE FROM jobs_hot h USING items i WHERE {{finish_fence}}
+    RETURNING {{dead_moved_columns}}
+),
+{{displace_twins}},
+{{dead_rest}};
 
 -- name: reschedule
 -- Retry: back to pending after delay_s seconds on the database clock; attempts keep their count.

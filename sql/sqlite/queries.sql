@@ -418,14 +418,16 @@ UNION ALL
 SELECT h.id FROM items i JOIN jobs_hot h ON h.id = i.id
 WHERE i.kind = 'retry' AND NOT (h.status = 2 AND h.worker_id IS :worker_id) AND h.last_error IS i.error;
 
--- name: archive_succeeded
+-- fragment: archive_stage
+-- The worker's own processing rows among :items, staged with their durations.
 {{staging}};
 DELETE FROM staged;
 INSERT INTO staged (id, queue, num)
 SELECT h.id, h.queue, json_extract(j.value, '$.duration_ms')
 FROM json_each(:items) j JOIN jobs_hot h ON h.id = json_extract(j.value, '$.id')
-WHERE h.worker_id = :worker_id AND h.status = 2;
-{{staged_displace_twins}};
+WHERE h.worker_id = :worker_id AND h.status = 2
+
+-- fragment: archive_rest
 INSERT INTO jobs_archive (id, queue, type, payload, tags, idempotency_key, priority, attempt_count, worker_id,
                           created_at, started_at, finished_at, duration_ms, created_by, last_modified_by)
 SELECT h.id, h.queue, h.type, h.payload, h.tags, h.idempotency_key, h.priority, h.attempt_count, h.worker_id,
@@ -445,17 +447,31 @@ ON CONFLICT (bucket_start, queue, outcome, failure_reason) DO UPDATE SET
     total_duration_ms = total_duration_ms + excluded.total_duration_ms,
     max_duration_ms = max(coalesce(max_duration_ms, excluded.max_duration_ms), coalesce(excluded.max_duration_ms, max_duration_ms));
 DELETE FROM jobs_hot WHERE id IN (SELECT id FROM staged);
-SELECT id, queue, ref AS twin FROM staged;
+SELECT id, queue, ref AS twin FROM staged
 
--- name: move_to_dlq
+-- name: archive_succeeded
+-- Leaves copies of the ids in other tables alone (a copy in the archive fails it on the duplicate key,
+-- and the store runs archive_succeeded_displacing instead): displacing costs statements in every call.
+{{archive_stage}};
+{{archive_rest}};
+
+-- name: archive_succeeded_displacing
+-- archive_succeeded for rows whose id has a copy in the archive or the DLQ: see staged_displace_twins.
+{{archive_stage}};
+{{staged_displace_twins}};
+{{archive_rest}};
+
+-- fragment: dead_stage
+-- The worker's own processing rows among :items, staged with reason, error, fingerprint and duration.
 {{staging}};
 DELETE FROM staged;
 INSERT INTO staged (id, queue, reason, error, fingerprint, num)
 SELECT h.id, h.queue, json_extract(j.value, '$.reason'), json_extract(j.value, '$.error'),
        json_extract(j.value, '$.fingerprint'), json_extract(j.value, '$.duration_ms')
 FROM json_each(:items) j JOIN jobs_hot h ON h.id = json_extract(j.value, '$.id')
-WHERE h.worker_id = :worker_id AND h.status = 2;
-{{staged_displace_twins}};
+WHERE h.worker_id = :worker_id AND h.status = 2
+
+-- fragment: dead_rest
 {{staged_to_dlq}};
 {{staged_counters_failed}};
 {{staged_buckets_failed}};
@@ -465,7 +481,17 @@ SELECT 'dlq', 'Job ' || h.id || ' (' || h.type || ') dead: '
        json_object('job_id', h.id, 'queue', h.queue, 'type', h.type, 'reason', s.reason)
 FROM staged s JOIN jobs_hot h ON h.id = s.id;
 DELETE FROM jobs_hot WHERE id IN (SELECT id FROM staged);
-SELECT id, queue, reason AS failure_reason, ref AS twin FROM staged;
+SELECT id, queue, reason AS failure_reason, ref AS twin FROM staged
+
+-- name: move_to_dlq
+{{dead_stage}};
+{{dead_rest}};
+
+-- name: move_to_dlq_displacing
+-- move_to_dlq for rows whose id has a copy in the archive or the DLQ: see staged_displace_twins.
+{{dead_stage}};
+{{staged_displace_twins}};
+{{dead_rest}};
 
 -- name: reschedule
 {{staging}};

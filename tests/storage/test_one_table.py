@@ -163,11 +163,12 @@ def test_a_duplicate_in_the_dlq_does_not_stop_a_sweep_from_moving_the_other_zomb
 
 
 def test_worker_finishes_and_cancels_move_every_job_even_with_an_older_copy_elsewhere(store):
-    """The worker's finishing moves and an operator's cancel: a job whose id has a copy in the archive or
-    the DLQ still moves, and so does every other job of the same call."""
+    """The worker's finishing moves and an operator's cancel: a job whose id has a copy in the target table
+    (the worker's fast statement fails on the duplicate key and the store runs the displacing one) or, for
+    the sweep and cancel, in either table, still moves, and so does every other job of the same call."""
     ok = processing(store, "w", 3, prefix="ok", queue="x")
     _copy_into(store, "jobs_archive", ok[0])
-    _copy_into(store, "jobs_dlq", ok[1])
+    _copy_into(store, "jobs_dlq", ok[0])  # displaced too, once the batch is on the displacing path
     assert sorted(store.archive_succeeded("w", [(i, 1.0) for i in ok])) == sorted(ok)
     bad = processing(store, "w", 2, prefix="bad", queue="x")
     _copy_into(store, "jobs_dlq", bad[0])
@@ -177,9 +178,9 @@ def test_worker_finishes_and_cancels_move_every_job_even_with_an_older_copy_else
     assert store.cancel_many(pending, actor=OPS) == (pending, [])
     where = assert_one_table(store, ok + bad + pending)
     assert where == {**dict.fromkeys(ok, "archive"), **dict.fromkeys(bad + pending, "dlq")}
-    assert store.get_job(ok[1])["status"] == "succeeded"
+    assert store.get_job(ok[0])["status"] == "succeeded"
     assert sorted((e["data"]["job_id"], e["data"]["location"]) for e in events(store, "conflict")) == sorted(
-        [(ok[0], "archive"), (ok[1], "dlq"), (bad[0], "dlq"), (pending[1], "archive")]
+        [(ok[0], "archive"), (ok[0], "dlq"), (bad[0], "dlq"), (pending[1], "archive")]
     )
     c = counters(store)
     assert c["succeeded"] == scalar(store, "SELECT count(*) FROM jobs_archive") == 3
