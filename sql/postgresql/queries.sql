@@ -483,9 +483,14 @@ displaced (id, queue, location, copy) AS (
     SELECT CAST(NULL AS text), CAST(NULL AS text), CAST(NULL AS text), CAST(NULL AS text) WHERE false
 )
 
--- fragment: archive_items
+-- fragment: archive_moved
+-- archive_succeeded up to `moved`: the worker's processing rows among :items, deleted from hot.
 WITH items AS (
     SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, duration_ms double precision)
+),
+moved AS (
+    DELETE FROM jobs_hot h USING items i WHERE {{finish_fence}}
+    RETURNING h.*, i.duration_ms AS run_ms
 )
 
 -- fragment: archive_rest
@@ -514,32 +519,26 @@ SELECT m.id, m.queue, {{moved_twin}} FROM moved m
 
 -- name: archive_succeeded
 -- Moves the worker's processing rows to the archive with their handler durations.
-{{archive_items}},
-moved AS (
-    DELETE FROM jobs_hot h USING items i WHERE {{finish_fence}}
-    RETURNING h.*, i.duration_ms AS run_ms
-),
+{{archive_moved}},
 {{no_twins}},
 {{archive_rest}};
 
 -- name: archive_succeeded_displacing
 -- archive_succeeded for rows whose id has a copy in the archive or the DLQ: see displace_twins.
-{{archive_items}},
-moved AS (
-    DELETE FROM jobs_hot h USING items i WHERE {{finish_fence}}
-    RETURNING h.*, i.duration_ms AS run_ms
-),
+{{archive_moved}},
 {{displace_twins}},
 {{archive_rest}};
 
--- fragment: dead_items
+-- fragment: dead_moved
+-- move_to_dlq up to `moved`: the worker's processing rows among :items, deleted from hot.
 WITH items AS (
     SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, reason integer, error text,
                                                                   fingerprint text, duration_ms double precision)
+),
+moved AS (
+    DELETE FROM jobs_hot h USING items i WHERE {{finish_fence}}
+    RETURNING h.*, i.reason AS failure_reason, i.error AS error_details, i.fingerprint, i.duration_ms AS run_ms
 )
-
--- fragment: dead_moved_columns
-h.*, i.reason AS failure_reason, i.error AS error_details, i.fingerprint, i.duration_ms AS run_ms
 
 -- fragment: dead_rest
 -- move_to_dlq after `moved` and `displaced`.
@@ -557,21 +556,13 @@ SELECT m.id, m.queue, m.failure_reason, {{moved_twin}} FROM moved m
 
 -- name: move_to_dlq
 -- Moves the worker's processing rows to the dead-letter queue, each with its own reason and error.
-{{dead_items}},
-moved AS (
-    DELETE FROM jobs_hot h USING items i WHERE {{finish_fence}}
-    RETURNING {{dead_moved_columns}}
-),
+{{dead_moved}},
 {{no_twins}},
 {{dead_rest}};
 
 -- name: move_to_dlq_displacing
 -- move_to_dlq for rows whose id has a copy in the archive or the DLQ: see displace_twins.
-{{dead_items}},
-moved AS (
-    DELETE FROM jobs_hot h USING items i WHERE {{finish_fence}}
-    RETURNING {{dead_moved_columns}}
-),
+{{dead_moved}},
 {{displace_twins}},
 {{dead_rest}};
 
