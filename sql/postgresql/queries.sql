@@ -164,7 +164,9 @@ SELECT now() AS now_at;
 -- Inserts new jobs; an idempotency key already held by a hot job, or an id already used anywhere,
 -- inserts nothing for that item. Returns one row per item in input order: status new | duplicate | conflict.
 WITH items AS (
-    SELECT i.*, coalesce(i.scheduled_at, now() + make_interval(secs => i.delay_s)) AS sched
+    SELECT i.*, coalesce(i.scheduled_at, now() + make_interval(secs => i.delay_s)) AS sched,
+           -- 1 for the first item of each idempotency key in the batch: only that one may insert.
+           row_number() OVER (PARTITION BY i.idempotency_key ORDER BY i.ord) AS key_rank
     FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(ord integer, id text, queue text, type text, payload text,
         tags text, idempotency_key text, priority integer, delay_s double precision, scheduled_at timestamptz,
         created_by text)
@@ -178,7 +180,7 @@ ins AS (
     WHERE NOT EXISTS (SELECT 1 FROM jobs_archive a WHERE a.id = i.id)
       AND NOT EXISTS (SELECT 1 FROM jobs_dlq d WHERE d.id = i.id)
       -- A key repeated in the batch: its first item inserts, the others are duplicates of it.
-      AND NOT EXISTS (SELECT 1 FROM items e WHERE e.idempotency_key = i.idempotency_key AND e.ord < i.ord)
+      AND (i.idempotency_key IS NULL OR i.key_rank = 1)
     -- Rows in id order: concurrent enqueues of overlapping explicit ids then wait for each other's
     -- uncommitted rows in one direction only (in item order they deadlocked, and retried, constantly).
     ORDER BY i.id
