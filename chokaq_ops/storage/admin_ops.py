@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
@@ -13,9 +14,16 @@ from chokaq_ops import errors, validation
 from chokaq_ops.fingerprint import fingerprint_text
 from chokaq_ops.models import Actor, BulkResult, DlqFilter
 from chokaq_ops.storage.core import StoreCore
-from chokaq_ops.storage.worker_ops import reason_number
+from chokaq_ops.storage.worker_ops import reason_number, report_twins
+
+log = logging.getLogger("chokaq.storage")
 
 RESURRECT_CHUNK = 1000  # the seeds' rule: bulk resurrect commits at most 1000 jobs per transaction
+# How far back the audit log is searched for an operator move whose reply was lost (audited_unseen): it
+# covers the call's own retries and a caller retrying after the error it was given.
+LOST_REPLY_WINDOW_S = 3600.0
+# (actor, job id) of single resurrects that raised a transient error, remembered for the caller's retry.
+MAX_UNCERTAIN_RESURRECTS = 10_000
 ROLES = ("reader", "operator", "admin")
 UNSET: Any = object()
 Progress = Callable[[int], None]
@@ -109,7 +117,23 @@ class AdminOps(StoreCore):
             "tags": validation.tags(tags),
             "priority": validation.priority(priority),
         }
-        moved = self._resurrect_items([item], actor, None)
+        key = (actor.name, item["id"])
+        retries = self.thread_retries()
+        try:
+            moved = self._resurrect_items([item], actor, None)
+        except errors.TransientStorageError:
+            with self._uncertain_lock:
+                self._uncertain_resurrects[key] = None
+                while len(self._uncertain_resurrects) > MAX_UNCERTAIN_RESURRECTS:
+                    del self._uncertain_resurrects[next(iter(self._uncertain_resurrects))]
+            raise
+        with self._uncertain_lock:
+            remembered = key in self._uncertain_resurrects
+            self._uncertain_resurrects.pop(key, None)
+        if not moved and (remembered or self.thread_retries() != retries):
+            # An attempt may have committed and lost its reply: the job is then back in hot (or already
+            # run), and its latest audit row is this actor's resurrect. That is success, not a 409.
+            moved = self.moved_unseen("resurrect", actor, [item["id"]])
         if not moved:
             job = self.get_job(item["id"])  # type: ignore[attr-defined]
             raise errors.InvalidState(
@@ -117,9 +141,25 @@ class AdminOps(StoreCore):
             )
         return self.get_job(item["id"])  # type: ignore[attr-defined]
 
+    def moved_unseen(self, action: str, actor: Actor, ids: Sequence[str]) -> list[str]:
+        """Which of `ids` an operator move (`action`: resurrect, cancel, purge_dlq) of `actor` did move in an
+        attempt whose reply was lost: their latest audit row, written in the move's transaction, says so."""
+        if not ids:
+            return []
+        rows = self.run(
+            "audited_unseen",
+            write=False,
+            ids=list(ids),
+            action=action,
+            actor=actor.name,
+            plan_id=actor.plan_id,
+            window_s=LOST_REPLY_WINDOW_S,
+        )
+        return [r["id"] for r in rows]
+
     def _resurrect_items(self, items: list[dict[str, Any]], actor: Actor, details: Any) -> list[str]:
         rows = self.run("resurrect", items=items, actor=actor.name, plan_id=actor.plan_id, details=details)
-        return [r["id"] for r in rows]
+        return resurrected(rows)
 
     def resurrect_many(
         self,
@@ -151,9 +191,16 @@ class AdminOps(StoreCore):
             return self._resurrect_items(items, actor, details)
 
         def move_matching(limit: int, params: dict[str, Any]) -> list[dict[str, Any]]:
-            return self.run(
+            rows = self.run(
                 "resurrect_matching", limit=limit, actor=actor.name, plan_id=actor.plan_id, **params
             )
+            if rows and rows[0]["twins"]:
+                log.warning(
+                    "resurrect: %d dead job(s) already had their id in hot; those DLQ copies were "
+                    "displaced to the audit log (events 'conflict')",
+                    rows[0]["twins"],
+                )
+            return rows
 
         return self._chunked(
             move,
@@ -163,6 +210,7 @@ class AdminOps(StoreCore):
             chunk=RESURRECT_CHUNK,
             progress=progress,
             matching=None if checked else move_matching,
+            audited=("resurrect", actor),
         )
 
     # ------------------------------------------------------------------ cancel and purge
@@ -172,6 +220,7 @@ class AdminOps(StoreCore):
         are skipped: stopping user code mid-flight is the owning worker's call."""
         actor = _actor(actor)
         wanted = validation.ids(ids)
+        retries = self.thread_retries()
         rows = self.run(
             "cancel",
             ids=wanted,
@@ -181,7 +230,9 @@ class AdminOps(StoreCore):
             details=None,
             fingerprint=CANCELLED_FINGERPRINT,
         )
-        done = {r["id"] for r in rows}
+        done = {r["id"] for r in report_twins("cancel", rows)}
+        if self.thread_retries() != retries:  # an attempt may have committed and lost its reply
+            done.update(self.moved_unseen("cancel", actor, [i for i in wanted if i not in done]))
         return [i for i in wanted if i in done], [i for i in wanted if i not in done]
 
     def purge_dlq(
@@ -226,6 +277,7 @@ class AdminOps(StoreCore):
             chunk=self.cleanup_batch_size,
             progress=progress,
             matching=delete_matching,
+            audited=("purge_dlq", actor),
         )
 
     def _chunked(
@@ -238,10 +290,16 @@ class AdminOps(StoreCore):
         chunk: int,
         progress: Progress | None,
         matching: Callable[[int, dict[str, Any]], list[dict[str, Any]]] | None = None,
+        audited: tuple[str, Actor] | None = None,
     ) -> BulkResult:
         """`matching(limit, params)`, when given, selects and acts on the next chunk of a filter in one
         statement (one round trip instead of two) and returns one row: `n` moved and the cursor after
-        them (no row when nothing matched); else ids are read, then acted on."""
+        the rows it took (no row when nothing matched; `n` may be 0 when every row it took was
+        displaced instead, which is still progress); else ids are read, then acted on.
+
+        `audited` = (audit action, actor) of the per-job audit rows the action writes. A chunk retried
+        after a transient error may have committed an attempt whose reply was lost; its jobs are then
+        counted from those audit rows (which commit with the move), so the count is what committed."""
         if (ids is None) == (flt is None):
             raise errors.ValidationError("give either ids or a filter", field="ids")
         if max_jobs is not None and max_jobs < 1:
@@ -250,7 +308,12 @@ class AdminOps(StoreCore):
         if ids is not None:
             wanted = validation.ids(ids, max_count=10**7)[: max_jobs or None]
             for start in range(0, len(wanted), chunk):
-                moved = action(wanted[start : start + chunk], None)
+                part = wanted[start : start + chunk]
+                retries = self.thread_retries()
+                moved = action(part, None)
+                if audited and self.thread_retries() != retries:
+                    seen = set(moved)
+                    moved = moved + self.moved_unseen(*audited, [i for i in part if i not in seen])
                 done, batches = done + len(moved), batches + 1
                 if progress:
                     progress(done)
@@ -262,11 +325,12 @@ class AdminOps(StoreCore):
             params["failed_to"] = cutoff
         details = filter_json(flt) | {"max_jobs": max_jobs} if max_jobs else filter_json(flt)
         cursor: dict[str, Any] = {"before_at": None, "before_id": None}
+        retries = self.thread_retries()
         while max_jobs is None or done < max_jobs:
             limit = chunk if max_jobs is None else min(chunk, max_jobs - done)
             if matching is not None:
                 rows = matching(limit, params | cursor | {"details": {"filter": details}})
-                if not rows or not rows[0]["n"]:
+                if not rows:
                     if cursor["before_at"] is None:
                         break  # nothing left, or only rows another operation holds
                     # One last pass from the top for rows passed over (held by another operation).
@@ -282,8 +346,23 @@ class AdminOps(StoreCore):
             done, batches = done + moved, batches + 1
             if progress:
                 progress(done)
-            if not moved:
+            if not moved and matching is None:
                 break  # everything we saw was taken by someone else; stop rather than spin
+        if audited and self.thread_retries() != retries:
+            # A chunk was retried: an attempt of it may have committed unseen (the retry then took the next
+            # rows). Every job this run moved has one audit row with its details, since `cutoff`.
+            action_name, who = audited
+            done = int(
+                self.run(
+                    "audited_count",
+                    write=False,
+                    actor=who.name,
+                    plan_id=who.plan_id,
+                    action=action_name,
+                    since=cutoff,
+                    details={"filter": details},
+                )[0]["n"]
+            )
         return BulkResult(count=done, batches=batches)
 
     def purge_archive(
@@ -415,6 +494,19 @@ class AdminOps(StoreCore):
             count=count,
             details=details,
         )
+
+
+def resurrected(rows: list[dict[str, Any]]) -> list[str]:
+    """The ids a `resurrect` statement put back into hot; the ones it displaced instead (their id was
+    already in hot) are logged."""
+    for r in rows:
+        if r["twin"]:
+            log.warning(
+                "resurrect: job %s is already in hot; its DLQ copy was displaced to the audit log "
+                "(event 'conflict')",
+                r["id"],
+            )
+    return [r["id"] for r in rows if not r["twin"]]
 
 
 def hash_token(token: str) -> str:

@@ -89,6 +89,11 @@ class StoreCore:
         self._uncertain_claims: set[str] = set()
         # (worker id, job id) whose finishing write failed transiently: it may have committed (WorkerOps).
         self._uncertain_finishes: set[tuple[str, str]] = set()
+        # Explicit job ids whose enqueue failed transiently: it may have committed (WorkerOps.enqueue).
+        # An insertion-ordered dict used as a bounded set.
+        self._uncertain_enqueues: dict[str, None] = {}
+        # (actor, job id) of single resurrects that failed transiently: they may have committed (AdminOps).
+        self._uncertain_resurrects: dict[tuple[str, str], None] = {}
         self._uncertain_lock = threading.Lock()
 
     @property

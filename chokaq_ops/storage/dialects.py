@@ -46,6 +46,10 @@ GENERIC_PLAN_RECHECK_S = 30.0
 class Dialect:
     name: str
     url: str
+    # True when a statement reads a snapshot taken at its start while other transactions commit around it
+    # (PostgreSQL READ COMMITTED): a check inside one statement can miss a move committed meanwhile, so
+    # enqueue re-checks explicit ids in a second statement. SQLite runs each writer transaction alone.
+    snapshot_per_statement = False
 
     def connect(self, kind: str = "") -> Any:
         raise NotImplementedError
@@ -204,6 +208,7 @@ class PostgresDialect(Dialect):
     url: str
     odbc: str
     name: str = "postgresql"
+    snapshot_per_statement = True
     port: int = 5432
     # Storage.CommandTimeout (server statement_timeout), Storage.LockTimeout (the worker's connections),
     # Storage.ConnectTimeout (login); seconds, 0 for none.

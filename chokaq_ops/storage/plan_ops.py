@@ -18,7 +18,8 @@ from typing import Any
 from chokaq_ops import errors, validation
 from chokaq_ops.fingerprint import fingerprint_text
 from chokaq_ops.models import Actor, DlqFilter, FailureReason, HotFilter, Status
-from chokaq_ops.storage.admin_ops import CANCELLED_FINGERPRINT, AdminOps, _actor, filter_json
+from chokaq_ops.storage.admin_ops import CANCELLED_FINGERPRINT, AdminOps, _actor, filter_json, resurrected
+from chokaq_ops.storage.worker_ops import report_twins
 
 ACTIONS = ("resurrect", "purge", "cancel")
 PLAN_CHUNK = 1000  # the seeds' rule for bulk moves: at most 1000 jobs per transaction
@@ -309,7 +310,7 @@ class PlanOps(AdminOps):
                 {"id": r["job_id"], "payload": r["payload"], "tags": r["tags"], "priority": r["priority"]}
                 for r in claimed
             ]
-            rows = tx.run("resurrect", items=items, details=details, **common)
+            return resurrected(tx.run("resurrect", items=items, details=details, **common))
         elif plan["action"] == "purge":
             rows = tx.run("purge_dlq", ids=ids, batch=len(ids), action="purge_dlq", details=details, **common)
         else:
@@ -321,6 +322,7 @@ class PlanOps(AdminOps):
                 fingerprint=CANCELLED_FINGERPRINT,
                 **common,
             )
+            report_twins("cancel", rows)
         return [r["id"] for r in rows]
 
     def approve_plan(self, plan_id: str, *, actor: Actor) -> dict[str, Any]:

@@ -10,6 +10,7 @@ from chokaq_ops import errors, validation
 from chokaq_ops.fingerprint import fingerprint_text
 from chokaq_ops.models import ArchiveFilter, DlqFilter, FailureReason, HotFilter, Page, Status
 from chokaq_ops.storage.admin_ops import AdminOps
+from chokaq_ops.storage.core import Tx
 
 MAX_PAGE_SIZE = 1000
 HOT_SORTS = ("created_at", "priority", "due_at", "id", "queue", "type", "status")
@@ -55,11 +56,22 @@ class ReadOps(AdminOps):
     def get_job(self, job_id: str) -> dict[str, Any]:
         """Any job by id, wherever it lives; `location` says where (hot, archive, dlq)."""
         job_id = validation.job_id(job_id)
-        for name in ("get_hot", "get_dlq", "get_archive"):
-            rows = self.run(name, write=False, id=job_id)
-            if rows:
-                return decode_job(rows[0])
-        raise errors.JobNotFound(f"no job with id {job_id}")
+
+        # One snapshot for the three reads: a job moving between tables (a resurrect, a worker's finish)
+        # while they run is found in one of them, never missed by all three.
+        def read(tx: Tx) -> dict[str, Any] | None:
+            if self.dialect.snapshot_per_statement:
+                tx.run("read_snapshot")
+            for name in ("get_hot", "get_dlq", "get_archive"):
+                rows = tx.run(name, id=job_id)
+                if rows:
+                    return rows[0]
+            return None
+
+        row = self.transaction(read, write=False)
+        if row is None:
+            raise errors.JobNotFound(f"no job with id {job_id}")
+        return decode_job(row)
 
     def _page(self, name: str, count: str, params: dict[str, Any], page: int, page_size: int) -> Page:
         paging = _paging(page, page_size)

@@ -14,6 +14,10 @@ from chokaq_ops.storage.core import StoreCore, Tx
 
 log = logging.getLogger("chokaq.storage")
 
+# Explicit ids whose enqueue raised a transient error, remembered for the producer's own retry (oldest
+# forgotten first past this many).
+MAX_UNCERTAIN_ENQUEUES = 100_000
+
 
 def reason_number(value: Any, field: str = "reason") -> int:
     """A failure reason (member, number or name) as stored; anything else is a ValidationError."""
@@ -61,13 +65,37 @@ class WorkerOps(StoreCore):
 
     def enqueue(self, jobs: Iterable[NewJob]) -> list[EnqueueResult]:
         """Insert jobs in one statement. Per item: `new`, `duplicate` (an active job holds its idempotency
-        key; `id` is that job's) or `conflict` (the id exists already; nothing inserted)."""
+        key; `id` is that job's) or `conflict` (the id exists already in hot, archive or DLQ; nothing
+        inserted).
+
+        An enqueue whose earlier attempt may have committed unseen (retried inside this call, or an
+        explicit id whose last enqueue raised a transient error) reports the jobs that attempt created
+        as `new`, not as a conflict with themselves."""
+        jobs = list(jobs)
         items = [self._enqueue_item(i, job) for i, job in enumerate(jobs)]
         if not items:
             return []
         if len({i["id"] for i in items}) < len(items):
             raise errors.ValidationError("the same job id appears twice in one enqueue", field="id")
-        rows = self.run("enqueue", items=items)
+        explicit = {item["id"] for item, job in zip(items, jobs, strict=True) if job.id is not None}
+        retries = self.thread_retries()
+        try:
+            rows = self._enqueue_rows(items, explicit)
+        except errors.TransientStorageError:
+            self._note_uncertain_enqueues(explicit)
+            raise
+        uncertain = {i["id"] for i in items} if self.thread_retries() != retries else set()
+        with self._uncertain_lock:
+            remembered = {i for i in explicit if i in self._uncertain_enqueues}
+            for i in remembered:
+                del self._uncertain_enqueues[i]
+        uncertain |= remembered
+        maybe = [items[r["ord"]] for r in rows if r["status"] != "new" and items[r["ord"]]["id"] in uncertain]
+        if maybe:
+            mine = {r["id"] for r in self.run("enqueued_unseen", write=False, items=maybe)}
+            for r in rows:
+                if r["status"] != "new" and items[r["ord"]]["id"] in mine:
+                    r.update(status="new", id=items[r["ord"]]["id"])
         missing = [
             items[r["ord"]]["idempotency_key"] for r in rows if r["status"] == "duplicate" and not r["id"]
         ]
@@ -83,6 +111,35 @@ class WorkerOps(StoreCore):
             )
             for r in sorted(rows, key=lambda r: r["ord"])
         ]
+
+    def _enqueue_rows(self, items: list[dict[str, Any]], explicit: set[str]) -> list[dict[str, Any]]:
+        """Run the enqueue statement. Where a statement reads one snapshot while moves commit around it
+        (PostgreSQL), an enqueue of explicit ids takes back, in a second statement of the same
+        transaction, the ids it inserted that a move committed into the archive or the DLQ meanwhile;
+        those answer `conflict`. Generated ids are new by construction and keep the one-statement path."""
+        if not explicit or not self.dialect.snapshot_per_statement:
+            return self.run("enqueue", items=items)
+
+        def checked(tx: Tx) -> list[dict[str, Any]]:
+            rows = tx.run("enqueue", items=items)
+            inserted = [items[r["ord"]]["id"] for r in rows if r["status"] == "new"]
+            inserted = [i for i in inserted if i in explicit]
+            raced = {r["id"] for r in tx.run("enqueue_undo_raced", ids=inserted)} if inserted else set()
+            for r in rows:
+                if r["status"] == "new" and r["id"] in raced:
+                    r["status"] = "conflict"
+            if raced:
+                log.info("enqueue: %d id(s) were moved out of hot while it ran: conflict", len(raced))
+            return rows
+
+        return self.transaction(checked)
+
+    def _note_uncertain_enqueues(self, ids: Iterable[str]) -> None:
+        with self._uncertain_lock:
+            for i in ids:
+                self._uncertain_enqueues[i] = None
+            while len(self._uncertain_enqueues) > MAX_UNCERTAIN_ENQUEUES:
+                del self._uncertain_enqueues[next(iter(self._uncertain_enqueues))]
 
     def _enqueue_item(self, ord_: int, job: NewJob) -> dict[str, Any]:
         if job.delay_seconds is not None and job.scheduled_at is not None:
@@ -289,9 +346,19 @@ class WorkerOps(StoreCore):
         reply; the ids it then no longer finds are checked, so a job this worker did finish is reported
         as applied rather than as a conflict."""
         ids = [p["id"] for p in payload]
-        rows, uncertain = self._run_noting_uncertainty(
-            query, worker_id, ids, self._uncertain_finishes, items=payload
-        )
+        try:
+            rows, uncertain = self._run_noting_uncertainty(
+                query, worker_id, ids, self._uncertain_finishes, items=payload
+            )
+        except errors.Conflict:
+            if f"{query}_displacing" not in self.queries:
+                raise
+            # An id of the batch has an older copy in the target table (a job in two tables): the fast
+            # statement failed whole on the duplicate key; this one displaces the copy and moves them all.
+            rows, uncertain = self._run_noting_uncertainty(
+                f"{query}_displacing", worker_id, ids, self._uncertain_finishes, items=payload
+            )
+        report_twins(query, rows)
         done = [r["id"] for r in rows]
         applied = set(done)
         maybe = [p for p in probes if p["id"] in uncertain and p["id"] not in applied]
@@ -336,13 +403,14 @@ class WorkerOps(StoreCore):
         zombie_timeout_seconds, else `overrides[queue]` (configuration), else `global_timeout_s`. With
         `not_after` (database time) nothing moves if the server runs the statement only later: a server
         paused after the sweep decided must not judge heartbeats it kept workers from writing."""
-        return self.run(
+        rows = self.run(
             "archive_zombies",
             global_s=float(global_timeout_s),
             overrides={k: float(v) for k, v in (overrides or {}).items()},
             fingerprint=fingerprint,
             not_after=not_after,
         )
+        return report_twins("archive_zombies", rows)
 
     def try_lease(self, name: str, holder: str, ttl_s: float) -> bool:
         """Take or renew a named lease on the database clock; True when `holder` has it."""
@@ -356,6 +424,22 @@ class WorkerOps(StoreCore):
             "add_event", kind=kind, message=message, data=dict(data) if data is not None else None
         )
         return int(rows[0]["id"])
+
+
+def report_twins(operation: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Log the moved jobs whose id was in a second table (the statement displaced that older copy to the
+    audit log and wrote a `conflict` event); returns the rows without their `twin` column."""
+    for r in rows:
+        twin = r.pop("twin", None)
+        if twin:
+            log.warning(
+                "%s: job %s was in two tables; its older copy in the %s was replaced (kept in the audit "
+                "log, event 'conflict')",
+                operation,
+                r["id"],
+                twin,
+            )
+    return rows
 
 
 def _claimed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -42,11 +42,64 @@ AND (CAST(:tag_like AS text) IS NULL OR (',' || replace(coalesce(h.tags, ''), ' 
 AND (CAST(:search_like AS text) IS NULL OR h.id ILIKE CAST(:search_like AS text) OR h.type ILIKE CAST(:search_like AS text)
      OR h.tags ILIKE CAST(:search_like AS text))
 
+-- fragment: displace_twins
+-- Copies of the ids moving out of hot (`moved`) that are already in the archive or the DLQ: an older
+-- life of the id, left by a race of enqueue with a move (before enqueue re-checked its ids) or put there
+-- by hand. The row moving out of hot is the newer one and wins: each older copy is deleted, kept
+-- verbatim in the audit log (actor `system`, action `displace`, details {location, copy}), announced as a
+-- `conflict` event and taken off its table's counter (displaced_deltas). The insert into the target
+-- reads `displaced` first (`WHERE (SELECT count(*) FROM displaced) >= 0`), so it runs after these
+-- deletes and never meets a duplicate key: one such row never fails the move of the others.
+archive_twins AS (
+    DELETE FROM jobs_archive x WHERE x.id = ANY(ARRAY(SELECT id FROM moved))
+    RETURNING x.id, x.queue, 'archive' AS location, row_to_json(x)::text AS copy
+),
+dlq_twins AS (
+    DELETE FROM jobs_dlq x WHERE x.id = ANY(ARRAY(SELECT id FROM moved))
+    RETURNING x.id, x.queue, 'dlq' AS location, row_to_json(x)::text AS copy
+),
+displaced AS (SELECT * FROM archive_twins UNION ALL SELECT * FROM dlq_twins),
+{{displaced_report}}
+
+-- fragment: displaced_report
+-- The audit rows and events of `displaced` (id, queue, location, copy): see displace_twins.
+displaced_audit AS (
+    INSERT INTO audit_log (actor, action, job_id, details)
+    SELECT 'system', 'displace', id, json_build_object('location', location, 'copy', CAST(copy AS json))::text
+    FROM displaced
+),
+displaced_events AS (
+    INSERT INTO events (kind, message, data)
+    SELECT 'conflict', 'Job ' || id || ' was in two tables; its older copy in the ' || location
+                       || ' was replaced (kept in the audit log)',
+           json_build_object('job_id', id, 'queue', queue, 'location', location)::text
+    FROM displaced
+)
+
+-- fragment: displaced_deltas
+-- Per displaced copy: (queue, succeeded, failed) to add to the counters, so they keep equal to the rows.
+SELECT queue, -CAST(location = 'archive' AS integer), -CAST(location = 'dlq' AS integer) FROM displaced
+
+-- fragment: moved_twin
+-- The final column of a move out of hot: where an older copy of the id was displaced from, or null.
+(SELECT string_agg(x.location, ',') FROM displaced x WHERE x.id = m.id) AS twin
+
+-- fragment: counters_deltas
+-- The `counters` CTE of a move out of hot: adds `deltas` (queue, ok, dead: one row per moved job and one
+-- per displaced copy) to SucceededTotal and FailedTotal in one upsert, for one statement must not update
+-- a stats row twice.
+counters AS (
+    INSERT INTO stats_summary AS s (queue, succeeded_total, failed_total, last_activity_at)
+    SELECT queue, sum(ok), sum(dead), now() FROM deltas GROUP BY queue ORDER BY queue
+    ON CONFLICT (queue) DO UPDATE SET succeeded_total = greatest(0, s.succeeded_total + excluded.succeeded_total),
+                                      failed_total = greatest(0, s.failed_total + excluded.failed_total),
+                                      last_activity_at = excluded.last_activity_at
+)
+
 -- fragment: counters_failed
-INSERT INTO stats_summary (queue, failed_total, last_activity_at)
-SELECT queue, count(*), now() FROM moved GROUP BY queue ORDER BY queue
-ON CONFLICT (queue) DO UPDATE SET failed_total = stats_summary.failed_total + excluded.failed_total,
-                                  last_activity_at = excluded.last_activity_at
+-- Moves into the DLQ: FailedTotal + 1 per moved job, and each displaced copy taken off its counter.
+deltas (queue, ok, dead) AS (SELECT queue, 0, 1 FROM moved UNION ALL {{displaced_deltas}}),
+{{counters_deltas}}
 
 -- fragment: buckets_failed
 INSERT INTO metric_buckets AS b (bucket_start, queue, outcome, failure_reason, completed_count, duration_count,
@@ -65,7 +118,7 @@ INSERT INTO jobs_dlq (id, queue, type, payload, tags, idempotency_key, priority,
                       duration_ms, created_by, last_modified_by)
 SELECT id, queue, type, payload, tags, idempotency_key, priority, failure_reason, error_details, fingerprint,
        attempt_count, worker_id, heartbeat_at, created_at, started_at, now(), run_ms, created_by, last_modified_by
-FROM moved
+FROM moved WHERE (SELECT count(*) FROM displaced) >= 0
 
 -- fragment: audit_moved
 INSERT INTO audit_log (actor, action, job_id, plan_id, details)
@@ -113,7 +166,9 @@ SELECT now() AS now_at;
 -- Inserts new jobs; an idempotency key already held by a hot job, or an id already used anywhere,
 -- inserts nothing for that item. Returns one row per item in input order: status new | duplicate | conflict.
 WITH items AS (
-    SELECT i.*, coalesce(i.scheduled_at, now() + make_interval(secs => i.delay_s)) AS sched
+    SELECT i.*, coalesce(i.scheduled_at, now() + make_interval(secs => i.delay_s)) AS sched,
+           -- 1 for the first item of each idempotency key in the batch: only that one may insert.
+           row_number() OVER (PARTITION BY i.idempotency_key ORDER BY i.ord) AS key_rank
     FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(ord integer, id text, queue text, type text, payload text,
         tags text, idempotency_key text, priority integer, delay_s double precision, scheduled_at timestamptz,
         created_by text)
@@ -126,7 +181,11 @@ ins AS (
     FROM items i
     WHERE NOT EXISTS (SELECT 1 FROM jobs_archive a WHERE a.id = i.id)
       AND NOT EXISTS (SELECT 1 FROM jobs_dlq d WHERE d.id = i.id)
-    ORDER BY i.ord
+      -- A key repeated in the batch: its first item inserts, the others are duplicates of it.
+      AND (i.idempotency_key IS NULL OR i.key_rank = 1)
+    -- Rows in id order: concurrent enqueues of overlapping explicit ids then wait for each other's
+    -- uncommitted rows in one direction only (in item order they deadlocked, and retried, constantly).
+    ORDER BY i.id
     ON CONFLICT DO NOTHING
     RETURNING id, queue
 ),
@@ -153,6 +212,49 @@ ORDER BY i.ord;
 -- name: find_idempotency_keys
 SELECT idempotency_key, id FROM jobs_hot
 WHERE idempotency_key IN (SELECT jsonb_array_elements_text(CAST(:keys AS jsonb)));
+
+-- name: enqueue_undo_raced
+-- The second statement of an enqueue of explicit ids, in its transaction: takes back the jobs it has
+-- just inserted (:ids, not yet committed, so no one else has seen them) whose id is in the archive or
+-- the DLQ. The enqueue statement's NOT EXISTS checks read the snapshot taken when it started; a move of
+-- the same id out of hot that committed while the insert waited for that hot row is invisible to them
+-- but visible here (READ COMMITTED: a new snapshot per statement). Those items answer `conflict`.
+WITH raced AS (
+    SELECT a.id FROM jobs_archive a WHERE a.id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+    UNION
+    SELECT d.id FROM jobs_dlq d WHERE d.id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+),
+undone AS (
+    DELETE FROM jobs_hot h WHERE h.id = ANY(ARRAY(SELECT id FROM raced)) RETURNING h.id, h.queue
+),
+counters AS (
+    UPDATE stats_summary s SET enqueued_total = s.enqueued_total - c.n
+    FROM (SELECT queue, count(*) AS n FROM undone GROUP BY queue) c WHERE s.queue = c.queue
+)
+SELECT id FROM undone;
+
+-- name: enqueued_unseen
+-- After an enqueue that may have committed and lost its reply: which of :items (the enqueue's own
+-- items) exist, in any table, with the content that enqueue sent, so the retry that answered
+-- `conflict` or `duplicate` for them reports them as created.
+WITH items AS (
+    SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, queue text, type text, payload text,
+        tags text, idempotency_key text, priority integer, created_by text)
+),
+found AS (
+    SELECT h.id, h.queue, h.type, h.payload, h.tags, h.idempotency_key, h.priority, h.created_by
+    FROM jobs_hot h WHERE h.id = ANY(ARRAY(SELECT id FROM items))
+    UNION ALL
+    SELECT a.id, a.queue, a.type, a.payload, a.tags, a.idempotency_key, a.priority, a.created_by
+    FROM jobs_archive a WHERE a.id = ANY(ARRAY(SELECT id FROM items))
+    UNION ALL
+    SELECT d.id, d.queue, d.type, d.payload, d.tags, d.idempotency_key, d.priority, d.created_by
+    FROM jobs_dlq d WHERE d.id = ANY(ARRAY(SELECT id FROM items))
+)
+SELECT f.id FROM found f JOIN items i ON i.id = f.id
+WHERE f.queue = i.queue AND f.type = i.type AND f.payload IS NOT DISTINCT FROM i.payload
+  AND f.tags IS NOT DISTINCT FROM i.tags AND f.idempotency_key IS NOT DISTINCT FROM i.idempotency_key
+  AND f.priority = i.priority AND f.created_by IS NOT DISTINCT FROM i.created_by;
 
 -- ---------------------------------------------------------------- worker (every write is fenced by worker_id)
 
@@ -385,29 +487,41 @@ WHERE h.id = ANY(ARRAY(SELECT id FROM items WHERE kind = 'retry')) AND i.kind = 
   AND NOT (h.status = 2 AND h.worker_id IS NOT DISTINCT FROM CAST(:worker_id AS text))
   AND h.last_error IS NOT DISTINCT FROM i.error;
 
--- name: archive_succeeded
--- Moves the worker's processing rows to the archive with their handler durations.
+-- fragment: finish_fence
+-- The rows a worker's finishing move takes: its own processing rows among :items.
+h.id = ANY(ARRAY(SELECT id FROM items)) AND h.id = i.id
+AND h.worker_id = CAST(:worker_id AS text) AND h.status + 0 = 2
+
+-- fragment: no_twins
+-- The empty `displaced` of a worker's finishing move. Those statements are the hottest there are, and
+-- displacing in every call made them several times slower (two more deletes, the DLQ's statement
+-- trigger), so they leave copies alone: a copy in the target table fails them on the duplicate key, and
+-- the store runs the `_displacing` variant (displace_twins) for that batch instead.
+displaced (id, queue, location, copy) AS (
+    SELECT CAST(NULL AS text), CAST(NULL AS text), CAST(NULL AS text), CAST(NULL AS text) WHERE false
+)
+
+-- fragment: archive_moved
+-- archive_succeeded up to `moved`: the worker's processing rows among :items, deleted from hot.
 WITH items AS (
     SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, duration_ms double precision)
 ),
 moved AS (
-    DELETE FROM jobs_hot h USING items i
-    WHERE h.id = ANY(ARRAY(SELECT id FROM items)) AND h.id = i.id
-      AND h.worker_id = CAST(:worker_id AS text) AND h.status + 0 = 2
+    DELETE FROM jobs_hot h USING items i WHERE {{finish_fence}}
     RETURNING h.*, i.duration_ms AS run_ms
-),
+)
+
+-- fragment: archive_rest
+-- archive_succeeded after `moved` and `displaced`.
 archived AS (
     INSERT INTO jobs_archive (id, queue, type, payload, tags, idempotency_key, priority, attempt_count, worker_id,
                               created_at, started_at, finished_at, duration_ms, created_by, last_modified_by)
     SELECT id, queue, type, payload, tags, idempotency_key, priority, attempt_count, worker_id, created_at,
            started_at, now(), run_ms, created_by, last_modified_by FROM moved
+    WHERE (SELECT count(*) FROM displaced) >= 0
 ),
-counters AS (
-    INSERT INTO stats_summary (queue, succeeded_total, last_activity_at)
-    SELECT queue, count(*), now() FROM moved GROUP BY queue ORDER BY queue
-    ON CONFLICT (queue) DO UPDATE SET succeeded_total = stats_summary.succeeded_total + excluded.succeeded_total,
-                                      last_activity_at = excluded.last_activity_at
-),
+deltas (queue, ok, dead) AS (SELECT queue, 1, 0 FROM moved UNION ALL {{displaced_deltas}}),
+{{counters_deltas}},
 buckets AS (
     INSERT INTO metric_buckets AS b (bucket_start, queue, outcome, failure_reason, completed_count, duration_count,
                                      total_duration_ms, max_duration_ms)
@@ -419,22 +533,35 @@ buckets AS (
         total_duration_ms = b.total_duration_ms + excluded.total_duration_ms,
         max_duration_ms = greatest(b.max_duration_ms, excluded.max_duration_ms)
 )
-SELECT id, queue FROM moved;
+SELECT m.id, m.queue, {{moved_twin}} FROM moved m
 
--- name: move_to_dlq
--- Moves the worker's processing rows to the dead-letter queue, each with its own reason and error.
+-- name: archive_succeeded
+-- Moves the worker's processing rows to the archive with their handler durations.
+{{archive_moved}},
+{{no_twins}},
+{{archive_rest}};
+
+-- name: archive_succeeded_displacing
+-- archive_succeeded for rows whose id has a copy in the archive or the DLQ: see displace_twins.
+{{archive_moved}},
+{{displace_twins}},
+{{archive_rest}};
+
+-- fragment: dead_moved
+-- move_to_dlq up to `moved`: the worker's processing rows among :items, deleted from hot.
 WITH items AS (
     SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, reason integer, error text,
                                                                   fingerprint text, duration_ms double precision)
 ),
 moved AS (
-    DELETE FROM jobs_hot h USING items i
-    WHERE h.id = ANY(ARRAY(SELECT id FROM items)) AND h.id = i.id
-      AND h.worker_id = CAST(:worker_id AS text) AND h.status + 0 = 2
+    DELETE FROM jobs_hot h USING items i WHERE {{finish_fence}}
     RETURNING h.*, i.reason AS failure_reason, i.error AS error_details, i.fingerprint, i.duration_ms AS run_ms
-),
+)
+
+-- fragment: dead_rest
+-- move_to_dlq after `moved` and `displaced`.
 dead AS ({{dlq_insert_moved}}),
-counters AS ({{counters_failed}}),
+{{counters_failed}},
 buckets AS ({{buckets_failed}}),
 events AS (
     INSERT INTO events (kind, message, data)
@@ -443,7 +570,19 @@ events AS (
            json_build_object('job_id', id, 'queue', queue, 'type', type, 'reason', failure_reason)::text
     FROM moved
 )
-SELECT id, queue, failure_reason FROM moved;
+SELECT m.id, m.queue, m.failure_reason, {{moved_twin}} FROM moved m
+
+-- name: move_to_dlq
+-- Moves the worker's processing rows to the dead-letter queue, each with its own reason and error.
+{{dead_moved}},
+{{no_twins}},
+{{dead_rest}};
+
+-- name: move_to_dlq_displacing
+-- move_to_dlq for rows whose id has a copy in the archive or the DLQ: see displace_twins.
+{{dead_moved}},
+{{displace_twins}},
+{{dead_rest}};
 
 -- name: reschedule
 -- Retry: back to pending after delay_s seconds on the database clock; attempts keep their count.
@@ -515,10 +654,11 @@ moved AS (
                                                   - h.started_at) AS numeric), 1) || 's', 'unknown')
             || ', attempt ' || h.attempt_count AS error_details
 ),
+{{displace_twins}},
 dead AS ({{dlq_insert_moved}}),
-counters AS ({{counters_failed}}),
+{{counters_failed}},
 buckets AS ({{buckets_failed}})
-SELECT id, queue, worker_id FROM moved;
+SELECT m.id, m.queue, m.worker_id, {{moved_twin}} FROM moved m;
 
 -- name: try_lease
 -- Takes or renews a named lease; returns a row only to the holder.
@@ -595,13 +735,26 @@ SELECT id FROM moved;
 
 -- fragment: resurrect_rest
 -- What every resurrect does with the rows it took from the DLQ (`moved`, with new_payload/new_tags/
--- new_priority, null when unchanged): insert them into hot, count, audit per job, one event.
+-- new_priority, null when unchanged): insert them into hot, count, audit per job, one event. A row whose
+-- id is already in hot (a job in two tables, see displace_twins) is not inserted: the hot job is the
+-- live one (it may be running), so the DLQ copy is the one displaced to the audit log, with an event;
+-- it never fails the chunk's other rows. `revived` returns the rows that did go back to hot.
+hot_twins AS (
+    SELECT m.* FROM moved m WHERE EXISTS (SELECT 1 FROM jobs_hot h WHERE h.id = m.id)
+),
+displaced AS (
+    SELECT id, queue, 'dlq' AS location,
+           (to_jsonb(t) - 'new_payload' - 'new_tags' - 'new_priority')::text AS copy
+    FROM hot_twins t
+),
+{{displaced_report}},
 revived AS (
     INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
                           due_at, created_at, updated_at, created_by, last_modified_by)
     SELECT id, queue, type, coalesce(new_payload, payload), coalesce(new_tags, tags), NULL,
            coalesce(new_priority, 10), 0, 0, now(), created_at, now(), created_by, CAST(:actor AS text)
-    FROM moved
+    FROM moved m WHERE NOT EXISTS (SELECT 1 FROM hot_twins t WHERE t.id = m.id)
+    RETURNING id, queue
 ),
 new_queues AS (
     INSERT INTO queues (name) SELECT DISTINCT queue FROM moved ORDER BY queue ON CONFLICT DO NOTHING
@@ -616,13 +769,13 @@ audit AS (
                                        'after', json_build_object('payload', coalesce(new_payload, payload),
                                                                   'tags', coalesce(new_tags, tags),
                                                                   'priority', coalesce(new_priority, 10)))::text END
-    FROM moved
+    FROM moved m WHERE NOT EXISTS (SELECT 1 FROM hot_twins t WHERE t.id = m.id)
 ),
 events AS (
     INSERT INTO events (kind, message, data)
     SELECT 'resurrect', 'Resurrected ' || count(*) || ' job(s) by ' || CAST(:actor AS text),
            json_build_object('count', count(*), 'actor', CAST(:actor AS text), 'plan_id', CAST(:plan_id AS text))::text
-    FROM moved HAVING count(*) > 0
+    FROM moved m WHERE NOT EXISTS (SELECT 1 FROM hot_twins t WHERE t.id = m.id) HAVING count(*) > 0
 )
 
 -- name: resurrect
@@ -636,7 +789,9 @@ moved AS (
     RETURNING d.*, i.payload AS new_payload, i.tags AS new_tags, i.priority AS new_priority
 ),
 {{resurrect_rest}}
-SELECT id, queue FROM moved;
+SELECT id, queue, CAST(NULL AS text) AS twin FROM revived
+UNION ALL
+SELECT id, queue, 'hot' FROM hot_twins;
 
 -- name: resurrect_matching
 -- resurrect for the next :limit jobs matching a filter (newest failures first), chosen in the same
@@ -659,7 +814,8 @@ moved AS (
               CAST(NULL AS integer) AS new_priority
 ),
 {{resurrect_rest}}
-SELECT (SELECT count(*) FROM moved) AS n, c.failed_at AS cursor_at, c.id AS cursor_id
+SELECT (SELECT count(*) FROM revived) AS n, (SELECT count(*) FROM hot_twins) AS twins,
+       c.failed_at AS cursor_at, c.id AS cursor_id
 FROM (SELECT failed_at, id FROM moved ORDER BY failed_at, id DESC LIMIT 1) c;
 
 -- name: cancel
@@ -670,6 +826,7 @@ WITH moved AS (
     RETURNING h.*, 1 AS failure_reason, 'Cancelled by admin: ' || CAST(:actor AS text) AS error_details,
               CAST(:fingerprint AS text) AS fingerprint, CAST(NULL AS double precision) AS run_ms
 ),
+{{displace_twins}},
 dead AS (
     INSERT INTO jobs_dlq (id, queue, type, payload, tags, idempotency_key, priority, failure_reason, error_details,
                           fingerprint, attempt_count, worker_id, heartbeat_at, created_at, started_at, failed_at,
@@ -677,9 +834,9 @@ dead AS (
     SELECT id, queue, type, payload, tags, idempotency_key, priority, failure_reason, error_details, fingerprint,
            attempt_count, worker_id, heartbeat_at, created_at, started_at, now(), run_ms, created_by,
            CAST(:actor AS text)
-    FROM moved
+    FROM moved WHERE (SELECT count(*) FROM displaced) >= 0
 ),
-counters AS ({{counters_failed}}),
+{{counters_failed}},
 buckets AS ({{buckets_failed}}),
 audit AS ({{audit_moved}}),
 events AS (
@@ -688,7 +845,7 @@ events AS (
            json_build_object('count', count(*), 'actor', CAST(:actor AS text), 'plan_id', CAST(:plan_id AS text))::text
     FROM moved HAVING count(*) > 0
 )
-SELECT id FROM moved;
+SELECT m.id, {{moved_twin}} FROM moved m;
 
 -- fragment: purge_dlq_rest
 -- What every DLQ purge does with the rows it deleted (`moved`): counters, audit per job, one event.
@@ -798,6 +955,11 @@ events AS (
 SELECT name, paused, active, zombie_timeout_seconds, max_workers, updated_at FROM upserted;
 
 -- ---------------------------------------------------------------- reads
+
+-- name: read_snapshot
+-- The first statement of a read transaction whose statements must all see one snapshot (get_job reads
+-- hot, DLQ and archive: under READ COMMITTED a job moving between them could be missed by all three).
+SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
 
 -- name: get_hot
 SELECT h.*, 'hot' AS location FROM jobs_hot h WHERE h.id = CAST(:id AS text);
@@ -1026,6 +1188,24 @@ SELECT name, role, created_at, created_by, revoked_at, last_used_at FROM api_tok
 
 -- name: revoke_token
 UPDATE api_tokens SET revoked_at = now() WHERE name = CAST(:name AS text) AND revoked_at IS NULL RETURNING name;
+
+-- name: audited_unseen
+-- After an operator move that may have committed and lost its reply (resurrect, cancel, purge by ids):
+-- which of :ids it did move, known by their latest audit row, which commits with the move: :action by
+-- :actor for :plan_id, written within the last :window_s seconds.
+SELECT a.job_id AS id FROM audit_log a
+WHERE a.job_id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+  AND a.id = (SELECT max(b.id) FROM audit_log b WHERE b.job_id = a.job_id)
+  AND a.action = CAST(:action AS text) AND a.actor = CAST(:actor AS text)
+  AND a.plan_id IS NOT DISTINCT FROM CAST(:plan_id AS text)
+  AND a.at >= now() - make_interval(secs => CAST(:window_s AS double precision));
+
+-- name: audited_count
+-- After a bulk operation by filter one of whose chunks may have committed and lost its reply: how many
+-- jobs it moved in all, counted from its audit rows (one per job, same :details) since it started.
+SELECT count(*) AS n FROM audit_log
+WHERE actor = CAST(:actor AS text) AND at >= CAST(:since AS timestamptz) AND action = CAST(:action AS text)
+  AND plan_id IS NOT DISTINCT FROM CAST(:plan_id AS text) AND details = CAST(:details AS text);
 
 -- name: audit_one
 INSERT INTO audit_log (actor, action, job_id, plan_id, count, details)

@@ -15,7 +15,9 @@ CREATE TEMP TABLE IF NOT EXISTS staged (
 );
 CREATE INDEX IF NOT EXISTS temp.ix_staged_id ON staged (id);
 -- Batch-internal idempotency dedupe looks keys up in staged: without this, O(n^2) per enqueue.
-CREATE INDEX IF NOT EXISTS temp.ix_staged_key ON staged (key) WHERE key IS NOT NULL
+CREATE INDEX IF NOT EXISTS temp.ix_staged_key ON staged (key) WHERE key IS NOT NULL;
+-- Older copies of moving ids found in a second table (staged_displace_twins, resurrect_rest).
+CREATE TEMP TABLE IF NOT EXISTS displaced (id TEXT, queue TEXT, location TEXT, copy TEXT)
 
 -- fragment: claimed_columns
 -- What a claim returns per row (fetch, fetch_head, recover_claims): the job, its status and start.
@@ -95,6 +97,61 @@ UPDATE stats_summary SET failed_total = max(0, failed_total - (SELECT count(*) F
                          last_activity_at = {{now}}
 WHERE queue IN (SELECT queue FROM staged)
 
+-- fragment: dlq_copy
+-- A DLQ row `d` as JSON, kept in the audit log when it is displaced (see staged_displace_twins).
+json_object('id', d.id, 'queue', d.queue, 'type', d.type, 'payload', d.payload, 'tags', d.tags,
+            'idempotency_key', d.idempotency_key, 'priority', d.priority, 'failure_reason', d.failure_reason,
+            'error_details', d.error_details, 'fingerprint', d.fingerprint, 'attempt_count', d.attempt_count,
+            'worker_id', d.worker_id, 'heartbeat_at', d.heartbeat_at, 'created_at', d.created_at,
+            'started_at', d.started_at, 'failed_at', d.failed_at, 'duration_ms', d.duration_ms,
+            'created_by', d.created_by, 'last_modified_by', d.last_modified_by)
+
+-- fragment: displaced_event
+-- The event of one displaced copy (`id`, `queue`, `location`); see staged_displace_twins.
+SELECT 'conflict', 'Job ' || id || ' was in two tables; its older copy in the ' || location
+                   || ' was replaced (kept in the audit log)',
+       json_object('job_id', id, 'queue', queue, 'location', location)
+
+-- fragment: staged_displace_twins
+-- Copies of the staged ids (moving out of hot) already in the archive or the DLQ: an older life of the
+-- id, left by a race of enqueue with a move or put there by hand. The row moving out of hot is the newer
+-- one and wins: each older copy is deleted, kept verbatim in the audit log (actor `system`, action
+-- `displace`, details {location, copy}), announced as a `conflict` event and taken off its table's
+-- counter; staged.ref says where it was. The insert into the target then never meets a duplicate key,
+-- so one such row never fails the move of the others.
+UPDATE staged SET ref = CASE WHEN EXISTS (SELECT 1 FROM jobs_archive a WHERE a.id = staged.id)
+                             THEN CASE WHEN EXISTS (SELECT 1 FROM jobs_dlq d WHERE d.id = staged.id)
+                                       THEN 'archive,dlq' ELSE 'archive' END
+                             ELSE 'dlq' END
+WHERE EXISTS (SELECT 1 FROM jobs_archive a WHERE a.id = staged.id)
+   OR EXISTS (SELECT 1 FROM jobs_dlq d WHERE d.id = staged.id);
+DELETE FROM displaced;
+INSERT INTO displaced (id, queue, location, copy)
+SELECT a.id, a.queue, 'archive', json_object('id', a.id, 'queue', a.queue, 'type', a.type, 'payload', a.payload, 'tags', a.tags,
+                   'idempotency_key', a.idempotency_key, 'priority', a.priority, 'attempt_count', a.attempt_count,
+                   'worker_id', a.worker_id, 'created_at', a.created_at, 'started_at', a.started_at,
+                   'finished_at', a.finished_at, 'duration_ms', a.duration_ms, 'created_by', a.created_by,
+                   'last_modified_by', a.last_modified_by)
+FROM jobs_archive a WHERE a.id IN (SELECT id FROM staged WHERE ref IS NOT NULL)
+UNION ALL
+SELECT d.id, d.queue, 'dlq', {{dlq_copy}}
+FROM jobs_dlq d WHERE d.id IN (SELECT id FROM staged WHERE ref IS NOT NULL);
+{{displaced_report}};
+UPDATE stats_summary
+SET succeeded_total = max(0, succeeded_total - (SELECT count(*) FROM displaced x
+                                                 WHERE x.queue = stats_summary.queue AND x.location = 'archive')),
+    failed_total = max(0, failed_total - (SELECT count(*) FROM displaced x
+                                           WHERE x.queue = stats_summary.queue AND x.location = 'dlq'))
+WHERE queue IN (SELECT queue FROM displaced);
+DELETE FROM jobs_archive WHERE id IN (SELECT id FROM displaced WHERE location = 'archive');
+DELETE FROM jobs_dlq WHERE id IN (SELECT id FROM displaced WHERE location = 'dlq')
+
+-- fragment: displaced_report
+-- The audit rows and events of the temp table `displaced` (id, queue, location, copy).
+INSERT INTO audit_log (actor, action, job_id, details)
+SELECT 'system', 'displace', id, json_object('location', location, 'copy', json(copy)) FROM displaced;
+INSERT INTO events (kind, message, data) {{displaced_event}} FROM displaced
+
 -- fragment: staged_audit
 INSERT INTO audit_log (actor, action, job_id, plan_id, details)
 SELECT :actor, :action, id, :plan_id, :details FROM staged ORDER BY ord
@@ -171,6 +228,37 @@ SELECT ord, coalesce(ref, id) AS id, status FROM staged ORDER BY ord;
 
 -- name: find_idempotency_keys
 SELECT idempotency_key, id FROM jobs_hot WHERE idempotency_key IN (SELECT value FROM json_each(:keys));
+
+-- name: enqueue_undo_raced
+-- PostgreSQL's second look at an enqueue's explicit ids (see there). SQLite runs the enqueue as one
+-- writer transaction, which no move can interleave with, so the store never calls it here.
+SELECT a.id FROM jobs_archive a WHERE a.id IN (SELECT value FROM json_each(:ids))
+UNION
+SELECT d.id FROM jobs_dlq d WHERE d.id IN (SELECT value FROM json_each(:ids));
+
+-- name: enqueued_unseen
+-- After an enqueue that may have committed and lost its reply: which of :items (the enqueue's own
+-- items) exist, in any table, with the content that enqueue sent.
+WITH items AS (
+    SELECT json_extract(j.value, '$.id') AS id, json_extract(j.value, '$.queue') AS queue,
+           json_extract(j.value, '$.type') AS type, json_extract(j.value, '$.payload') AS payload,
+           json_extract(j.value, '$.tags') AS tags, json_extract(j.value, '$.idempotency_key') AS idempotency_key,
+           json_extract(j.value, '$.priority') AS priority, json_extract(j.value, '$.created_by') AS created_by
+    FROM json_each(:items) j
+),
+found AS (
+    SELECT id, queue, type, payload, tags, idempotency_key, priority, created_by
+    FROM jobs_hot WHERE id IN (SELECT id FROM items)
+    UNION ALL
+    SELECT id, queue, type, payload, tags, idempotency_key, priority, created_by
+    FROM jobs_archive WHERE id IN (SELECT id FROM items)
+    UNION ALL
+    SELECT id, queue, type, payload, tags, idempotency_key, priority, created_by
+    FROM jobs_dlq WHERE id IN (SELECT id FROM items)
+)
+SELECT f.id FROM found f JOIN items i ON i.id = f.id
+WHERE f.queue = i.queue AND f.type = i.type AND f.payload IS i.payload AND f.tags IS i.tags
+  AND f.idempotency_key IS i.idempotency_key AND f.priority = i.priority AND f.created_by IS i.created_by;
 
 -- ---------------------------------------------------------------- worker (every write is fenced by worker_id)
 
@@ -331,13 +419,16 @@ UNION ALL
 SELECT h.id FROM items i JOIN jobs_hot h ON h.id = i.id
 WHERE i.kind = 'retry' AND NOT (h.status = 2 AND h.worker_id IS :worker_id) AND h.last_error IS i.error;
 
--- name: archive_succeeded
+-- fragment: archive_stage
+-- The worker's own processing rows among :items, staged with their durations.
 {{staging}};
 DELETE FROM staged;
 INSERT INTO staged (id, queue, num)
 SELECT h.id, h.queue, json_extract(j.value, '$.duration_ms')
 FROM json_each(:items) j JOIN jobs_hot h ON h.id = json_extract(j.value, '$.id')
-WHERE h.worker_id = :worker_id AND h.status = 2;
+WHERE h.worker_id = :worker_id AND h.status = 2
+
+-- fragment: archive_rest
 INSERT INTO jobs_archive (id, queue, type, payload, tags, idempotency_key, priority, attempt_count, worker_id,
                           created_at, started_at, finished_at, duration_ms, created_by, last_modified_by)
 SELECT h.id, h.queue, h.type, h.payload, h.tags, h.idempotency_key, h.priority, h.attempt_count, h.worker_id,
@@ -357,16 +448,31 @@ ON CONFLICT (bucket_start, queue, outcome, failure_reason) DO UPDATE SET
     total_duration_ms = total_duration_ms + excluded.total_duration_ms,
     max_duration_ms = max(coalesce(max_duration_ms, excluded.max_duration_ms), coalesce(excluded.max_duration_ms, max_duration_ms));
 DELETE FROM jobs_hot WHERE id IN (SELECT id FROM staged);
-SELECT id, queue FROM staged;
+SELECT id, queue, ref AS twin FROM staged
 
--- name: move_to_dlq
+-- name: archive_succeeded
+-- Leaves copies of the ids in other tables alone (a copy in the archive fails it on the duplicate key,
+-- and the store runs archive_succeeded_displacing instead): displacing costs statements in every call.
+{{archive_stage}};
+{{archive_rest}};
+
+-- name: archive_succeeded_displacing
+-- archive_succeeded for rows whose id has a copy in the archive or the DLQ: see staged_displace_twins.
+{{archive_stage}};
+{{staged_displace_twins}};
+{{archive_rest}};
+
+-- fragment: dead_stage
+-- The worker's own processing rows among :items, staged with reason, error, fingerprint and duration.
 {{staging}};
 DELETE FROM staged;
 INSERT INTO staged (id, queue, reason, error, fingerprint, num)
 SELECT h.id, h.queue, json_extract(j.value, '$.reason'), json_extract(j.value, '$.error'),
        json_extract(j.value, '$.fingerprint'), json_extract(j.value, '$.duration_ms')
 FROM json_each(:items) j JOIN jobs_hot h ON h.id = json_extract(j.value, '$.id')
-WHERE h.worker_id = :worker_id AND h.status = 2;
+WHERE h.worker_id = :worker_id AND h.status = 2
+
+-- fragment: dead_rest
 {{staged_to_dlq}};
 {{staged_counters_failed}};
 {{staged_buckets_failed}};
@@ -376,7 +482,17 @@ SELECT 'dlq', 'Job ' || h.id || ' (' || h.type || ') dead: '
        json_object('job_id', h.id, 'queue', h.queue, 'type', h.type, 'reason', s.reason)
 FROM staged s JOIN jobs_hot h ON h.id = s.id;
 DELETE FROM jobs_hot WHERE id IN (SELECT id FROM staged);
-SELECT id, queue, reason AS failure_reason FROM staged;
+SELECT id, queue, reason AS failure_reason, ref AS twin FROM staged
+
+-- name: move_to_dlq
+{{dead_stage}};
+{{dead_rest}};
+
+-- name: move_to_dlq_displacing
+-- move_to_dlq for rows whose id has a copy in the archive or the DLQ: see staged_displace_twins.
+{{dead_stage}};
+{{staged_displace_twins}};
+{{dead_rest}};
 
 -- name: reschedule
 {{staging}};
@@ -431,11 +547,12 @@ WHERE h.status = 2
                       :global_s) || ' seconds')
   -- :not_after: the sweep's decision expires (a process paused after it decided runs this too late).
   AND (:not_after IS NULL OR {{now}} <= :not_after);
+{{staged_displace_twins}};
 {{staged_to_dlq}};
 {{staged_counters_failed}};
 {{staged_buckets_failed}};
 DELETE FROM jobs_hot WHERE id IN (SELECT id FROM staged);
-SELECT id, queue, key AS worker_id FROM staged;
+SELECT id, queue, key AS worker_id, ref AS twin FROM staged;
 
 -- name: try_lease
 INSERT INTO leases (name, holder, expires_at)
@@ -484,12 +601,21 @@ RETURNING id;
 
 -- fragment: resurrect_rest
 -- What every resurrect does with the DLQ rows in `staged` (payload/tags/priority: replacements or
--- null; status plain/edited): insert them into hot, count, audit per job, one event, delete.
+-- null; status plain/edited): insert them into hot, count, audit per job, one event, delete. A row whose
+-- id is already in hot (a job in two tables, see staged_displace_twins) is not inserted (staged.key =
+-- 'hot'): the hot job is the live one, so the DLQ copy is the one displaced to the audit log, with an
+-- event; it never fails the other rows.
+UPDATE staged SET key = 'hot' WHERE EXISTS (SELECT 1 FROM jobs_hot h WHERE h.id = staged.id);
+DELETE FROM displaced;
+INSERT INTO displaced (id, queue, location, copy)
+SELECT d.id, d.queue, 'dlq', {{dlq_copy}}
+FROM jobs_dlq d WHERE d.id IN (SELECT id FROM staged WHERE key = 'hot');
+{{displaced_report}};
 INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
                       due_at, created_at, updated_at, created_by, last_modified_by)
 SELECT d.id, d.queue, d.type, coalesce(s.payload, d.payload), coalesce(s.tags, d.tags), NULL,
        coalesce(s.priority, 10), 0, 0, {{now}}, d.created_at, {{now}}, d.created_by, :actor
-FROM staged s JOIN jobs_dlq d ON d.id = s.id;
+FROM staged s JOIN jobs_dlq d ON d.id = s.id WHERE s.key IS NULL;
 INSERT INTO queues (name) SELECT DISTINCT queue FROM staged WHERE true ON CONFLICT DO NOTHING;
 {{staged_counters_failed_down}};
 INSERT INTO audit_log (actor, action, job_id, plan_id, details)
@@ -500,11 +626,11 @@ SELECT :actor, 'resurrect', s.id, :plan_id,
                              'after', json_object('payload', coalesce(s.payload, d.payload),
                                                   'tags', coalesce(s.tags, d.tags),
                                                   'priority', coalesce(s.priority, 10))) END
-FROM staged s JOIN jobs_dlq d ON d.id = s.id ORDER BY s.ord;
+FROM staged s JOIN jobs_dlq d ON d.id = s.id WHERE s.key IS NULL ORDER BY s.ord;
 INSERT INTO events (kind, message, data)
 SELECT 'resurrect', 'Resurrected ' || count(*) || ' job(s) by ' || :actor,
        json_object('count', count(*), 'actor', :actor, 'plan_id', :plan_id)
-FROM staged HAVING count(*) > 0;
+FROM staged WHERE key IS NULL HAVING count(*) > 0;
 DELETE FROM jobs_dlq WHERE id IN (SELECT id FROM staged)
 
 -- name: resurrect
@@ -517,7 +643,7 @@ SELECT d.id, d.queue, j.key, json_extract(j.value, '$.payload'), json_extract(j.
                  AND json_extract(j.value, '$.priority') IS NULL THEN 'plain' ELSE 'edited' END
 FROM json_each(:items) j JOIN jobs_dlq d ON d.id = json_extract(j.value, '$.id');
 {{resurrect_rest}};
-SELECT id, queue FROM staged ORDER BY ord;
+SELECT id, queue, key AS twin FROM staged ORDER BY ord;
 
 -- name: resurrect_matching
 -- resurrect for the next :limit jobs matching a filter (newest failures first), chosen in the same
@@ -533,7 +659,8 @@ FROM (SELECT d.id, d.queue, d.failed_at FROM jobs_dlq d
              OR (d.failed_at <= :before_at AND (d.failed_at < :before_at OR d.id > :before_id)))
       ORDER BY d.failed_at DESC, d.id LIMIT :limit);
 {{resurrect_rest}};
-SELECT (SELECT count(*) FROM staged) AS n, ref AS cursor_at, id AS cursor_id
+SELECT (SELECT count(*) FROM staged WHERE key IS NULL) AS n, (SELECT count(*) FROM staged WHERE key = 'hot') AS twins,
+       ref AS cursor_at, id AS cursor_id
 FROM staged ORDER BY ref, id DESC LIMIT 1;
 
 -- name: cancel
@@ -543,6 +670,7 @@ INSERT INTO staged (id, queue, ord, reason, error, fingerprint, payload)
 SELECT h.id, h.queue, j.key, 1, 'Cancelled by admin: ' || :actor, :fingerprint, :actor
 FROM json_each(:ids) j JOIN jobs_hot h ON h.id = j.value
 WHERE h.status IN (0, 1);
+{{staged_displace_twins}};
 {{staged_to_dlq}};
 {{staged_counters_failed}};
 {{staged_buckets_failed}};
@@ -552,7 +680,7 @@ SELECT 'cancel', 'Cancelled ' || count(*) || ' job(s) by ' || :actor,
        json_object('count', count(*), 'actor', :actor, 'plan_id', :plan_id)
 FROM staged HAVING count(*) > 0;
 DELETE FROM jobs_hot WHERE id IN (SELECT id FROM staged);
-SELECT id FROM staged ORDER BY ord;
+SELECT id, ref AS twin FROM staged ORDER BY ord;
 
 -- fragment: purge_dlq_rest
 -- What every DLQ purge does with the rows in `staged`: counters, audit per job, one event, delete.
@@ -643,6 +771,11 @@ FROM queues WHERE name = :name;
 SELECT name, paused, active, zombie_timeout_seconds, max_workers, updated_at FROM queues WHERE name = :name;
 
 -- ---------------------------------------------------------------- reads
+
+-- name: read_snapshot
+-- PostgreSQL raises a read transaction to REPEATABLE READ with this. A SQLite read transaction (BEGIN)
+-- already reads one snapshot from its first statement to its end, so the store does not call it here.
+SELECT 1 AS ok;
 
 -- name: get_hot
 SELECT h.*, 'hot' AS location FROM jobs_hot h WHERE h.id = :id;
@@ -831,6 +964,22 @@ SELECT name, role, created_at, created_by, revoked_at, last_used_at FROM api_tok
 
 -- name: revoke_token
 UPDATE api_tokens SET revoked_at = {{now}} WHERE name = :name AND revoked_at IS NULL RETURNING name;
+
+-- name: audited_unseen
+-- After an operator move that may have committed and lost its reply (resurrect, cancel, purge by ids):
+-- which of :ids it did move, known by their latest audit row, which commits with the move: :action by
+-- :actor for :plan_id, written within the last :window_s seconds.
+SELECT a.job_id AS id FROM audit_log a
+WHERE a.job_id IN (SELECT value FROM json_each(:ids))
+  AND a.id = (SELECT max(b.id) FROM audit_log b WHERE b.job_id = a.job_id)
+  AND a.action = :action AND a.actor = :actor AND a.plan_id IS :plan_id
+  AND a.at >= strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :window_s || ' seconds');
+
+-- name: audited_count
+-- After a bulk operation by filter one of whose chunks may have committed and lost its reply: how many
+-- jobs it moved in all, counted from its audit rows (one per job, same :details) since it started.
+SELECT count(*) AS n FROM audit_log
+WHERE actor = :actor AND at >= :since AND action = :action AND plan_id IS :plan_id AND details = :details;
 
 -- name: audit_one
 INSERT INTO audit_log (actor, action, job_id, plan_id, count, details)

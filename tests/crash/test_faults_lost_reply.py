@@ -9,7 +9,8 @@ import sqlite3
 import pytest
 
 from chokaq_ops import errors
-from chokaq_ops.storage import Store
+from chokaq_ops.models import Actor, DlqFilter, FailureReason, NewJob
+from chokaq_ops.storage import Dead, Store, admin_ops
 from crash.support import counts, fetched
 
 
@@ -89,3 +90,138 @@ def test_a_release_never_touches_a_job_the_worker_really_started(store):
     store.mark_processing("w", ids)
     assert store.release("w", ids) == []  # running: only the sweep or the worker's result may move it
     assert store.get_job(ids[0])["status"] == "processing"
+
+
+# ------------------------------------------------------------------------------------ operator paths
+
+
+@pytest.fixture
+def lose_commit_reply(monkeypatch):
+    """`lose(store, skip=0)` arms: the next unit of work that commits on `store` (a statement run on its
+    own, or a transaction) after `skip` others does commit, then its reply is lost once: the caller sees a
+    connection failure."""
+
+    def lose(store: Store, skip: int = 0) -> None:
+        dialect = store.dialect
+        armed = {"on": True, "skip": skip}
+        rows_of, commit_of = dialect.rows, dialect.commit
+
+        def on_its_own(cursor) -> bool:
+            conn = cursor.connection
+            return conn.autocommit if store.dialect.name != "sqlite" else not conn.in_transaction
+
+        def rows(cursor):
+            got = rows_of(cursor)
+            if armed["on"] and on_its_own(cursor):  # a statement that committed by itself
+                fire()
+            return got
+
+        def commit(conn):
+            commit_of(conn)
+            if armed["on"]:
+                fire()
+
+        def fire() -> None:
+            if armed["skip"]:
+                armed["skip"] -= 1
+                return
+            armed["on"] = False
+            raise lost_reply(store)
+
+        monkeypatch.setattr(dialect, "rows", rows)
+        monkeypatch.setattr(dialect, "commit", commit)
+
+    return lose
+
+
+OPS = Actor("ops")
+
+
+@pytest.mark.parametrize("explicit", [True, False], ids=["explicit-ids", "generated-ids"])
+def test_an_enqueue_whose_commit_reply_was_lost_reports_its_jobs_as_new(store, lose_commit_reply, explicit):
+    """Before: the store's retry found the jobs its lost attempt had inserted and answered `conflict` (or
+    `duplicate` of the job itself) for every one of them."""
+    jobs = [
+        NewJob(type="t", id=f"e{i}" if explicit else None, idempotency_key="k1" if i == 0 else None)
+        for i in range(3)
+    ]
+    lose_commit_reply(store)
+    res = store.enqueue(jobs)
+    assert store.retries_done >= 1  # the reply really was lost and the call retried
+    assert [(r.status, r.created) for r in res] == [("new", True)] * 3
+    if explicit:
+        assert [r.id for r in res] == ["e0", "e1", "e2"]
+    assert counts(store)["hot"] == 3 == counts(store)["enqueued_total"]
+    # A real re-send is still refused.
+    again = store.enqueue([NewJob(type="t", id=r.id) for r in res])
+    assert {r.status for r in again} == {"conflict"}
+
+
+def test_a_producer_retrying_after_a_lost_reply_gets_new_for_its_own_jobs(db_url, lose_commit_reply):
+    with Store(db_url, pool_size=2, max_transient_retries=0) as impatient:
+        jobs = [NewJob(type="t", id=f"p{i}", payload={"n": i}) for i in range(2)]
+        lose_commit_reply(impatient)
+        with pytest.raises(errors.TransientStorageError):
+            impatient.enqueue(jobs)  # committed, but the producer is told it failed
+        assert [r.status for r in impatient.enqueue(jobs)] == ["new", "new"]  # its own retry
+        # Another producer's job with the same id but other content stays a conflict.
+        assert impatient.enqueue([NewJob(type="t", id="p0", payload={"n": 9})])[0].status == "conflict"
+
+
+def _dead(store: Store, n: int, prefix: str = "d", queue: str = "default") -> list[str]:
+    ids = [r.id for r in store.enqueue([NewJob(type="t", id=f"{prefix}{i}", queue=queue) for i in range(n)])]
+    store.fetch("w", n, [queue], start=n)
+    assert sorted(store.move_to_dlq("w", [Dead(i, FailureReason.Fatal, "x") for i in ids])) == sorted(ids)
+    return ids
+
+
+def test_a_resurrect_whose_reply_was_lost_answers_with_the_resurrected_job(store, lose_commit_reply):
+    """Before: the retry found the job gone from the DLQ and answered 409 (it is in hot) for a resurrect
+    that had succeeded."""
+    [job] = _dead(store, 1)
+    lose_commit_reply(store)
+    got = store.resurrect(job, actor=OPS, priority=7)
+    assert store.retries_done >= 1
+    assert (got["location"], got["status"], got["priority"]) == ("hot", "pending", 7)
+    assert counts(store)["failed_total"] == 0
+    with pytest.raises(errors.InvalidState):  # a real second resurrect is still refused
+        store.resurrect(job, actor=OPS)
+
+
+def test_an_operator_retrying_a_resurrect_after_a_lost_reply_is_told_it_succeeded(db_url, lose_commit_reply):
+    with Store(db_url, pool_size=2, max_transient_retries=0) as impatient:
+        [job] = _dead(impatient, 1)
+        lose_commit_reply(impatient)
+        with pytest.raises(errors.TransientStorageError):
+            impatient.resurrect(job, actor=OPS)
+        assert impatient.resurrect(job, actor=OPS)["location"] == "hot"
+        with pytest.raises(errors.InvalidState):  # another operator's resurrect of it is a 409
+            impatient.resurrect(job, actor=Actor("someone-else"))
+
+
+@pytest.mark.parametrize("by", ["ids", "filter"])
+def test_bulk_counts_report_what_committed_when_a_chunk_reply_was_lost(
+    store, lose_commit_reply, monkeypatch, by
+):
+    """Before: the chunk whose reply was lost was retried, found its jobs gone (by ids) or took the next
+    ones (by filter), and the count left out the jobs the lost attempt had moved."""
+    monkeypatch.setattr(admin_ops, "RESURRECT_CHUNK", 2)
+    ids = _dead(store, 5)
+    skip = 0 if by == "ids" else 1  # by filter, the run first reads the database clock
+    lose_commit_reply(store, skip)
+    kw = {"ids": ids} if by == "ids" else {"flt": DlqFilter(queue="default")}
+    assert store.resurrect_many(actor=OPS, **kw).count == 5
+    assert store.retries_done >= 1 and counts(store)["hot"] == 5
+    purged = _dead(store, 4, prefix="p", queue="q2")
+    monkeypatch.setattr(store, "cleanup_batch_size", 3)
+    lose_commit_reply(store, skip)
+    kw = {"ids": purged} if by == "ids" else {"flt": DlqFilter(queue="q2")}
+    assert store.purge_dlq(actor=OPS, **kw).count == 4
+    assert counts(store)["dlq"] == 0
+
+
+def test_a_cancel_whose_reply_was_lost_reports_the_jobs_it_cancelled(store, lose_commit_reply):
+    ids = [r.id for r in store.enqueue([NewJob(type="t", id=f"c{i}") for i in range(3)])]
+    lose_commit_reply(store)
+    assert store.cancel_many(ids, actor=OPS) == (ids, [])
+    assert counts(store)["dlq"] == 3
