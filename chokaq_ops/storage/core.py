@@ -21,6 +21,10 @@ from chokaq_ops.storage.pool import Pool
 log = logging.getLogger("chokaq.storage")
 T = TypeVar("T")
 
+# Bounds of the pause between maintenance batches on SQLite (StoreCore._let_writers_in), in seconds.
+MIN_WRITER_GAP = 0.002
+MAX_WRITER_GAP = 0.1
+
 
 class Tx:
     """One open transaction; `run` executes a named query inside it."""
@@ -151,6 +155,33 @@ class StoreCore:
                     raise errors.TransientStorageError(f"{self.dialect.name}: {exc}") from exc
                 self._back_off(attempt, exc)
             attempt += 1
+
+    def run_batches(
+        self, name: str, /, *, count: Callable[[list[dict[str, Any]]], int] = len, **params: Any
+    ) -> Iterator[list[dict[str, Any]]]:
+        """Run the maintenance query `name`, which acts on at most `:batch` rows, again and again, each
+        batch in its own transaction of at most CleanupBatchSize rows, until one acts on fewer (as
+        `count(rows)` tells). Yields each batch's rows once it is committed; a transient failure retries
+        only the failing batch, so committed ones are never repeated."""
+        batch = self.cleanup_batch_size
+        while True:
+            started = time.monotonic()
+            rows = self.run(name, batch=batch, **params)
+            yield rows
+            if count(rows) < batch:
+                return
+            self._let_writers_in(time.monotonic() - started)
+
+    def _let_writers_in(self, held_s: float) -> None:
+        """Pause between maintenance batches on SQLite, whose one writer lock a batch holds throughout.
+
+        A waiting writer (a worker's heartbeat) sleeps in SQLite's busy handler and retries after 1, 2,
+        5 ... up to 100 ms; a loop that takes the lock again at once would find it free only between two
+        statements and starve that writer. Leaving the lock free for as long as the batch held it (within
+        MIN/MAX_WRITER_GAP) gives a waiter an even chance at each retry and costs the sweep at most half
+        its speed. PostgreSQL locks rows, not the database: no pause."""
+        if self.dialect.name == "sqlite":
+            time.sleep(min(max(held_s, MIN_WRITER_GAP), MAX_WRITER_GAP))
 
     def thread_retries(self) -> int:
         """Transient retries taken so far by the calling thread: a call during which this changed may have

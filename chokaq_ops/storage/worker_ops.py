@@ -315,7 +315,8 @@ class WorkerOps(StoreCore):
     # ------------------------------------------------------------------ rescue
 
     def recover_abandoned(self, timeout_s: float) -> list[dict[str, Any]]:
-        return self.run("recover_abandoned", timeout_s=float(timeout_s))
+        """Fetched jobs untouched for `timeout_s` -> pending, oldest first, in CleanupBatchSize transactions."""
+        return [r for rows in self.run_batches("recover_abandoned", timeout_s=float(timeout_s)) for r in rows]
 
     def archive_zombies(
         self,
@@ -324,13 +325,16 @@ class WorkerOps(StoreCore):
         fingerprint: str | None = None,
     ) -> list[dict[str, Any]]:
         """Processing jobs with an expired heartbeat -> DLQ as Zombie. Timeout per job: the queue row's
-        zombie_timeout_seconds, else `overrides[queue]` (configuration), else `global_timeout_s`."""
-        return self.run(
+        zombie_timeout_seconds, else `overrides[queue]` (configuration), else `global_timeout_s`.
+        Stalest first, in CleanupBatchSize transactions: a crash between batches leaves each job wholly
+        moved or wholly hot."""
+        batches = self.run_batches(
             "archive_zombies",
             global_s=float(global_timeout_s),
             overrides={k: float(v) for k, v in (overrides or {}).items()},
             fingerprint=fingerprint,
         )
+        return [r for rows in batches for r in rows]
 
     def try_lease(self, name: str, holder: str, ttl_s: float) -> bool:
         """Take or renew a named lease on the database clock; True when `holder` has it."""

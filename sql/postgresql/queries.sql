@@ -455,14 +455,20 @@ SELECT id, queue, scheduled_at FROM moved;
 -- ---------------------------------------------------------------- rescue
 
 -- name: recover_abandoned
--- Phase 1: fetched rows untouched for :timeout_s go back to pending; user code never ran.
+-- One batch of phase 1: the :batch oldest fetched rows untouched for :timeout_s go back to pending; user
+-- code never ran. A row its worker holds locked right now is skipped: that worker is alive.
 UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = now()
-WHERE status = 1 AND updated_at < now() - make_interval(secs => CAST(:timeout_s AS double precision))
+WHERE id = ANY (ARRAY(
+        SELECT id FROM jobs_hot
+        WHERE status = 1 AND updated_at < now() - make_interval(secs => CAST(:timeout_s AS double precision))
+        ORDER BY updated_at LIMIT CAST(:batch AS integer) FOR UPDATE SKIP LOCKED))
+  AND status = 1
 RETURNING id, queue;
 
 -- name: archive_zombies
--- Phase 2: processing rows whose heartbeat (or last update) is older than the queue's timeout move to
--- the DLQ as Zombie with their last heartbeat, worker and runtime. Timeout: queue row, else the
+-- Phase 2, one batch: the :batch stalest processing rows whose heartbeat (or last update) is older than
+-- the queue's timeout move to the DLQ as Zombie with their last heartbeat, worker and runtime (the
+-- sweep calls it until a batch comes back short). Timeout: queue row, else the
 -- configured per-queue value (:overrides, {"queue": seconds}), else :global_s.
 WITH overrides AS (
     SELECT key AS queue, CAST(value AS double precision) AS secs FROM jsonb_each_text(CAST(:overrides AS jsonb))
@@ -483,6 +489,7 @@ victims AS (
       AND coalesce(h.heartbeat_at, h.updated_at) < now() - make_interval(secs => (SELECT secs FROM shortest))
       AND coalesce(h.heartbeat_at, h.updated_at)
           < now() - make_interval(secs => coalesce(q.zombie_timeout_seconds, o.secs, CAST(:global_s AS double precision)))
+    ORDER BY coalesce(h.heartbeat_at, h.updated_at) LIMIT CAST(:batch AS integer)
     FOR UPDATE OF h SKIP LOCKED
 ),
 moved AS (
@@ -924,10 +931,25 @@ SELECT coalesce(sum(completed_count) FILTER (WHERE bucket_start >= now() - inter
 FROM metric_buckets WHERE bucket_start >= now() - interval '300 seconds';
 
 -- name: prune_buckets
-DELETE FROM metric_buckets WHERE bucket_start < now() - make_interval(secs => CAST(:older_than_s AS double precision));
+-- One batch of retention: the :batch oldest buckets older than :older_than_s, found through the primary
+-- key (bucket_start leads it) and deleted by tuple id; the store repeats it until a batch comes back short.
+WITH victims AS (
+    SELECT ctid FROM metric_buckets
+    WHERE bucket_start < now() - make_interval(secs => CAST(:older_than_s AS double precision))
+    ORDER BY bucket_start LIMIT CAST(:batch AS integer) FOR UPDATE SKIP LOCKED
+),
+gone AS (DELETE FROM metric_buckets m WHERE m.ctid = ANY (ARRAY(SELECT ctid FROM victims)) RETURNING 1)
+SELECT count(*) AS n FROM gone;
 
 -- name: prune_events
-DELETE FROM events WHERE at < now() - make_interval(secs => CAST(:older_than_s AS double precision));
+-- One batch: the :batch oldest events older than :older_than_s, through ix_events_at.
+WITH victims AS (
+    SELECT ctid FROM events
+    WHERE at < now() - make_interval(secs => CAST(:older_than_s AS double precision))
+    ORDER BY at LIMIT CAST(:batch AS integer) FOR UPDATE SKIP LOCKED
+),
+gone AS (DELETE FROM events e WHERE e.ctid = ANY (ARRAY(SELECT ctid FROM victims)) RETURNING 1)
+SELECT count(*) AS n FROM gone;
 
 -- name: list_audit
 SELECT id, at, actor, action, job_id, plan_id, count, details FROM audit_log

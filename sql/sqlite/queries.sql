@@ -399,12 +399,16 @@ SELECT s.id, s.queue, h.scheduled_at FROM staged s JOIN jobs_hot h ON h.id = s.i
 -- ---------------------------------------------------------------- rescue
 
 -- name: recover_abandoned
+-- One batch of phase 1: the :batch oldest fetched rows untouched for :timeout_s go back to pending.
 UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = {{now}}
-WHERE status = 1 AND updated_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :timeout_s || ' seconds')
+WHERE id IN (SELECT id FROM jobs_hot
+             WHERE status = 1 AND updated_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :timeout_s || ' seconds')
+             ORDER BY updated_at LIMIT :batch)
 RETURNING id, queue;
 
 -- name: archive_zombies
--- Timeout: queue row, else the configured per-queue value (:overrides, {"queue": seconds}), else :global_s.
+-- One batch of phase 2: the :batch stalest expired processing rows (the sweep calls it until a batch
+-- comes back short). Timeout: queue row, else the configured per-queue value (:overrides, {"queue": seconds}), else :global_s.
 {{staging}};
 DELETE FROM staged;
 INSERT INTO staged (id, queue, key, reason, fingerprint, num, error)
@@ -427,7 +431,8 @@ WHERE h.status = 2
   AND coalesce(h.heartbeat_at, h.updated_at) < strftime('%Y-%m-%d %H:%M:%f', 'now',
       -- json_each, not a '$."name"' path: a path misses names with quotes, backslashes or non-ASCII characters.
       '-' || coalesce(q.zombie_timeout_seconds, (SELECT o.value FROM json_each(:overrides) o WHERE o.key = h.queue),
-                      :global_s) || ' seconds');
+                      :global_s) || ' seconds')
+ORDER BY coalesce(h.heartbeat_at, h.updated_at) LIMIT :batch;
 {{staged_to_dlq}};
 {{staged_counters_failed}};
 {{staged_buckets_failed}};
@@ -772,10 +777,20 @@ SELECT coalesce(sum(CASE WHEN bucket_start >= strftime('%Y-%m-%d %H:%M:%f', 'now
 FROM metric_buckets WHERE bucket_start >= strftime('%Y-%m-%d %H:%M:%f', 'now', '-300 seconds');
 
 -- name: prune_buckets
-DELETE FROM metric_buckets WHERE bucket_start < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :older_than_s || ' seconds');
+-- One batch of retention: the :batch oldest buckets older than :older_than_s, found through the primary
+-- key (bucket_start leads it); the store repeats it until a batch comes back short.
+DELETE FROM metric_buckets WHERE rowid IN (
+    SELECT rowid FROM metric_buckets
+    WHERE bucket_start < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :older_than_s || ' seconds')
+    ORDER BY bucket_start LIMIT :batch);
+SELECT changes() AS n;
 
 -- name: prune_events
-DELETE FROM events WHERE at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :older_than_s || ' seconds');
+-- One batch: the :batch oldest events older than :older_than_s, through ix_events_at.
+DELETE FROM events WHERE id IN (
+    SELECT id FROM events WHERE at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :older_than_s || ' seconds')
+    ORDER BY at LIMIT :batch);
+SELECT changes() AS n;
 
 -- name: list_audit
 SELECT id, at, actor, action, job_id, plan_id, count, details FROM audit_log
