@@ -117,4 +117,5 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                 batch_size=db.store.cleanup_batch_size,
                 seed_seconds=round(seed_s, 2),
             )
-        yield db.summary(("seconds", "pruned_per_second", "p50_ms", "p95_ms", "p99_ms", "max_ms", "heartbeats"))
+        keys = ("seconds", "pruned_per_second", "p50_ms", "p95_ms", "p99_ms", "max_ms", "heartbeats")
+        yield db.summary(keys)

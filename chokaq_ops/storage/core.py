@@ -23,7 +23,7 @@ T = TypeVar("T")
 
 # Bounds of the pause between maintenance batches on SQLite (StoreCore._let_writers_in), in seconds.
 MIN_WRITER_GAP = 0.002
-MAX_WRITER_GAP = 0.1
+MAX_WRITER_GAP = 0.05
 
 
 class Tx:

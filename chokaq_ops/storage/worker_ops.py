@@ -315,7 +315,8 @@ class WorkerOps(StoreCore):
     # ------------------------------------------------------------------ rescue
 
     def recover_abandoned(self, timeout_s: float) -> list[dict[str, Any]]:
-        """Fetched jobs untouched for `timeout_s` -> pending, oldest first, in CleanupBatchSize transactions."""
+        """Fetched jobs untouched for `timeout_s` -> pending, oldest first, in CleanupBatchSize
+        transactions."""
         return [r for rows in self.run_batches("recover_abandoned", timeout_s=float(timeout_s)) for r in rows]
 
     def archive_zombies(
