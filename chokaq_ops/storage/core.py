@@ -156,6 +156,30 @@ class StoreCore:
                 self._back_off(attempt, exc)
             attempt += 1
 
+    @contextmanager
+    def snapshot(self, start: str) -> Iterator[Tx]:
+        """A read-only transaction on a connection of its own (outside the pool, so a pool of one cannot
+        deadlock) whose every read sees the database as of `start`, the named query run first: a
+        repeatable-read snapshot on PostgreSQL, a WAL read transaction on SQLite. Writers go on
+        meanwhile (on SQLite the WAL cannot be checkpointed past it until it ends)."""
+        conn = self.dialect.connect()
+        try:
+            self.dialect.begin(conn, False)
+            tx = Tx(self, conn)
+            tx.run(start)
+            yield tx
+        except Exception as exc:
+            if not self.dialect.is_db_error(exc):
+                raise
+            if self.dialect.is_transient(exc):
+                raise errors.TransientStorageError(f"{self.dialect.name}: {exc}") from exc
+            raise self._translate(exc) from exc
+        finally:
+            with contextlib.suppress(Exception):
+                self.dialect.rollback(conn)
+            with contextlib.suppress(Exception):
+                conn.close()
+
     def run_batches(
         self, name: str, /, *, count: Callable[[list[dict[str, Any]]], int] = len, **params: Any
     ) -> Iterator[list[dict[str, Any]]]:

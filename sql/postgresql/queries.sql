@@ -1127,50 +1127,63 @@ VALUES (CAST(:id AS text), CAST(:action AS text), CAST(:actor AS text), CAST(:ch
         CAST(:details AS text));
 
 -- fragment: plan_items_json
+-- A batch of plan items as JSON [{"ord", "id", "payload", "tags", "priority"}], ord being the place in the plan.
 SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb))
     AS i(ord integer, id text, payload text, tags text, priority integer)
 
--- fragment: plan_insert_found
-ins AS (
+-- name: plan_snapshot
+-- Makes the freezing reader's transaction one snapshot: every batch it reads sees the database as it
+-- was at its first statement.
+SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY;
+
+-- name: plan_scan_dlq_ids
+-- On the plan's snapshot: the given ids that are dead jobs, in the given order, with the per-job
+-- payload/tags/priority a resurrect plan replaces.
+SELECT i.ord, i.id, i.payload, i.tags, i.priority
+FROM ({{plan_items_json}}) i JOIN jobs_dlq d ON d.id = i.id ORDER BY i.ord;
+
+-- name: plan_scan_hot_ids
+-- On the plan's snapshot: the given ids that are hot jobs (a cancel plan; running ones are skipped when
+-- it executes), in the given order.
+SELECT i.ord, i.id, i.payload, i.tags, i.priority
+FROM ({{plan_items_json}}) i JOIN jobs_hot h ON h.id = i.id ORDER BY i.ord;
+
+-- name: plan_scan_dlq_filter
+-- On the plan's snapshot: the next :limit dead jobs matching a filter, newest failure first, after the
+-- (failed_at, id) where the previous batch ended (:after_at/:after_id; NULL for the first batch).
+SELECT d.id, d.failed_at AS key_at FROM jobs_dlq d
+WHERE {{dlq_where}}
+  AND (CAST(:after_at AS timestamptz) IS NULL OR d.failed_at < CAST(:after_at AS timestamptz)
+       OR (d.failed_at = CAST(:after_at AS timestamptz) AND d.id > CAST(:after_id AS text)))
+ORDER BY d.failed_at DESC, d.id LIMIT CAST(:limit AS integer);
+
+-- name: plan_scan_hot_filter
+-- On the plan's snapshot: the next :limit pending or fetched hot jobs matching a filter, oldest first,
+-- after the (created_at, id) where the previous batch ended.
+SELECT h.id, h.created_at AS key_at FROM jobs_hot h
+WHERE {{hot_where}} AND h.status IN (0, 1)
+  AND (CAST(:after_at AS timestamptz) IS NULL
+       OR (h.created_at, h.id) > (CAST(:after_at AS timestamptz), CAST(:after_id AS text)))
+ORDER BY h.created_at, h.id LIMIT CAST(:limit AS integer);
+
+-- name: plan_add_items
+-- Writes one batch of frozen items (read on the snapshot); an item's chunk follows from its ord.
+WITH ins AS (
     INSERT INTO plan_items (plan_id, job_id, chunk, ord, payload, tags, priority)
-    SELECT CAST(:plan_id AS text), id, (CAST(:base AS integer) + n - 1) / CAST(:chunk_size AS integer),
-           CAST(:base AS integer) + n - 1, payload, tags, priority
-    FROM found ON CONFLICT DO NOTHING RETURNING 1
+    SELECT CAST(:plan_id AS text), i.id, i.ord / CAST(:chunk_size AS integer), i.ord, i.payload, i.tags, i.priority
+    FROM ({{plan_items_json}}) i ON CONFLICT DO NOTHING RETURNING 1
 )
-SELECT count(*) AS n FROM ins
+SELECT count(*) AS n FROM ins;
 
--- name: plan_add_dlq_ids
--- Freezes the given ids that are in the DLQ now, in the given order, as items :base.. of a plan (with
--- the per-job payload/tags/priority a resurrect plan replaces).
-WITH items AS ({{plan_items_json}}),
-found AS (SELECT i.*, row_number() OVER (ORDER BY i.ord) AS n FROM items i JOIN jobs_dlq d ON d.id = i.id),
-{{plan_insert_found}};
-
--- name: plan_add_hot_ids
--- Freezes the given ids that are hot jobs now (a cancel plan; running ones are skipped when it executes).
-WITH items AS ({{plan_items_json}}),
-found AS (SELECT i.*, row_number() OVER (ORDER BY i.ord) AS n FROM items i JOIN jobs_hot h ON h.id = i.id),
-{{plan_insert_found}};
-
--- name: plan_add_dlq_filter
--- Freezes every dead job matching a filter (newest failure first, at most :limit) in one statement.
-WITH found AS (
-    SELECT d.id, NULL::text AS payload, NULL::text AS tags, NULL::integer AS priority,
-           row_number() OVER (ORDER BY d.failed_at DESC, d.id) AS n
-    FROM jobs_dlq d WHERE {{dlq_where}}
-    ORDER BY d.failed_at DESC, d.id LIMIT CAST(:limit AS integer)
-),
-{{plan_insert_found}};
-
--- name: plan_add_hot_filter
--- Freezes the pending and fetched hot jobs matching a filter (oldest first, at most :limit).
-WITH found AS (
-    SELECT h.id, NULL::text AS payload, NULL::text AS tags, NULL::integer AS priority,
-           row_number() OVER (ORDER BY h.created_at, h.id) AS n
-    FROM jobs_hot h WHERE {{hot_where}} AND h.status IN (0, 1)
-    ORDER BY h.created_at, h.id LIMIT CAST(:limit AS integer)
-),
-{{plan_insert_found}};
+-- name: plan_drop_items
+-- One batch of the items of a plan whose freezing failed before the plan was sealed.
+WITH gone AS (
+    DELETE FROM plan_items WHERE plan_id = CAST(:plan_id AS text)
+      AND job_id IN (SELECT job_id FROM plan_items WHERE plan_id = CAST(:plan_id AS text)
+                     LIMIT CAST(:batch AS integer))
+    RETURNING 1
+)
+SELECT count(*) AS n FROM gone;
 
 -- name: plan_breakdown_dlq
 SELECT 'reason' AS dimension, CAST(d.failure_reason AS text) AS value, count(*) AS n
@@ -1204,12 +1217,11 @@ FROM plan_items i JOIN jobs_hot h ON h.id = i.job_id
 WHERE i.plan_id = CAST(:plan_id AS text) ORDER BY i.ord LIMIT CAST(:limit AS integer);
 
 -- name: plan_seal
--- Totals of a freshly frozen plan and its preview (breakdown and sample, JSON).
-UPDATE plans SET total = t.n, chunks = t.chunks, details = CAST(:details AS text), updated_at = now()
-FROM (SELECT count(*) AS n, coalesce(max(chunk) + 1, 0) AS chunks FROM plan_items
-      WHERE plan_id = CAST(:plan_id AS text)) t
-WHERE plans.id = CAST(:plan_id AS text)
-RETURNING plans.*;
+-- Totals of a freshly frozen plan (counted as its batches were written) and its preview (JSON).
+UPDATE plans SET total = CAST(:total AS integer), chunks = CAST(:chunks AS integer),
+                 details = CAST(:details AS text), updated_at = now()
+WHERE id = CAST(:plan_id AS text)
+RETURNING *;
 
 -- name: plan_get
 SELECT * FROM plans WHERE id = CAST(:id AS text);

@@ -895,50 +895,56 @@ SELECT {{frame_common}}, p.status, p.heartbeat_at, p.scheduled_at {{hot_page}};
 -- name: plan_create
 INSERT INTO plans (id, action, actor, chunk_size, details) VALUES (:id, :action, :actor, :chunk_size, :details);
 
--- fragment: plan_insert_found
-INSERT INTO plan_items (plan_id, job_id, chunk, ord, payload, tags, priority)
-SELECT :plan_id, f.id, (:base + f.n - 1) / :chunk_size, :base + f.n - 1, f.payload, f.tags, f.priority
-FROM found f WHERE true ON CONFLICT DO NOTHING
-
--- fragment: plan_found_ids
-SELECT json_extract(j.value, '$.id') AS id, json_extract(j.value, '$.payload') AS payload,
-       json_extract(j.value, '$.tags') AS tags, json_extract(j.value, '$.priority') AS priority,
-       row_number() OVER (ORDER BY json_extract(j.value, '$.ord')) AS n
+-- fragment: plan_items_json
+-- A batch of plan items as JSON [{"ord", "id", "payload", "tags", "priority"}], ord being the place in the plan.
+SELECT CAST(json_extract(j.value, '$.ord') AS INTEGER) AS ord, json_extract(j.value, '$.id') AS id,
+       json_extract(j.value, '$.payload') AS payload, json_extract(j.value, '$.tags') AS tags,
+       json_extract(j.value, '$.priority') AS priority
 FROM json_each(:items) j
 
--- name: plan_add_dlq_ids
--- Freezes the given ids that are in the DLQ now, in the given order, as items :base.. of a plan (with
--- the per-job payload/tags/priority a resurrect plan replaces).
-WITH found AS ({{plan_found_ids}} JOIN jobs_dlq d ON d.id = json_extract(j.value, '$.id'))
-{{plan_insert_found}};
+-- name: plan_snapshot
+-- Starts the read snapshot a plan is frozen from (run first in the freezing reader's transaction).
+SELECT count(*) AS n FROM sqlite_master;
+
+-- name: plan_scan_dlq_ids
+-- On the plan's snapshot: the given ids that are dead jobs, in the given order, with the per-job
+-- payload/tags/priority a resurrect plan replaces.
+SELECT i.ord, i.id, i.payload, i.tags, i.priority
+FROM ({{plan_items_json}}) i JOIN jobs_dlq d ON d.id = i.id ORDER BY i.ord;
+
+-- name: plan_scan_hot_ids
+-- On the plan's snapshot: the given ids that are hot jobs (a cancel plan; running ones are skipped when
+-- it executes), in the given order.
+SELECT i.ord, i.id, i.payload, i.tags, i.priority
+FROM ({{plan_items_json}}) i JOIN jobs_hot h ON h.id = i.id ORDER BY i.ord;
+
+-- name: plan_scan_dlq_filter
+-- On the plan's snapshot: the next :limit dead jobs matching a filter, newest failure first, after the
+-- (failed_at, id) where the previous batch ended (:after_at/:after_id; NULL for the first batch).
+SELECT d.id, d.failed_at AS key_at FROM jobs_dlq d
+WHERE {{dlq_where}}
+  AND (:after_at IS NULL OR d.failed_at < :after_at OR (d.failed_at = :after_at AND d.id > :after_id))
+ORDER BY d.failed_at DESC, d.id LIMIT :limit;
+
+-- name: plan_scan_hot_filter
+-- On the plan's snapshot: the next :limit pending or fetched hot jobs matching a filter, oldest first,
+-- after the (created_at, id) where the previous batch ended.
+SELECT h.id, h.created_at AS key_at FROM jobs_hot h
+WHERE {{hot_where}} AND h.status IN (0, 1)
+  AND (:after_at IS NULL OR h.created_at > :after_at OR (h.created_at = :after_at AND h.id > :after_id))
+ORDER BY h.created_at, h.id LIMIT :limit;
+
+-- name: plan_add_items
+-- Writes one batch of frozen items (read on the snapshot); an item's chunk follows from its ord.
+INSERT INTO plan_items (plan_id, job_id, chunk, ord, payload, tags, priority)
+SELECT :plan_id, i.id, i.ord / :chunk_size, i.ord, i.payload, i.tags, i.priority
+FROM ({{plan_items_json}}) i WHERE true ON CONFLICT DO NOTHING;
 SELECT changes() AS n;
 
--- name: plan_add_hot_ids
--- Freezes the given ids that are hot jobs now (a cancel plan; running ones are skipped when it executes).
-WITH found AS ({{plan_found_ids}} JOIN jobs_hot h ON h.id = json_extract(j.value, '$.id'))
-{{plan_insert_found}};
-SELECT changes() AS n;
-
--- name: plan_add_dlq_filter
--- Freezes every dead job matching a filter (newest failure first, at most :limit) in one statement.
-WITH found AS (
-    SELECT d.id, NULL AS payload, NULL AS tags, NULL AS priority,
-           row_number() OVER (ORDER BY d.failed_at DESC, d.id) AS n
-    FROM jobs_dlq d WHERE {{dlq_where}}
-    ORDER BY d.failed_at DESC, d.id LIMIT :limit
-)
-{{plan_insert_found}};
-SELECT changes() AS n;
-
--- name: plan_add_hot_filter
--- Freezes the pending and fetched hot jobs matching a filter (oldest first, at most :limit).
-WITH found AS (
-    SELECT h.id, NULL AS payload, NULL AS tags, NULL AS priority,
-           row_number() OVER (ORDER BY h.created_at, h.id) AS n
-    FROM jobs_hot h WHERE {{hot_where}} AND h.status IN (0, 1)
-    ORDER BY h.created_at, h.id LIMIT :limit
-)
-{{plan_insert_found}};
+-- name: plan_drop_items
+-- One batch of the items of a plan whose freezing failed before the plan was sealed.
+DELETE FROM plan_items WHERE plan_id = :plan_id
+  AND job_id IN (SELECT job_id FROM plan_items WHERE plan_id = :plan_id LIMIT :batch);
 SELECT changes() AS n;
 
 -- name: plan_breakdown_dlq
@@ -973,10 +979,8 @@ FROM plan_items i JOIN jobs_hot h ON h.id = i.job_id
 WHERE i.plan_id = :plan_id ORDER BY i.ord LIMIT :limit;
 
 -- name: plan_seal
--- Totals of a freshly frozen plan and its preview (breakdown and sample, JSON).
-UPDATE plans SET total = (SELECT count(*) FROM plan_items WHERE plan_id = :plan_id),
-                 chunks = (SELECT coalesce(max(chunk) + 1, 0) FROM plan_items WHERE plan_id = :plan_id),
-                 details = :details, updated_at = {{now}}
+-- Totals of a freshly frozen plan (counted as its batches were written) and its preview (JSON).
+UPDATE plans SET total = :total, chunks = :chunks, details = :details, updated_at = {{now}}
 WHERE id = :plan_id
 RETURNING *;
 

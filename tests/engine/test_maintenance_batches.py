@@ -14,8 +14,10 @@ from crash.support import age, counts, fetched, processing, sql
 from dbprobe import ago_expr, scalar
 
 from chokaq_ops.engine.rescue import Rescuer
+from chokaq_ops.models import Actor, DlqFilter, FailureReason
 from chokaq_ops.settings import Settings
 from chokaq_ops.storage import Store
+from chokaq_ops.storage.worker_ops import Dead
 
 BATCH = 3
 DAY = 86400
@@ -38,15 +40,19 @@ class BatchProbe:
     """After each run of a named maintenance query returns (its transaction has ended), records what
     `look()` reads on the observer's own connection."""
 
-    def __init__(self, store: Store, names: str, look: Callable[[], Any]) -> None:
+    def __init__(
+        self, store: Store, names: str, look: Callable[[], Any], then: Callable[[int], None] | None = None
+    ) -> None:
         self.seen: list[Any] = []
         original = store.run
 
         def run(query: str, /, **params: Any) -> list[dict[str, Any]]:
             rows = original(query, **params)
             if query in names.split():
-                assert params["batch"] == BATCH
+                assert params.get("batch", BATCH) == BATCH and len(params.get("items", ())) <= BATCH
                 self.seen.append(look())
+                if then is not None:
+                    then(len(self.seen))  # something another client does between two batches
             return rows
 
         store.run = run  # type: ignore[method-assign]
@@ -173,3 +179,88 @@ def test_sqlite_heartbeats_land_between_prune_batches(db_url):
         partial = [n for n in during if 0 < n < 20000]
         assert len(partial) >= 3, during
         assert int(scalar(worker, "SELECT count(*) FROM events")) == 0
+
+
+# ------------------------------------------------------------------------------------ plan freezing
+
+
+def dead(store: Store, n: int, prefix: str, minutes_ago: int = 0) -> list[str]:
+    """n dead jobs, the first the most recent failure, one minute apart, `minutes_ago` before now."""
+    ids = processing(store, "w", n, prefix=prefix)
+    assert sorted(store.move_to_dlq("w", [Dead(i, FailureReason.Fatal, "boom") for i in ids])) == sorted(ids)
+    for i, job_id in enumerate(ids):
+        age(store, "jobs_dlq", [job_id], 60 * (minutes_ago + i + 1), "failed_at")
+    return ids
+
+
+def plan_rows(observer: Store) -> tuple[int, int]:
+    return (
+        int(scalar(observer, "SELECT count(*) FROM plan_items")),
+        int(scalar(observer, "SELECT count(*) FROM plans")),
+    )
+
+
+def test_a_filter_plan_is_frozen_in_batches_from_one_snapshot(batched, observer):
+    ids = dead(batched, 8, "d")
+    late: list[str] = []
+
+    def meanwhile(batch: int) -> None:
+        if batch == 1:
+            # After the first batch: a matching job enters the DLQ with the oldest failure (where the
+            # scan has not been yet), and one not yet frozen leaves it.
+            late.extend(dead(batched, 1, "late", minutes_ago=60))
+            assert batched.resurrect(ids[-1], actor=Actor("bob"))
+
+    probe = BatchProbe(batched, "plan_add_items", lambda: plan_rows(observer), meanwhile)
+    plan = batched.create_plan("purge", actor=Actor("alice"), flt=DlqFilter())
+    # Three transactions of at most 3 items, each seen by another connection before the plan existed.
+    assert probe.seen == [(3, 0), (6, 0), (8, 0)]
+    assert plan_rows(observer) == (8, 1)
+    items = batched.plan_items(plan["id"])
+    # Exactly the jobs in the DLQ when freezing began, newest failure first: the late arrival is out,
+    # the job that left is in (executing the plan will skip it).
+    assert [i["job_id"] for i in items] == ids
+    assert [i["ord"] for i in items] == list(range(8))
+    assert [i["chunk"] for i in items] == [0] * 8  # the execution chunk (1000) is not the freeze batch
+    assert (plan["total"], plan["chunks"]) == (8, 1)
+    assert late[0] not in {i["job_id"] for i in items}
+    batched.approve_plan(plan["id"], actor=Actor("carol"))
+    after, chunk = batched.execute_plan_chunk(plan["id"], actor=Actor("alice"))
+    assert chunk == {"chunk": 0, "claimed": 8, "done": 7, "skipped": 1}
+    assert (after["state"], after["done"], after["skipped"]) == ("done", 7, 1)
+    assert {r[0] for r in sql(batched, "SELECT id FROM jobs_dlq")} == set(late)
+
+
+def test_an_id_plan_is_frozen_in_batches_and_a_job_entering_the_dlq_meanwhile_stays_out(batched, observer):
+    ids = dead(batched, 7, "d")
+    running = processing(batched, "w", 1, prefix="r")
+
+    def meanwhile(batch: int) -> None:
+        if batch == 1:
+            assert batched.move_to_dlq("w", [Dead(running[0], FailureReason.Fatal, "late")]) == running
+
+    probe = BatchProbe(batched, "plan_add_items", lambda: plan_rows(observer), meanwhile)
+    wanted = [*ids[:4], running[0], *ids[4:]]  # the running job's id sits in the second batch
+    plan = batched.create_plan(
+        "resurrect", actor=Actor("alice"), ids=wanted, edits={ids[5]: {"priority": 3}}, chunk_size=2
+    )
+    assert probe.seen == [(3, 0), (5, 0), (7, 0)]  # batches of 3 given ids; the second found two
+    items = batched.plan_items(plan["id"])
+    assert [i["job_id"] for i in items] == ids
+    assert [i["chunk"] for i in items] == [0, 0, 1, 1, 2, 2, 3]
+    assert [i["priority"] for i in items if i["job_id"] == ids[5]] == [3]
+    assert (plan["total"], plan["chunks"], plan["edited"]) == (7, 4, 1)
+
+
+def test_a_failed_freeze_leaves_no_plan_and_no_items(batched, observer):
+    dead(batched, 8, "d")
+
+    def fail(batch: int) -> None:
+        if batch == 2:
+            raise RuntimeError("the process dies here")
+
+    probe = BatchProbe(batched, "plan_add_items", lambda: plan_rows(observer), fail)
+    with pytest.raises(RuntimeError):
+        batched.create_plan("purge", actor=Actor("alice"), flt=DlqFilter())
+    assert probe.seen == [(3, 0), (6, 0)]
+    assert plan_rows(observer) == (0, 0)
