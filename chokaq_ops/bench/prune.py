@@ -115,6 +115,7 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                 heartbeat_interval_ms=round(interval_s * 1000),
                 p99_under_interval=percentile(ms, 99) < interval_s * 1000,
                 batch_size=db.store.cleanup_batch_size,
+                batches=result["prune_batches"],
                 seed_seconds=round(seed_s, 2),
             )
         keys = ("seconds", "pruned_per_second", "p50_ms", "p95_ms", "p99_ms", "max_ms", "heartbeats")
