@@ -181,12 +181,19 @@ class StoreCore:
                 conn.close()
 
     def run_batches(
-        self, name: str, /, *, count: Callable[[list[dict[str, Any]]], int] = len, **params: Any
+        self,
+        name: str,
+        /,
+        *,
+        count: Callable[[list[dict[str, Any]]], int] = len,
+        cursor: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None,
+        **params: Any,
     ) -> Iterator[list[dict[str, Any]]]:
         """Run the maintenance query `name`, which acts on at most `:batch` rows, again and again, each
         batch in its own transaction of at most CleanupBatchSize rows, until one acts on fewer (as
-        `count(rows)` tells). Yields each batch's rows once it is committed; a transient failure retries
-        only the failing batch, so committed ones are never repeated."""
+        `count(rows)` tells). `cursor(rows)` gives the parameters that tell the next batch where this one
+        ended. Yields each batch's rows once it is committed; a transient failure retries only the
+        failing batch, so committed ones are never repeated."""
         batch = self.cleanup_batch_size
         while True:
             started = time.monotonic()
@@ -194,6 +201,8 @@ class StoreCore:
             yield rows
             if count(rows) < batch:
                 return
+            if cursor is not None:
+                params |= cursor(rows)
             self._let_writers_in(time.monotonic() - started)
 
     def _let_writers_in(self, held_s: float) -> None:

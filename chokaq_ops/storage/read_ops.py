@@ -346,7 +346,10 @@ class ReadOps(AdminOps):
             ("buckets", "prune_buckets", buckets_older_than_s),
             ("events", "prune_events", events_older_than_s),
         ):
-            for rows in self.run_batches(query, count=_deleted, older_than_s=float(age)):
+            batches = self.run_batches(
+                query, count=_deleted, cursor=_after, older_than_s=float(age), after_at=None
+            )
+            for rows in batches:
                 done[key] += _deleted(rows)
                 done["batches"] += 1
         return done
@@ -354,3 +357,7 @@ class ReadOps(AdminOps):
 
 def _deleted(rows: list[dict[str, Any]]) -> int:
     return int(rows[0]["n"]) if rows else 0
+
+
+def _after(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"after_at": rows[0]["last_at"]}

@@ -933,23 +933,30 @@ FROM metric_buckets WHERE bucket_start >= now() - interval '300 seconds';
 -- name: prune_buckets
 -- One batch of retention: the :batch oldest buckets older than :older_than_s, found through the primary
 -- key (bucket_start leads it) and deleted by tuple id; the store repeats it until a batch comes back short.
+-- :after_at, the last bucket_start of the previous batch, starts the index scan where that batch ended:
+-- from the start of the index each batch would step over every entry deleted before it (dead until
+-- vacuum): pruning 1M buckets and 1M events took 15-22 ms a batch instead of 2.5 (`chokaq bench prune`).
 WITH victims AS (
     SELECT ctid FROM metric_buckets
     WHERE bucket_start < now() - make_interval(secs => CAST(:older_than_s AS double precision))
+      AND bucket_start >= coalesce(CAST(:after_at AS timestamptz), '-infinity')
     ORDER BY bucket_start LIMIT CAST(:batch AS integer) FOR UPDATE SKIP LOCKED
 ),
-gone AS (DELETE FROM metric_buckets m WHERE m.ctid = ANY (ARRAY(SELECT ctid FROM victims)) RETURNING 1)
-SELECT count(*) AS n FROM gone;
+gone AS (
+    DELETE FROM metric_buckets m WHERE m.ctid = ANY (ARRAY(SELECT ctid FROM victims)) RETURNING m.bucket_start
+)
+SELECT count(*) AS n, max(bucket_start) AS last_at FROM gone;
 
 -- name: prune_events
--- One batch: the :batch oldest events older than :older_than_s, through ix_events_at.
+-- One batch: the :batch oldest events older than :older_than_s, through ix_events_at from :after_at on.
 WITH victims AS (
     SELECT ctid FROM events
     WHERE at < now() - make_interval(secs => CAST(:older_than_s AS double precision))
+      AND at >= coalesce(CAST(:after_at AS timestamptz), '-infinity')
     ORDER BY at LIMIT CAST(:batch AS integer) FOR UPDATE SKIP LOCKED
 ),
-gone AS (DELETE FROM events e WHERE e.ctid = ANY (ARRAY(SELECT ctid FROM victims)) RETURNING 1)
-SELECT count(*) AS n FROM gone;
+gone AS (DELETE FROM events e WHERE e.ctid = ANY (ARRAY(SELECT ctid FROM victims)) RETURNING e.at)
+SELECT count(*) AS n, max(at) AS last_at FROM gone;
 
 -- name: list_audit
 SELECT id, at, actor, action, job_id, plan_id, count, details FROM audit_log

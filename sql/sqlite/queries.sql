@@ -778,19 +778,21 @@ FROM metric_buckets WHERE bucket_start >= strftime('%Y-%m-%d %H:%M:%f', 'now', '
 
 -- name: prune_buckets
 -- One batch of retention: the :batch oldest buckets older than :older_than_s, found through the primary
--- key (bucket_start leads it); the store repeats it until a batch comes back short.
+-- key (bucket_start leads it); the store repeats it until a batch comes back short. SQLite removes index
+-- entries with their rows, so every batch starts its scan at the first live entry: no :after_at cursor
+-- is needed (last_at stays NULL).
 DELETE FROM metric_buckets WHERE rowid IN (
     SELECT rowid FROM metric_buckets
     WHERE bucket_start < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :older_than_s || ' seconds')
     ORDER BY bucket_start LIMIT :batch);
-SELECT changes() AS n;
+SELECT changes() AS n, NULL AS last_at;
 
 -- name: prune_events
 -- One batch: the :batch oldest events older than :older_than_s, through ix_events_at.
 DELETE FROM events WHERE id IN (
     SELECT id FROM events WHERE at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :older_than_s || ' seconds')
     ORDER BY at LIMIT :batch);
-SELECT changes() AS n;
+SELECT changes() AS n, NULL AS last_at;
 
 -- name: list_audit
 SELECT id, at, actor, action, job_id, plan_id, count, details FROM audit_log
