@@ -317,7 +317,10 @@ class WorkerOps(StoreCore):
     def recover_abandoned(self, timeout_s: float) -> list[dict[str, Any]]:
         """Fetched jobs untouched for `timeout_s` -> pending, oldest first, in CleanupBatchSize
         transactions."""
-        return [r for rows in self.run_batches("recover_abandoned", timeout_s=float(timeout_s)) for r in rows]
+        batches = self.run_batches(
+            "recover_abandoned", cursor=_resume, timeout_s=float(timeout_s), after_at=None
+        )
+        return [_moved(r) for rows in batches for r in rows]
 
     def archive_zombies(
         self,
@@ -331,11 +334,13 @@ class WorkerOps(StoreCore):
         moved or wholly hot."""
         batches = self.run_batches(
             "archive_zombies",
+            cursor=_resume,
             global_s=float(global_timeout_s),
             overrides={k: float(v) for k, v in (overrides or {}).items()},
             fingerprint=fingerprint,
+            after_at=None,
         )
-        return [r for rows in batches for r in rows]
+        return [_moved(r) for rows in batches for r in rows]
 
     def try_lease(self, name: str, holder: str, ttl_s: float) -> bool:
         """Take or renew a named lease on the database clock; True when `holder` has it."""
@@ -356,3 +361,13 @@ def _claimed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         r["status"] = "processing" if int(r["status"]) == 2 else "fetched"
     rows.sort(key=lambda r: (-r["priority"], r["due_at"], r["id"]))
     return rows
+
+
+def _resume(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Where a rescue batch ended (PostgreSQL reports it as `last_at`; SQLite needs no cursor)."""
+    return {"after_at": max((r["last_at"] for r in rows if r.get("last_at") is not None), default=None)}
+
+
+def _moved(row: dict[str, Any]) -> dict[str, Any]:
+    row.pop("last_at", None)
+    return row

@@ -456,14 +456,22 @@ SELECT id, queue, scheduled_at FROM moved;
 
 -- name: recover_abandoned
 -- One batch of phase 1: the :batch oldest fetched rows untouched for :timeout_s go back to pending; user
--- code never ran. A row its worker holds locked right now is skipped: that worker is alive.
-UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = now()
-WHERE id = ANY (ARRAY(
-        SELECT id FROM jobs_hot
-        WHERE status = 1 AND updated_at < now() - make_interval(secs => CAST(:timeout_s AS double precision))
-        ORDER BY updated_at LIMIT CAST(:batch AS integer) FOR UPDATE SKIP LOCKED))
-  AND status = 1
-RETURNING id, queue;
+-- code never ran. A row its worker holds locked right now is skipped: that worker is alive. :after_at
+-- (the last_at of the previous batch) starts the index scan where that batch ended: the entries of the
+-- rows it moved stay in ix_jobs_hot_fetched until vacuum, and stepping over them made the 51st batch of
+-- 1000 take 27 ms in the index instead of 0.2.
+WITH victims AS (
+    SELECT id, updated_at FROM jobs_hot
+    WHERE status = 1 AND updated_at < now() - make_interval(secs => CAST(:timeout_s AS double precision))
+      AND updated_at >= coalesce(CAST(:after_at AS timestamptz), '-infinity')
+    ORDER BY updated_at LIMIT CAST(:batch AS integer) FOR UPDATE SKIP LOCKED
+),
+moved AS (
+    UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = now()
+    WHERE id = ANY (ARRAY(SELECT id FROM victims)) AND status = 1
+    RETURNING id, queue
+)
+SELECT id, queue, (SELECT max(updated_at) FROM victims) AS last_at FROM moved;
 
 -- name: archive_zombies
 -- Phase 2, one batch: the :batch stalest processing rows whose heartbeat (or last update) is older than
@@ -482,13 +490,18 @@ shortest AS (
                  (SELECT min(zombie_timeout_seconds) FROM queues)) AS secs
 ),
 victims AS (
+    -- The timeouts come from subqueries, not joins: a join let the planner hash it and sort every expired
+    -- row to take the first :batch (100,000 zombies: 110-150 ms a batch); now the index scan feeds the
+    -- LIMIT in order and stops there.
     SELECT h.id FROM jobs_hot h
-    LEFT JOIN queues q ON q.name = h.queue
-    LEFT JOIN overrides o ON o.queue = h.queue
     WHERE h.status = 2
       AND coalesce(h.heartbeat_at, h.updated_at) < now() - make_interval(secs => (SELECT secs FROM shortest))
-      AND coalesce(h.heartbeat_at, h.updated_at)
-          < now() - make_interval(secs => coalesce(q.zombie_timeout_seconds, o.secs, CAST(:global_s AS double precision)))
+      -- Where the previous batch ended (see recover_abandoned).
+      AND coalesce(h.heartbeat_at, h.updated_at) >= coalesce(CAST(:after_at AS timestamptz), '-infinity')
+      AND coalesce(h.heartbeat_at, h.updated_at) < now() - make_interval(secs => coalesce(
+          (SELECT q.zombie_timeout_seconds FROM queues q WHERE q.name = h.queue),
+          (SELECT o.secs FROM overrides o WHERE o.queue = h.queue),
+          CAST(:global_s AS double precision)))
     ORDER BY coalesce(h.heartbeat_at, h.updated_at) LIMIT CAST(:batch AS integer)
     FOR UPDATE OF h SKIP LOCKED
 ),
@@ -507,7 +520,7 @@ moved AS (
 dead AS ({{dlq_insert_moved}}),
 counters AS ({{counters_failed}}),
 buckets AS ({{buckets_failed}})
-SELECT id, queue, worker_id FROM moved;
+SELECT id, queue, worker_id, coalesce(heartbeat_at, updated_at) AS last_at FROM moved;
 
 -- name: try_lease
 -- Takes or renews a named lease; returns a row only to the holder.
