@@ -7,7 +7,7 @@ SELECT 'PostgreSQL ' || current_setting('server_version') AS version;
 
 -- name: bench_reset
 -- Empties the job tables and everything a bench writes (a bench database is scratch by contract).
-TRUNCATE jobs_hot, jobs_archive, jobs_dlq, audit_log, events, metric_buckets;
+TRUNCATE jobs_hot, jobs_archive, jobs_dlq, audit_log, events, metric_buckets, plan_items, plans;
 DELETE FROM queues WHERE name LIKE 'bench.%';
 DELETE FROM stats_summary WHERE queue LIKE 'bench.%';
 

@@ -17,6 +17,8 @@ DELETE FROM jobs_dlq;
 DELETE FROM audit_log;
 DELETE FROM events;
 DELETE FROM metric_buckets;
+DELETE FROM plan_items;
+DELETE FROM plans;
 DELETE FROM queues WHERE name LIKE 'bench.%';
 DELETE FROM stats_summary WHERE queue LIKE 'bench.%';
 
