@@ -1170,11 +1170,14 @@ FROM ({{plan_items_json}}) i JOIN jobs_hot h ON h.id = i.id ORDER BY i.ord;
 
 -- name: plan_scan_dlq_filter
 -- On the plan's snapshot: the next :limit dead jobs matching a filter, newest failure first, after the
--- (failed_at, id) where the previous batch ended (:after_at/:after_id; NULL for the first batch).
+-- (failed_at, id) where the previous batch ended (:after_at/:after_id; NULL for the first batch). The
+-- bound on failed_at stands alone so the index scan starts at the cursor: under an OR every batch
+-- walked the index from the newest entry.
 SELECT d.id, d.failed_at AS key_at FROM jobs_dlq d
 WHERE {{dlq_where}}
+  AND d.failed_at <= coalesce(CAST(:after_at AS timestamptz), 'infinity')
   AND (CAST(:after_at AS timestamptz) IS NULL OR d.failed_at < CAST(:after_at AS timestamptz)
-       OR (d.failed_at = CAST(:after_at AS timestamptz) AND d.id > CAST(:after_id AS text)))
+       OR d.id > CAST(:after_id AS text))
 ORDER BY d.failed_at DESC, d.id LIMIT CAST(:limit AS integer);
 
 -- name: plan_scan_hot_filter
@@ -1182,6 +1185,7 @@ ORDER BY d.failed_at DESC, d.id LIMIT CAST(:limit AS integer);
 -- after the (created_at, id) where the previous batch ended.
 SELECT h.id, h.created_at AS key_at FROM jobs_hot h
 WHERE {{hot_where}} AND h.status IN (0, 1)
+  AND h.created_at >= coalesce(CAST(:after_at AS timestamptz), '-infinity')
   AND (CAST(:after_at AS timestamptz) IS NULL
        OR (h.created_at, h.id) > (CAST(:after_at AS timestamptz), CAST(:after_id AS text)))
 ORDER BY h.created_at, h.id LIMIT CAST(:limit AS integer);

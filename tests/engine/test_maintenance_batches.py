@@ -10,11 +10,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from crash.support import age, counts, fetched, processing, sql
+from crash.support import age, counts, enqueue, fetched, processing, sql
 from dbprobe import ago_expr, scalar
 
 from chokaq_ops.engine.rescue import Rescuer
-from chokaq_ops.models import Actor, DlqFilter, FailureReason
+from chokaq_ops.models import Actor, DlqFilter, FailureReason, HotFilter
 from chokaq_ops.settings import Settings
 from chokaq_ops.storage import Store
 from chokaq_ops.storage.worker_ops import Dead
@@ -264,3 +264,17 @@ def test_a_failed_freeze_leaves_no_plan_and_no_items(batched, observer):
         batched.create_plan("purge", actor=Actor("alice"), flt=DlqFilter())
     assert probe.seen == [(3, 0), (6, 0)]
     assert plan_rows(observer) == (0, 0)
+
+
+def test_freezing_batches_split_jobs_with_the_same_time_without_losing_or_repeating_one(batched, observer):
+    ids = dead(batched, 8, "d")
+    sql(batched, f"UPDATE jobs_dlq SET failed_at = {ago_expr(batched)}", 3600)
+    pending = enqueue(batched, 7, prefix="p")
+    sql(batched, f"UPDATE jobs_hot SET created_at = {ago_expr(batched)}", 60)
+    probe = BatchProbe(batched, "plan_add_items", lambda: plan_rows(observer))
+    purge = batched.create_plan("purge", actor=Actor("alice"), flt=DlqFilter())
+    cancel = batched.create_plan("cancel", actor=Actor("alice"), flt=HotFilter())
+    assert [n for n, _ in probe.seen] == [3, 6, 8, 11, 14, 15]
+    # Ties on the time are ordered by id, and each batch starts right after the last id of the one before.
+    assert [i["job_id"] for i in batched.plan_items(purge["id"])] == sorted(ids)
+    assert [i["job_id"] for i in batched.plan_items(cancel["id"])] == sorted(pending)
