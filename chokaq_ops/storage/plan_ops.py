@@ -88,27 +88,16 @@ class PlanOps(AdminOps):
             details["filter"] = filter_json(flt) if flt is not None else None
             details["max_jobs"] = max_jobs
             details["edited"] = sum(1 for i in items or () if _has_edit(i))
-
-            def seal(tx: Any) -> dict[str, Any]:
-                tx.run(
-                    "plan_create",
-                    id=plan_id,
-                    action=action,
-                    actor=actor.name,
-                    chunk_size=chunk_size,
-                    details=None,
-                )
-                return _decode(
-                    tx.run(
-                        "plan_seal",
-                        plan_id=plan_id,
-                        total=total,
-                        chunks=-(-total // chunk_size),
-                        details=details,
-                    )[0]
-                )
-
-            return self.transaction(seal)
+            chunks = -(-total // chunk_size)
+            seal = {"action": action, "actor": actor.name, "chunk_size": chunk_size, "chunks": chunks}
+            try:
+                plan = self.run("plan_create", id=plan_id, total=total, details=details, **seal)
+            except errors.Conflict:
+                # The id is new and random: only an attempt of ours whose reply was lost can hold it.
+                plan = self.run("plan_get", write=False, id=plan_id)
+                if not plan:
+                    raise
+            return _decode(plan[0])
         except BaseException:
             self._drop_unsealed(plan_id)
             raise
@@ -168,8 +157,10 @@ class PlanOps(AdminOps):
 
     def _drop_unsealed(self, plan_id: str) -> None:
         """The items a failed freeze wrote, in batches (best effort: they belong to no plan and nothing
-        reads them)."""
+        reads them). Never those of a plan that exists after all (its creation committed unseen)."""
         try:
+            if self.run("plan_get", write=False, id=plan_id):
+                return
             for _ in self.run_batches(
                 "plan_drop_items", count=lambda r: int(r[0]["n"]) if r else 0, plan_id=plan_id
             ):

@@ -1142,9 +1142,12 @@ FROM page p;
 -- ---------------------------------------------------------------- plans (chokaq_ops.storage.plan_ops)
 
 -- name: plan_create
-INSERT INTO plans (id, action, actor, chunk_size, details)
+-- A plan whose items are all frozen, with their totals (counted as the batches were written) and its
+-- preview (JSON): the row appears complete, so nothing ever sees a half-frozen plan.
+INSERT INTO plans (id, action, actor, chunk_size, total, chunks, details)
 VALUES (CAST(:id AS text), CAST(:action AS text), CAST(:actor AS text), CAST(:chunk_size AS integer),
-        CAST(:details AS text));
+        CAST(:total AS integer), CAST(:chunks AS integer), CAST(:details AS text))
+RETURNING *;
 
 -- fragment: plan_items_json
 -- A batch of plan items as JSON [{"ord", "id", "payload", "tags", "priority"}], ord being the place in the plan.
@@ -1239,13 +1242,6 @@ WHERE i.plan_id = CAST(:plan_id AS text) ORDER BY i.ord LIMIT CAST(:limit AS int
 SELECT h.id, h.queue, h.type, h.status, h.attempt_count, h.created_at, h.scheduled_at
 FROM plan_items i JOIN jobs_hot h ON h.id = i.job_id
 WHERE i.plan_id = CAST(:plan_id AS text) ORDER BY i.ord LIMIT CAST(:limit AS integer);
-
--- name: plan_seal
--- Totals of a freshly frozen plan (counted as its batches were written) and its preview (JSON).
-UPDATE plans SET total = CAST(:total AS integer), chunks = CAST(:chunks AS integer),
-                 details = CAST(:details AS text), updated_at = now()
-WHERE id = CAST(:plan_id AS text)
-RETURNING *;
 
 -- name: plan_get
 SELECT * FROM plans WHERE id = CAST(:id AS text);

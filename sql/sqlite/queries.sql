@@ -895,7 +895,11 @@ SELECT {{frame_common}}, p.status, p.heartbeat_at, p.scheduled_at {{hot_page}};
 -- ---------------------------------------------------------------- plans (chokaq_ops.storage.plan_ops)
 
 -- name: plan_create
-INSERT INTO plans (id, action, actor, chunk_size, details) VALUES (:id, :action, :actor, :chunk_size, :details);
+-- A plan whose items are all frozen, with their totals (counted as the batches were written) and its
+-- preview (JSON): the row appears complete, so nothing ever sees a half-frozen plan.
+INSERT INTO plans (id, action, actor, chunk_size, total, chunks, details)
+VALUES (:id, :action, :actor, :chunk_size, :total, :chunks, :details)
+RETURNING *;
 
 -- fragment: plan_items_json
 -- A batch of plan items as JSON [{"ord", "id", "payload", "tags", "priority"}], ord being the place in the plan.
@@ -983,12 +987,6 @@ WHERE i.plan_id = :plan_id ORDER BY i.ord LIMIT :limit;
 SELECT h.id, h.queue, h.type, h.status, h.attempt_count, h.created_at, h.scheduled_at
 FROM plan_items i JOIN jobs_hot h ON h.id = i.job_id
 WHERE i.plan_id = :plan_id ORDER BY i.ord LIMIT :limit;
-
--- name: plan_seal
--- Totals of a freshly frozen plan (counted as its batches were written) and its preview (JSON).
-UPDATE plans SET total = :total, chunks = :chunks, details = :details, updated_at = {{now}}
-WHERE id = :plan_id
-RETURNING *;
 
 -- name: plan_get
 SELECT * FROM plans WHERE id = :id;
