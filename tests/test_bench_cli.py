@@ -24,9 +24,11 @@ TINY = {
     "resurrect": ["--rows", "40", "--noise", "7", "--by", "both"],
     "sweep": ["--rows", "300", "--zombies", "12", "--abandoned", "5", "--live", "10"],
     "claim": ["--rows", "400", "--batch", "5", "--claims", "6", "--queues", "3"],
+    "maintenance": ["--rows", "60", "--keep", "5", "--jobs", "4", "--every", "2"],
 }
 EXTRA = {  # other paths through the same benches
     "claim": [["--queue-filter"], ["--max-workers", "1000"]],
+    "maintenance": [["--work", "freeze"], ["--work", "sweep"]],
 }
 MACHINE_KEYS = {"cpu_count", "platform", "cpu_model"}
 
@@ -126,3 +128,14 @@ def test_bench_rejects_bad_flags(capsys: pytest.CaptureFixture[str]) -> None:
         main(["bench", "purge-archive", "--rows", "0"])
     assert exc.value.code == 2
     assert "--rows" in capsys.readouterr().err
+
+
+def test_maintenance_bench_reports_heartbeat_latency_against_the_interval(
+    db_url: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CHOKAQ_STORAGE__CLEANUP_BATCH_SIZE", "7")  # 60 rows: 9 batches of each kind
+    assert main(["bench", "maintenance", "--db", db_url, "--repeat", "1", *TINY["maintenance"]]) == 0
+    run, summary = _lines(capsys)
+    assert run["heartbeats"] >= 1 and 0 < run["p50_ms"] <= run["p99_ms"] <= run["max_ms"]
+    assert run["heartbeat_interval_ms"] == 8000 and isinstance(run["p99_under_interval"], bool)
+    assert (run["batch_size"], run["batches"]) == (7, 18) and summary["p99_ms"] == run["p99_ms"]

@@ -29,6 +29,7 @@ BENCHES: dict[str, str] = {
     "purge-dlq": "chokaq_ops.bench.purge_dlq",
     "resurrect": "chokaq_ops.bench.resurrect",
     "sweep": "chokaq_ops.bench.sweep",
+    "maintenance": "chokaq_ops.bench.maintenance",
     "claim": "chokaq_ops.bench.claim",
     "throughput": "chokaq_ops.bench.throughput",
     "api": "chokaq_ops.bench.api",

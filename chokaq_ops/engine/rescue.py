@@ -24,7 +24,6 @@ import socket
 import threading
 import time
 from collections.abc import Sequence
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from chokaq_ops import errors
@@ -51,7 +50,7 @@ EVENT_MAX_IDS = 1000  # an event row feeds a live stream: a sweep of 100k zombie
 PROBE_INTERVAL_S = 1.0
 PROBE_SLOW_S = 2.0
 PROBE_MAX_GAP_S = 3.0
-# Phase 2 runs only if the server runs its statement within this many seconds of deciding to.
+# A phase-2 batch moves only if the server runs it within this many seconds of the sweep deciding to.
 ZOMBIE_DECISION_MAX_LAG_S = 5.0
 
 
@@ -217,12 +216,11 @@ class Rescuer:
         return False
 
     def _archive_zombies(self) -> list[dict[str, Any]]:
-        decided = self.store.now()
         return self.store.archive_zombies(
             self.settings.recovery.processing_zombie_timeout,
             self.queue_overrides(),
             ZOMBIE_FINGERPRINT,
-            not_after=decided + timedelta(seconds=ZOMBIE_DECISION_MAX_LAG_S),
+            within=ZOMBIE_DECISION_MAX_LAG_S,
         )
 
     def queue_overrides(self) -> dict[str, float]:

@@ -5,7 +5,9 @@
 - DLQ rows failed before now - `Retention.Dlq`, only when that is configured (never by default: a dead job
   waits for a human), deleted by the batched DLQ purge and audited the same way;
 - metric buckets older than `Retention.MetricBuckets` (7 days) and events older than `Retention.Events`
-  (7 days: the events table is the live stream's outbox, and a reader reconnects within minutes).
+  (7 days: the events table is the live stream's outbox, and a reader reconnects within minutes), also
+  in `Storage.CleanupBatchSize` transactions, so on SQLite a worker's heartbeat gets the writer lock
+  between two batches however much there is to prune.
 
 Cutoffs come from the database clock. Each part runs on its own: one failing does not stop the others.
 A database lease ("retention") lets one of many hosting processes do the work per interval.
@@ -47,13 +49,17 @@ class Retention:
 
     def run(self, force: bool = False) -> dict[str, Any]:
         """One retention pass. Returns what it did: `skipped` (another process holds the lease),
-        `archive_purged`, `dlq_purged`, `batches`, `pruned` and `errors`. Never raises."""
+        `archive_purged`, `dlq_purged`, `batches` (their committed transactions), `pruned`,
+        `buckets_pruned`, `events_pruned`, `prune_batches` and `errors`. Never raises."""
         result: dict[str, Any] = {
             "skipped": False,
             "archive_purged": 0,
             "dlq_purged": 0,
             "batches": 0,
             "pruned": False,
+            "buckets_pruned": 0,
+            "events_pruned": 0,
+            "prune_batches": 0,
             "errors": [],
         }
         try:
@@ -111,5 +117,8 @@ class Retention:
 
     def _prune(self, result: dict[str, Any]) -> None:
         r = self.settings.retention
-        self.store.prune(buckets_older_than_s=r.metric_buckets, events_older_than_s=r.events)
+        done = self.store.prune(buckets_older_than_s=r.metric_buckets, events_older_than_s=r.events)
         result["pruned"] = True
+        result["buckets_pruned"] = done["buckets"]
+        result["events_pruned"] = done["events"]
+        result["prune_batches"] = done["batches"]

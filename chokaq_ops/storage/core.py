@@ -21,6 +21,10 @@ from chokaq_ops.storage.pool import Pool
 log = logging.getLogger("chokaq.storage")
 T = TypeVar("T")
 
+# Bounds of the pause between maintenance batches on SQLite (StoreCore._let_writers_in), in seconds.
+MIN_WRITER_GAP = 0.002
+MAX_WRITER_GAP = 0.05
+
 
 class Tx:
     """One open transaction; `run` executes a named query inside it."""
@@ -183,6 +187,66 @@ class StoreCore:
             grace = self.dialect.abort_grace(bound == self.command_timeout)
             with deadline.watch(bound + grace, abort, f"{self.dialect.name} call"):
                 return fn(conn)
+
+    @contextmanager
+    def snapshot(self, start: str) -> Iterator[Tx]:
+        """A read-only transaction on a connection of its own (outside the pool, so a pool of one cannot
+        deadlock) whose every read sees the database as of `start`, the named query run first: a
+        repeatable-read snapshot on PostgreSQL, a WAL read transaction on SQLite. Writers go on
+        meanwhile (on SQLite the WAL cannot be checkpointed past it until it ends)."""
+        conn = self.dialect.connect()
+        try:
+            self.dialect.begin(conn, False)
+            tx = Tx(self, conn)
+            tx.run(start)
+            yield tx
+        except Exception as exc:
+            if not self.dialect.is_db_error(exc):
+                raise
+            if self.dialect.is_transient(exc):
+                raise errors.TransientStorageError(f"{self.dialect.name}: {exc}") from exc
+            raise self._translate(exc) from exc
+        finally:
+            with contextlib.suppress(Exception):
+                self.dialect.rollback(conn)
+            with contextlib.suppress(Exception):
+                conn.close()
+
+    def run_batches(
+        self,
+        name: str,
+        /,
+        *,
+        count: Callable[[list[dict[str, Any]]], int] = len,
+        cursor: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None,
+        **params: Any,
+    ) -> Iterator[list[dict[str, Any]]]:
+        """Run the maintenance query `name`, which acts on at most `:batch` rows, again and again, each
+        batch in its own transaction of at most CleanupBatchSize rows, until one acts on fewer (as
+        `count(rows)` tells). `cursor(rows)` gives the parameters that tell the next batch where this one
+        ended. Yields each batch's rows once it is committed; a transient failure retries only the
+        failing batch, so committed ones are never repeated."""
+        batch = self.cleanup_batch_size
+        while True:
+            started = time.monotonic()
+            rows = self.run(name, batch=batch, **params)
+            yield rows
+            if count(rows) < batch:
+                return
+            if cursor is not None:
+                params |= cursor(rows)
+            self._let_writers_in(time.monotonic() - started)
+
+    def _let_writers_in(self, held_s: float) -> None:
+        """Pause between maintenance batches on SQLite, whose one writer lock a batch holds throughout.
+
+        A waiting writer (a worker's heartbeat) sleeps in SQLite's busy handler and retries after 1, 2,
+        5 ... up to 100 ms; a loop that takes the lock again at once would find it free only between two
+        statements and starve that writer. Leaving the lock free for as long as the batch held it (within
+        MIN/MAX_WRITER_GAP) gives a waiter an even chance at each retry and costs the sweep at most half
+        its speed. PostgreSQL locks rows, not the database: no pause."""
+        if self.dialect.name == "sqlite":
+            time.sleep(min(max(held_s, MIN_WRITER_GAP), MAX_WRITER_GAP))
 
     def thread_retries(self) -> int:
         """Transient retries taken so far by the calling thread: a call during which this changed may have

@@ -10,7 +10,9 @@ even one that has re-entered the dead-letter queue since. Every audit row carrie
 from __future__ import annotations
 
 import json
+import logging
 import secrets
+import time
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -21,10 +23,11 @@ from chokaq_ops.models import Actor, DlqFilter, FailureReason, HotFilter, Status
 from chokaq_ops.storage.admin_ops import CANCELLED_FINGERPRINT, AdminOps, _actor, filter_json, resurrected
 from chokaq_ops.storage.worker_ops import report_twins
 
+log = logging.getLogger("chokaq.plans")
+
 ACTIONS = ("resurrect", "purge", "cancel")
 PLAN_CHUNK = 1000  # the seeds' rule for bulk moves: at most 1000 jobs per transaction
 SAMPLE_SIZE = 10
-_ID_BATCH = 5000  # ids frozen per statement when a plan is built from a list
 MAX_PLAN_JOBS = 10_000_000
 # Where a resurrected job can be now (plan_outcomes), in the order a report lists them.
 OUTCOME_STATES = ("waiting", "retrying", "running", "succeeded", "failed", "gone")
@@ -79,51 +82,92 @@ class PlanOps(AdminOps):
             raise errors.ValidationError(f"a {action} plan takes a {want}", field="filter")
         items = self._plan_items(ids, edits or {}, max_jobs) if ids is not None else None
         plan_id = new_plan_id()
-        filter_details = filter_json(flt) if flt is not None else None
-
-        def build(tx: Any) -> dict[str, Any]:
-            tx.run(
-                "plan_create",
-                id=plan_id,
-                action=action,
-                actor=actor.name,
-                chunk_size=chunk_size,
-                details=None,
-            )
-            common = {"plan_id": plan_id, "chunk_size": chunk_size}
-            if items is not None:
-                base = 0
-                for start in range(0, len(items), _ID_BATCH):
-                    rows = tx.run(
-                        "plan_add_hot_ids" if hot else "plan_add_dlq_ids",
-                        items=items[start : start + _ID_BATCH],
-                        base=base,
-                        **common,
-                    )
-                    base += int(rows[0]["n"])
-            elif hot:
-                tx.run(
-                    "plan_add_hot_filter",
-                    base=0,
-                    limit=max_jobs or MAX_PLAN_JOBS,
-                    **self._hot_params(flt),
-                    **common,
-                )  # type: ignore[arg-type]
-            else:
-                tx.run(
-                    "plan_add_dlq_filter",
-                    base=0,
-                    limit=max_jobs or MAX_PLAN_JOBS,
-                    **self.dlq_filter_params(flt),
-                    **common,
-                )  # type: ignore[arg-type]
-            details = self._preview(tx, plan_id, hot)
-            details["filter"] = filter_details
+        params = (self._hot_params(flt) if hot else self.dlq_filter_params(flt)) if flt is not None else {}
+        try:
+            total = self._freeze(plan_id, hot, chunk_size, items, params, max_jobs or MAX_PLAN_JOBS)
+            details = self.transaction(lambda tx: self._preview(tx, plan_id, hot), write=False)
+            details["filter"] = filter_json(flt) if flt is not None else None
             details["max_jobs"] = max_jobs
             details["edited"] = sum(1 for i in items or () if _has_edit(i))
-            return _decode(tx.run("plan_seal", plan_id=plan_id, details=details)[0])
+            chunks = -(-total // chunk_size)
+            seal = {"action": action, "actor": actor.name, "chunk_size": chunk_size, "chunks": chunks}
+            try:
+                plan = self.run("plan_create", id=plan_id, total=total, details=details, **seal)
+            except errors.Conflict:
+                # The id is new and random: only an attempt of ours whose reply was lost can hold it.
+                plan = self.run("plan_get", write=False, id=plan_id)
+                if not plan:
+                    raise
+            return _decode(plan[0])
+        except BaseException:
+            self._drop_unsealed(plan_id)
+            raise
 
-        return self.transaction(build)
+    def _freeze(
+        self,
+        plan_id: str,
+        hot: bool,
+        chunk_size: int,
+        items: list[dict[str, Any]] | None,
+        params: dict[str, Any],
+        limit: int,
+    ) -> int:
+        """Write the plan's items in CleanupBatchSize transactions, all read from one snapshot taken as
+        freezing begins, so the set is exactly what matched at that instant however long the writing
+        takes (docs/storage-contract.md, "Plans"). Returns how many were frozen. The plan row does not
+        exist yet: nothing can see, approve or run a plan half frozen."""
+        batch = self.cleanup_batch_size
+        frozen = seen = 0
+        after: dict[str, Any] = {"after_at": None, "after_id": None}
+        with self.snapshot("plan_snapshot") as snap:
+            for start in range(0, len(items) if items is not None else limit, batch):
+                started = time.monotonic()
+                if items is not None:
+                    found = snap.run(
+                        "plan_scan_hot_ids" if hot else "plan_scan_dlq_ids",
+                        items=items[start : start + batch],
+                    )
+                else:
+                    want = min(batch, limit - seen)
+                    found = snap.run(
+                        "plan_scan_hot_filter" if hot else "plan_scan_dlq_filter",
+                        limit=want,
+                        **after,
+                        **params,
+                    )
+                    if found:
+                        after = {"after_at": found[-1]["key_at"], "after_id": found[-1]["id"]}
+                rows = [
+                    {
+                        "ord": seen + n,
+                        "id": r["id"],
+                        "payload": r.get("payload"),
+                        "tags": r.get("tags"),
+                        "priority": r.get("priority"),
+                    }
+                    for n, r in enumerate(found)
+                ]
+                seen += len(rows)
+                if rows:
+                    written = self.run("plan_add_items", plan_id=plan_id, chunk_size=chunk_size, items=rows)
+                    frozen += int(written[0]["n"])
+                if items is None and len(found) < want:
+                    break
+                self._let_writers_in(time.monotonic() - started)
+        return frozen
+
+    def _drop_unsealed(self, plan_id: str) -> None:
+        """The items a failed freeze wrote, in batches (best effort: they belong to no plan and nothing
+        reads them). Never those of a plan that exists after all (its creation committed unseen)."""
+        try:
+            if self.run("plan_get", write=False, id=plan_id):
+                return
+            for _ in self.run_batches(
+                "plan_drop_items", count=lambda r: int(r[0]["n"]) if r else 0, plan_id=plan_id
+            ):
+                pass
+        except Exception as exc:
+            log.error("plan %s: could not remove the items of a failed freeze: %s", plan_id, exc)
 
     def _plan_items(
         self, ids: Sequence[str], edits: Mapping[str, Mapping[str, Any]], max_jobs: int | None

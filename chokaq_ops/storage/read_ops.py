@@ -364,6 +364,26 @@ class ReadOps(AdminOps):
     def last_event_id(self) -> int:
         return int(self.run("last_event_id", write=False)[0]["id"])
 
-    def prune(self, *, buckets_older_than_s: float, events_older_than_s: float) -> None:
-        self.run("prune_buckets", older_than_s=float(buckets_older_than_s))
-        self.run("prune_events", older_than_s=float(events_older_than_s))
+    def prune(self, *, buckets_older_than_s: float, events_older_than_s: float) -> dict[str, int]:
+        """Delete metric buckets and events older than their retention, in CleanupBatchSize transactions.
+        Returns how many of each went and the number of batches."""
+        done = {"buckets": 0, "events": 0, "batches": 0}
+        for key, query, age in (
+            ("buckets", "prune_buckets", buckets_older_than_s),
+            ("events", "prune_events", events_older_than_s),
+        ):
+            batches = self.run_batches(
+                query, count=_deleted, cursor=_after, older_than_s=float(age), after_at=None
+            )
+            for rows in batches:
+                done[key] += _deleted(rows)
+                done["batches"] += 1
+        return done
+
+
+def _deleted(rows: list[dict[str, Any]]) -> int:
+    return int(rows[0]["n"]) if rows else 0
+
+
+def _after(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"after_at": rows[0]["last_at"]}

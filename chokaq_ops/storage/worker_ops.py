@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import timedelta
 from typing import Any
 
 from chokaq_ops import errors, ids, validation
@@ -390,27 +390,41 @@ class WorkerOps(StoreCore):
     # ------------------------------------------------------------------ rescue
 
     def recover_abandoned(self, timeout_s: float) -> list[dict[str, Any]]:
-        return self.run("recover_abandoned", timeout_s=float(timeout_s))
+        """Fetched jobs untouched for `timeout_s` -> pending, oldest first, in CleanupBatchSize
+        transactions."""
+        batches = self.run_batches(
+            "recover_abandoned", cursor=_resume, timeout_s=float(timeout_s), after_at=None
+        )
+        return [_moved(r) for rows in batches for r in rows]
 
     def archive_zombies(
         self,
         global_timeout_s: float,
         overrides: Mapping[str, float] | None = None,
         fingerprint: str | None = None,
-        not_after: datetime | None = None,
+        within: float | None = None,
     ) -> list[dict[str, Any]]:
         """Processing jobs with an expired heartbeat -> DLQ as Zombie. Timeout per job: the queue row's
-        zombie_timeout_seconds, else `overrides[queue]` (configuration), else `global_timeout_s`. With
-        `not_after` (database time) nothing moves if the server runs the statement only later: a server
-        paused after the sweep decided must not judge heartbeats it kept workers from writing."""
-        rows = self.run(
+        zombie_timeout_seconds, else `overrides[queue]` (configuration), else `global_timeout_s`.
+        Stalest first, in CleanupBatchSize transactions: a crash between batches leaves each job wholly
+        moved or wholly hot. With `within` (seconds), each batch moves only if the server runs it within
+        that long of the database time read just before it: a server paused after the sweep decided
+        must not judge heartbeats it kept workers from writing (such a batch moves nothing, and the loop
+        ends)."""
+
+        def decided() -> dict[str, Any]:
+            return {"not_after": None if within is None else self.now() + timedelta(seconds=within)}
+
+        batches = self.run_batches(
             "archive_zombies",
+            cursor=lambda rows: _resume(rows) | decided(),
             global_s=float(global_timeout_s),
             overrides={k: float(v) for k, v in (overrides or {}).items()},
             fingerprint=fingerprint,
-            not_after=not_after,
+            after_at=None,
+            **decided(),
         )
-        return report_twins("archive_zombies", rows)
+        return report_twins("archive_zombies", [_moved(r) for rows in batches for r in rows])
 
     def try_lease(self, name: str, holder: str, ttl_s: float) -> bool:
         """Take or renew a named lease on the database clock; True when `holder` has it."""
@@ -447,3 +461,13 @@ def _claimed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         r["status"] = "processing" if int(r["status"]) == 2 else "fetched"
     rows.sort(key=lambda r: (-r["priority"], r["due_at"], r["id"]))
     return rows
+
+
+def _resume(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Where a rescue batch ended (PostgreSQL reports it as `last_at`; SQLite needs no cursor)."""
+    return {"after_at": max((r["last_at"] for r in rows if r.get("last_at") is not None), default=None)}
+
+
+def _moved(row: dict[str, Any]) -> dict[str, Any]:
+    row.pop("last_at", None)
+    return row

@@ -7,13 +7,13 @@ SELECT 'PostgreSQL ' || current_setting('server_version') AS version;
 
 -- name: bench_reset
 -- Empties the job tables and everything a bench writes (a bench database is scratch by contract).
-TRUNCATE jobs_hot, jobs_archive, jobs_dlq, audit_log, events, metric_buckets;
+TRUNCATE jobs_hot, jobs_archive, jobs_dlq, audit_log, events, metric_buckets, plan_items, plans;
 DELETE FROM queues WHERE name LIKE 'bench.%';
 DELETE FROM stats_summary WHERE queue LIKE 'bench.%';
 
 -- name: bench_vacuum
 -- Fresh statistics and visibility map after a bulk seed, as autovacuum would leave a settled table.
-VACUUM ANALYZE jobs_hot, jobs_archive, jobs_dlq, audit_log, stats_summary, queues;
+VACUUM ANALYZE jobs_hot, jobs_archive, jobs_dlq, audit_log, stats_summary, queues, events, metric_buckets;
 
 -- name: bench_queues
 -- The control and counter rows the seeded queues would have after their jobs were enqueued.
@@ -113,6 +113,28 @@ CROSS JOIN LATERAL (
                                 + CAST(:processing AS integer) THEN 'processing'
                       ELSE 'pending' END AS kind) k
 ) x;
+
+-- name: bench_seed_telemetry
+-- :rows metric buckets and :rows events from before :days_ago days ago (what retention prunes), then
+-- :keep of each from the last hours (what it must leave). Buckets cover 16 queues a minute apart, events
+-- one a second, both in time order as the store appends them.
+INSERT INTO metric_buckets (bucket_start, queue, outcome, failure_reason, completed_count, duration_count,
+                            total_duration_ms, max_duration_ms)
+SELECT CASE WHEN g < CAST(:rows AS integer)
+            THEN now() - make_interval(days => CAST(:days_ago AS integer),
+                                       mins => (CAST(:rows AS integer) - g) / 16)
+            ELSE now() - make_interval(mins => (CAST(:rows AS integer) + CAST(:keep AS integer) - g) / 16) END,
+       'bench.q' || (g % 16), 0, 0, 5, 5, 1250.0, 400.0
+FROM generate_series(0, CAST(:rows AS integer) + CAST(:keep AS integer) - 1) AS g;
+INSERT INTO events (at, kind, message, data)
+SELECT CASE WHEN g < CAST(:rows AS integer)
+            THEN now() - make_interval(days => CAST(:days_ago AS integer), secs => CAST(:rows AS integer) - g)
+            ELSE now() - make_interval(secs => CAST(:rows AS integer) + CAST(:keep AS integer) - g) END,
+       'bench', 'bench event ' || g, '{"n":' || g || '}'
+FROM generate_series(0, CAST(:rows AS integer) + CAST(:keep AS integer) - 1) AS g;
+
+-- name: bench_count_telemetry
+SELECT (SELECT count(*) FROM metric_buckets) AS buckets, (SELECT count(*) FROM events) AS events;
 
 -- name: bench_rearm_sweep
 -- Puts the sweep's victims back for the next run: zombies return from the DLQ to hot with a stale

@@ -17,6 +17,8 @@ DELETE FROM jobs_dlq;
 DELETE FROM audit_log;
 DELETE FROM events;
 DELETE FROM metric_buckets;
+DELETE FROM plan_items;
+DELETE FROM plans;
 DELETE FROM queues WHERE name LIKE 'bench.%';
 DELETE FROM stats_summary WHERE queue LIKE 'bench.%';
 
@@ -123,6 +125,27 @@ SELECT 'bench-h-' || printf('%010d', g), 'bench.q' || (g % :queues), 'bench.type
             ELSE strftime({{ts}}, t) END,
        'bench'
 FROM x;
+
+-- name: bench_seed_telemetry
+-- :rows metric buckets and :rows events from before :days_ago days ago (what retention prunes), then
+-- :keep of each from the last hours (what it must leave). Buckets cover 16 queues a minute apart, events
+-- one a second, both in time order as the store appends them.
+INSERT INTO metric_buckets (bucket_start, queue, outcome, failure_reason, completed_count, duration_count,
+                            total_duration_ms, max_duration_ms)
+WITH RECURSIVE s(g) AS (SELECT 0 UNION ALL SELECT g + 1 FROM s WHERE g + 1 < :rows + :keep)
+SELECT strftime({{ts}}, CASE WHEN g < :rows THEN julianday('now') - :days_ago - (:rows - g) / 16 / 1440.0
+                             ELSE julianday('now') - (:rows + :keep - g) / 16 / 1440.0 END),
+       'bench.q' || (g % 16), 0, 0, 5, 5, 1250.0, 400.0
+FROM s;
+INSERT INTO events (at, kind, message, data)
+WITH RECURSIVE s(g) AS (SELECT 0 UNION ALL SELECT g + 1 FROM s WHERE g + 1 < :rows + :keep)
+SELECT strftime({{ts}}, CASE WHEN g < :rows THEN julianday('now') - :days_ago - (:rows - g) / 86400.0
+                             ELSE julianday('now') - (:rows + :keep - g) / 86400.0 END),
+       'bench', 'bench event ' || g, '{"n":' || g || '}'
+FROM s;
+
+-- name: bench_count_telemetry
+SELECT (SELECT count(*) FROM metric_buckets) AS buckets, (SELECT count(*) FROM events) AS events;
 
 -- name: bench_rearm_sweep
 -- Puts the sweep's victims back for the next run: zombies return from the DLQ to hot with a stale

@@ -516,12 +516,16 @@ SELECT s.id, s.queue, h.scheduled_at FROM staged s JOIN jobs_hot h ON h.id = s.i
 -- ---------------------------------------------------------------- rescue
 
 -- name: recover_abandoned
+-- One batch of phase 1: the :batch oldest fetched rows untouched for :timeout_s go back to pending.
 UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = {{now}}
-WHERE status = 1 AND updated_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :timeout_s || ' seconds')
+WHERE id IN (SELECT id FROM jobs_hot
+             WHERE status = 1 AND updated_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :timeout_s || ' seconds')
+             ORDER BY updated_at LIMIT :batch)
 RETURNING id, queue;
 
 -- name: archive_zombies
--- Timeout: queue row, else the configured per-queue value (:overrides, {"queue": seconds}), else :global_s.
+-- One batch of phase 2: the :batch stalest expired processing rows (the sweep calls it until a batch
+-- comes back short). Timeout: queue row, else the configured per-queue value (:overrides, {"queue": seconds}), else :global_s.
 {{staging}};
 DELETE FROM staged;
 INSERT INTO staged (id, queue, key, reason, fingerprint, num, error)
@@ -546,7 +550,8 @@ WHERE h.status = 2
       '-' || coalesce(q.zombie_timeout_seconds, (SELECT o.value FROM json_each(:overrides) o WHERE o.key = h.queue),
                       :global_s) || ' seconds')
   -- :not_after: the sweep's decision expires (a process paused after it decided runs this too late).
-  AND (:not_after IS NULL OR {{now}} <= :not_after);
+  AND (:not_after IS NULL OR {{now}} <= :not_after)
+ORDER BY coalesce(h.heartbeat_at, h.updated_at) LIMIT :batch;
 {{staged_displace_twins}};
 {{staged_to_dlq}};
 {{staged_counters_failed}};
@@ -919,10 +924,22 @@ SELECT coalesce(sum(CASE WHEN bucket_start >= strftime('%Y-%m-%d %H:%M:%f', 'now
 FROM metric_buckets WHERE bucket_start >= strftime('%Y-%m-%d %H:%M:%f', 'now', '-300 seconds');
 
 -- name: prune_buckets
-DELETE FROM metric_buckets WHERE bucket_start < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :older_than_s || ' seconds');
+-- One batch of retention: the :batch oldest buckets older than :older_than_s, found through the primary
+-- key (bucket_start leads it); the store repeats it until a batch comes back short. SQLite removes index
+-- entries with their rows, so every batch starts its scan at the first live entry: no :after_at cursor
+-- is needed (last_at stays NULL).
+DELETE FROM metric_buckets WHERE rowid IN (
+    SELECT rowid FROM metric_buckets
+    WHERE bucket_start < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :older_than_s || ' seconds')
+    ORDER BY bucket_start LIMIT :batch);
+SELECT changes() AS n, NULL AS last_at;
 
 -- name: prune_events
-DELETE FROM events WHERE at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :older_than_s || ' seconds');
+-- One batch: the :batch oldest events older than :older_than_s, through ix_events_at.
+DELETE FROM events WHERE id IN (
+    SELECT id FROM events WHERE at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :older_than_s || ' seconds')
+    ORDER BY at LIMIT :batch);
+SELECT changes() AS n, NULL AS last_at;
 
 -- name: list_audit
 SELECT id, at, actor, action, job_id, plan_id, count, details FROM audit_log
@@ -1041,52 +1058,66 @@ SELECT {{frame_common}}, p.status, p.heartbeat_at, p.scheduled_at {{hot_page}};
 -- ---------------------------------------------------------------- plans (chokaq_ops.storage.plan_ops)
 
 -- name: plan_create
-INSERT INTO plans (id, action, actor, chunk_size, details) VALUES (:id, :action, :actor, :chunk_size, :details);
+-- A plan whose items are all frozen, with their totals (counted as the batches were written) and its
+-- preview (JSON): the row appears complete, so nothing ever sees a half-frozen plan.
+INSERT INTO plans (id, action, actor, chunk_size, total, chunks, details)
+VALUES (:id, :action, :actor, :chunk_size, :total, :chunks, :details)
+RETURNING *;
 
--- fragment: plan_insert_found
-INSERT INTO plan_items (plan_id, job_id, chunk, ord, payload, tags, priority)
-SELECT :plan_id, f.id, (:base + f.n - 1) / :chunk_size, :base + f.n - 1, f.payload, f.tags, f.priority
-FROM found f WHERE true ON CONFLICT DO NOTHING
-
--- fragment: plan_found_ids
-SELECT json_extract(j.value, '$.id') AS id, json_extract(j.value, '$.payload') AS payload,
-       json_extract(j.value, '$.tags') AS tags, json_extract(j.value, '$.priority') AS priority,
-       row_number() OVER (ORDER BY json_extract(j.value, '$.ord')) AS n
+-- fragment: plan_items_json
+-- A batch of plan items as JSON [{"ord", "id", "payload", "tags", "priority"}], ord being the place in the plan.
+SELECT CAST(json_extract(j.value, '$.ord') AS INTEGER) AS ord, json_extract(j.value, '$.id') AS id,
+       json_extract(j.value, '$.payload') AS payload, json_extract(j.value, '$.tags') AS tags,
+       json_extract(j.value, '$.priority') AS priority
 FROM json_each(:items) j
 
--- name: plan_add_dlq_ids
--- Freezes the given ids that are in the DLQ now, in the given order, as items :base.. of a plan (with
--- the per-job payload/tags/priority a resurrect plan replaces).
-WITH found AS ({{plan_found_ids}} JOIN jobs_dlq d ON d.id = json_extract(j.value, '$.id'))
-{{plan_insert_found}};
+-- name: plan_snapshot
+-- Starts the read snapshot a plan is frozen from (run first in the freezing reader's transaction).
+SELECT count(*) AS n FROM sqlite_master;
+
+-- name: plan_scan_dlq_ids
+-- On the plan's snapshot: the given ids that are dead jobs, in the given order, with the per-job
+-- payload/tags/priority a resurrect plan replaces.
+SELECT i.ord, i.id, i.payload, i.tags, i.priority
+FROM ({{plan_items_json}}) i JOIN jobs_dlq d ON d.id = i.id ORDER BY i.ord;
+
+-- name: plan_scan_hot_ids
+-- On the plan's snapshot: the given ids that are hot jobs (a cancel plan; running ones are skipped when
+-- it executes), in the given order.
+SELECT i.ord, i.id, i.payload, i.tags, i.priority
+FROM ({{plan_items_json}}) i JOIN jobs_hot h ON h.id = i.id ORDER BY i.ord;
+
+-- name: plan_scan_dlq_filter
+-- On the plan's snapshot: the next :limit dead jobs matching a filter, newest failure first, after the
+-- (failed_at, id) where the previous batch ended (:after_at/:after_id; NULL for the first batch). The
+-- bound on failed_at stands alone so the index scan starts at the cursor: under an OR every batch
+-- walked the index from the newest entry (1M jobs: 250 ms a batch and rising).
+SELECT d.id, d.failed_at AS key_at FROM jobs_dlq d
+WHERE {{dlq_where}}
+  AND d.failed_at <= coalesce(:after_at, '9999-12-31')
+  AND (:after_at IS NULL OR d.failed_at < :after_at OR d.id > :after_id)
+ORDER BY d.failed_at DESC, d.id LIMIT :limit;
+
+-- name: plan_scan_hot_filter
+-- On the plan's snapshot: the next :limit pending or fetched hot jobs matching a filter, oldest first,
+-- after the (created_at, id) where the previous batch ended.
+SELECT h.id, h.created_at AS key_at FROM jobs_hot h
+WHERE {{hot_where}} AND h.status IN (0, 1)
+  AND h.created_at >= coalesce(:after_at, '')
+  AND (:after_at IS NULL OR h.created_at > :after_at OR h.id > :after_id)
+ORDER BY h.created_at, h.id LIMIT :limit;
+
+-- name: plan_add_items
+-- Writes one batch of frozen items (read on the snapshot); an item's chunk follows from its ord.
+INSERT INTO plan_items (plan_id, job_id, chunk, ord, payload, tags, priority)
+SELECT :plan_id, i.id, i.ord / :chunk_size, i.ord, i.payload, i.tags, i.priority
+FROM ({{plan_items_json}}) i WHERE true ON CONFLICT DO NOTHING;
 SELECT changes() AS n;
 
--- name: plan_add_hot_ids
--- Freezes the given ids that are hot jobs now (a cancel plan; running ones are skipped when it executes).
-WITH found AS ({{plan_found_ids}} JOIN jobs_hot h ON h.id = json_extract(j.value, '$.id'))
-{{plan_insert_found}};
-SELECT changes() AS n;
-
--- name: plan_add_dlq_filter
--- Freezes every dead job matching a filter (newest failure first, at most :limit) in one statement.
-WITH found AS (
-    SELECT d.id, NULL AS payload, NULL AS tags, NULL AS priority,
-           row_number() OVER (ORDER BY d.failed_at DESC, d.id) AS n
-    FROM jobs_dlq d WHERE {{dlq_where}}
-    ORDER BY d.failed_at DESC, d.id LIMIT :limit
-)
-{{plan_insert_found}};
-SELECT changes() AS n;
-
--- name: plan_add_hot_filter
--- Freezes the pending and fetched hot jobs matching a filter (oldest first, at most :limit).
-WITH found AS (
-    SELECT h.id, NULL AS payload, NULL AS tags, NULL AS priority,
-           row_number() OVER (ORDER BY h.created_at, h.id) AS n
-    FROM jobs_hot h WHERE {{hot_where}} AND h.status IN (0, 1)
-    ORDER BY h.created_at, h.id LIMIT :limit
-)
-{{plan_insert_found}};
+-- name: plan_drop_items
+-- One batch of the items of a plan whose freezing failed before the plan was sealed.
+DELETE FROM plan_items WHERE plan_id = :plan_id
+  AND job_id IN (SELECT job_id FROM plan_items WHERE plan_id = :plan_id LIMIT :batch);
 SELECT changes() AS n;
 
 -- name: plan_breakdown_dlq
@@ -1119,14 +1150,6 @@ WHERE i.plan_id = :plan_id ORDER BY i.ord LIMIT :limit;
 SELECT h.id, h.queue, h.type, h.status, h.attempt_count, h.created_at, h.scheduled_at
 FROM plan_items i JOIN jobs_hot h ON h.id = i.job_id
 WHERE i.plan_id = :plan_id ORDER BY i.ord LIMIT :limit;
-
--- name: plan_seal
--- Totals of a freshly frozen plan and its preview (breakdown and sample, JSON).
-UPDATE plans SET total = (SELECT count(*) FROM plan_items WHERE plan_id = :plan_id),
-                 chunks = (SELECT coalesce(max(chunk) + 1, 0) FROM plan_items WHERE plan_id = :plan_id),
-                 details = :details, updated_at = {{now}}
-WHERE id = :plan_id
-RETURNING *;
 
 -- name: plan_get
 SELECT * FROM plans WHERE id = :id;
