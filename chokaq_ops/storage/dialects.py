@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import re
+import os
 import sqlite3
 import threading
 import time
@@ -14,6 +15,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from chokaq_ops import errors
+from chokaq_ops.redact import redact
 from chokaq_ops.storage.queries import Statement
 
 log = logging.getLogger("chokaq.storage")
@@ -90,7 +92,7 @@ class Dialect:
         return out
 
     def redacted_url(self) -> str:
-        return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", self.url)
+        return redact(self.url)
 
 
 @dataclass
@@ -101,8 +103,8 @@ class SqliteDialect(Dialect):
     name: str = "sqlite"
 
     def connect(self, kind: str = "") -> sqlite3.Connection:
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        if self.path != ":memory:" and not self.path.startswith("file:"):
+            _create_private(Path(self.path))
         conn = sqlite3.connect(
             self.path, isolation_level=None, check_same_thread=False, timeout=self.busy_timeout_ms / 1000
         )
@@ -341,6 +343,16 @@ def _pyodbc() -> Any:
             ) from exc
         pyodbc.pooling = False
         return pyodbc
+
+
+def _create_private(path: Path) -> None:
+    """Create the database file readable by its owner only (0600) if it does not exist yet. SQLite gives
+    the -wal and -shm files it creates later the main file's permissions, so they are private too."""
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):  # another connection created it first, with the same mode
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
 
 
 def _odbc_escape(value: str) -> str:
