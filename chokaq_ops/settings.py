@@ -105,6 +105,16 @@ class ApiSettings:
     sse_poll_interval: float = 1.0  # how often an event stream reads the events table
     sse_max_streams: int = field(default=4, metadata=_limit(1))  # each open stream holds a server thread
     sse_max_duration: float = 600.0  # streams end after this; EventSource reconnects with Last-Event-ID
+    # One token holds at most this many of the Api.SseMaxStreams slots, so one client cannot take them all.
+    sse_max_streams_per_token: int = field(default=2, metadata=_limit(1))
+    # An open stream re-reads its token this often and ends once the token is revoked.
+    sse_token_recheck: float = 5.0
+    # waitress: a connection idle (no bytes either way) this long is closed, finished request or not.
+    channel_timeout: float = 30.0
+    # waitress: connections accepted at once; unfinished requests hold no thread, only a socket.
+    connection_limit: int = field(default=1000, metadata=_limit(1))
+    # Distinct queues the API lets producers create by enqueueing (existing queues keep working).
+    max_queues: int = field(default=1000, metadata=_limit(1))
     # Four-eyes: plans freezing this many jobs or more run through the API only once a second token has
     # approved them (POST /plans/{id}/approve). 0 turns it off.
     plan_approval_min_jobs: int = field(default=0, metadata=_limit(0))

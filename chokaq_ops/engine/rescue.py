@@ -18,11 +18,13 @@ import socket
 import threading
 import time
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from chokaq_ops import errors
 from chokaq_ops.fingerprint import fingerprint_text
 from chokaq_ops.models import RescueReport
+from chokaq_ops.storage.worker_ops import Audit
 
 if TYPE_CHECKING:
     from chokaq_ops.engine.metrics import Metrics
@@ -65,8 +67,10 @@ class Rescuer:
         settings: Settings,
         metrics: Metrics | None = None,
         holder: str | None = None,
+        actor: str | None = None,
     ) -> None:
         self.store = store
+        self.actor = actor  # set for a sweep a person asked for: each phase is audited with its moves
         self.settings = settings
         self.metrics = metrics
         self.holder = (holder or default_holder())[:100]
@@ -110,12 +114,15 @@ class Rescuer:
             failures: list[str] = []
             # The phases are independent: a failing phase 1 must not keep zombies in hot, nor vice versa.
             recovered = self._phase(
-                "recover_abandoned", failures, self.store.recover_abandoned, recovery.fetched_job_timeout
+                "recover_abandoned",
+                failures,
+                partial(self.store.recover_abandoned, audit=self._audit("rescue_recover")),
+                recovery.fetched_job_timeout,
             )
             archived = self._phase(
                 "archive_zombies",
                 failures,
-                self.store.archive_zombies,
+                partial(self.store.archive_zombies, audit=self._audit("rescue_zombies")),
                 recovery.processing_zombie_timeout,
                 self.queue_overrides(),
                 ZOMBIE_FINGERPRINT,
@@ -133,6 +140,9 @@ class Rescuer:
                 raise RescueError("rescue sweep failed: " + "; ".join(failures))
             self.last_error = None
             return report
+
+    def _audit(self, action: str) -> Audit | None:
+        return Audit(self.actor, action) if self.actor else None
 
     def queue_overrides(self) -> dict[str, float]:
         """Configured per-queue zombie timeouts; a queue row's own value still wins in SQL."""
@@ -188,9 +198,13 @@ class Rescuer:
             log.error("ZombieRescue sweep failed; the next one runs on schedule", exc_info=exc)
 
 
-def sweep_now(store: Store, settings: Settings, metrics: Metrics | None = None) -> RescueReport:
-    """One forced sweep (`POST /rescue`, `chokaq rescue`): no lease, and failures raise RescueError."""
-    rescuer = Rescuer(store, settings, metrics)
+def sweep_now(
+    store: Store, settings: Settings, metrics: Metrics | None = None, *, actor: str | None = None
+) -> RescueReport:
+    """One forced sweep (`POST /rescue`, `chokaq rescue`): no lease, and failures raise RescueError.
+    `actor`: who asked; each phase then writes an audit row (`rescue_recover`, `rescue_zombies`) with
+    its moves, in their transaction."""
+    rescuer = Rescuer(store, settings, metrics, actor=actor)
     try:
         return rescuer.sweep()
     except RescueError:

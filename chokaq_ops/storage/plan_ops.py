@@ -18,7 +18,7 @@ from typing import Any
 from chokaq_ops import errors, validation
 from chokaq_ops.fingerprint import fingerprint_text
 from chokaq_ops.models import Actor, DlqFilter, FailureReason, HotFilter, Status
-from chokaq_ops.storage.admin_ops import CANCELLED_FINGERPRINT, AdminOps, _actor, filter_json
+from chokaq_ops.storage.admin_ops import CANCELLED_FINGERPRINT, AdminOps, _actor, audit_in, filter_json
 
 ACTIONS = ("resurrect", "purge", "cancel")
 PLAN_CHUNK = 1000  # the seeds' rule for bulk moves: at most 1000 jobs per transaction
@@ -120,7 +120,10 @@ class PlanOps(AdminOps):
             details["filter"] = filter_details
             details["max_jobs"] = max_jobs
             details["edited"] = sum(1 for i in items or () if _has_edit(i))
-            return _decode(tx.run("plan_seal", plan_id=plan_id, details=details)[0])
+            plan = _decode(tx.run("plan_seal", plan_id=plan_id, details=details)[0])
+            what = {"action": action, "filter": filter_details, "max_jobs": max_jobs, "total": plan["total"]}
+            audit_in(tx, Actor(actor.name, plan_id), "plan_create", count=plan["total"], details=what)
+            return plan
 
         return self.transaction(build)
 
@@ -366,14 +369,20 @@ class PlanOps(AdminOps):
     def discard_plan(self, plan_id: str, *, actor: Actor) -> dict[str, Any]:
         """Stop a plan for good: its unexecuted chunks will never run. Audited."""
         actor = _actor(actor)
-        rows = self.run("plan_discard", id=plan_id)
-        if not rows:
+
+        def discard(tx: Any) -> dict[str, Any] | None:
+            rows = tx.run("plan_discard", id=plan_id)
+            if rows:
+                audit_in(tx, Actor(actor.name, plan_id), "plan_discard", details={"plan_id": plan_id})
+            return _decode(rows[0]) if rows else None
+
+        discarded = self.transaction(discard)
+        if discarded is None:
             plan = self.get_plan(plan_id)
             raise errors.InvalidState(
                 f"plan {plan_id} is {plan['state']}; only ready or running plans can be discarded"
             )
-        self.audit(Actor(actor.name, plan_id), "plan_discard", details={"plan_id": plan_id})
-        return _decode(rows[0])
+        return discarded
 
 
 def _chunk_bound(value: int | None, field: str, default: int) -> int:

@@ -23,6 +23,17 @@ def reason_number(value: Any, field: str = "reason") -> int:
         raise errors.ValidationError(f"{field} must be one of {names}", field=field) from None
 
 
+AUDIT_MAX_IDS = 1000  # ids listed on one audit row of a sweep; `count` has the full number
+
+
+@dataclass(frozen=True, slots=True)
+class Audit:
+    """Who asked for an operation that is otherwise unattended (a forced rescue sweep), and its action."""
+
+    actor: str
+    action: str
+
+
 @dataclass(frozen=True, slots=True)
 class Dead:
     """A job a worker sends to the dead-letter queue."""
@@ -66,14 +77,18 @@ class WorkerOps(StoreCore):
             return []
         if len({i["id"] for i in items}) < len(items):
             raise errors.ValidationError("the same job id appears twice in one enqueue", field="id")
-        rows = self.run("enqueue", items=items)
+        return self._enqueue_rows(self.run, items)
+
+    def _enqueue_rows(self, run: Any, items: list[dict[str, Any]]) -> list[EnqueueResult]:
+        """Run the enqueue query through `run` (the store's, or an open transaction's)."""
+        rows = run("enqueue", items=items)
         missing = [
             items[r["ord"]]["idempotency_key"] for r in rows if r["status"] == "duplicate" and not r["id"]
         ]
         winners: dict[str, str] = {}
         if missing:
             # Lost a concurrent race on the key: the winner committed after our snapshot was taken.
-            winners = {r["idempotency_key"]: r["id"] for r in self.run("find_idempotency_keys", keys=missing)}
+            winners = {r["idempotency_key"]: r["id"] for r in run("find_idempotency_keys", keys=missing)}
         return [
             EnqueueResult(
                 id=r["id"] or winners.get(items[r["ord"]]["idempotency_key"]) or items[r["ord"]]["id"],
@@ -314,23 +329,50 @@ class WorkerOps(StoreCore):
 
     # ------------------------------------------------------------------ rescue
 
-    def recover_abandoned(self, timeout_s: float) -> list[dict[str, Any]]:
-        return self.run("recover_abandoned", timeout_s=float(timeout_s))
+    def recover_abandoned(self, timeout_s: float, *, audit: Audit | None = None) -> list[dict[str, Any]]:
+        """Fetched jobs never started within `timeout_s` -> pending. `audit`: an operator asked for this
+        sweep; its audit row (count and ids) commits in the same transaction as the moves."""
+        return self._audited("recover_abandoned", audit, timeout_s=float(timeout_s))
 
     def archive_zombies(
         self,
         global_timeout_s: float,
         overrides: Mapping[str, float] | None = None,
         fingerprint: str | None = None,
+        *,
+        audit: Audit | None = None,
     ) -> list[dict[str, Any]]:
         """Processing jobs with an expired heartbeat -> DLQ as Zombie. Timeout per job: the queue row's
         zombie_timeout_seconds, else `overrides[queue]` (configuration), else `global_timeout_s`."""
-        return self.run(
+        return self._audited(
             "archive_zombies",
+            audit,
             global_s=float(global_timeout_s),
             overrides={k: float(v) for k, v in (overrides or {}).items()},
             fingerprint=fingerprint,
         )
+
+    def _audited(self, name: str, audit: Audit | None, **params: Any) -> list[dict[str, Any]]:
+        if audit is None:  # the scheduled sweep: events, no audit rows (no person asked for it)
+            return self.run(name, **params)
+
+        def move(tx: Tx) -> list[dict[str, Any]]:
+            rows = tx.run(name, **params)
+            tx.run(
+                "audit_one",
+                actor=audit.actor,
+                action=audit.action,
+                job_id=None,
+                plan_id=None,
+                count=len(rows),
+                details={
+                    "ids": [r["id"] for r in rows[:AUDIT_MAX_IDS]],
+                    "truncated": len(rows) > AUDIT_MAX_IDS,
+                },
+            )
+            return rows
+
+        return self.transaction(move)
 
     def try_lease(self, name: str, holder: str, ttl_s: float) -> bool:
         """Take or renew a named lease on the database clock; True when `holder` has it."""

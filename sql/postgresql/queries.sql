@@ -982,6 +982,10 @@ SELECT name, role, created_at, created_by, revoked_at, last_used_at FROM api_tok
 -- name: revoke_token
 UPDATE api_tokens SET revoked_at = now() WHERE name = CAST(:name AS text) AND revoked_at IS NULL RETURNING name;
 
+-- name: queue_admission
+-- Whether a queue exists and how many exist: the API caps distinct queues (Api.MaxQueues).
+SELECT (SELECT count(*) FROM queues WHERE name = CAST(:name AS text)) AS known, (SELECT count(*) FROM queues) AS n;
+
 -- name: audit_one
 INSERT INTO audit_log (actor, action, job_id, plan_id, count, details)
 VALUES (CAST(:actor AS text), CAST(:action AS text), CAST(:job_id AS text), CAST(:plan_id AS text),

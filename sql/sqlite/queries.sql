@@ -818,6 +818,10 @@ SELECT name, role, created_at, created_by, revoked_at, last_used_at FROM api_tok
 -- name: revoke_token
 UPDATE api_tokens SET revoked_at = {{now}} WHERE name = :name AND revoked_at IS NULL RETURNING name;
 
+-- name: queue_admission
+-- Whether a queue exists and how many exist: the API caps distinct queues (Api.MaxQueues).
+SELECT (SELECT count(*) FROM queues WHERE name = :name) AS known, (SELECT count(*) FROM queues) AS n;
+
 -- name: audit_one
 INSERT INTO audit_log (actor, action, job_id, plan_id, count, details)
 VALUES (:actor, :action, :job_id, :plan_id, :count, :details);
