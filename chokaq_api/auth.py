@@ -15,6 +15,7 @@ from typing import Any
 from flask import Flask, abort, current_app, g, request
 from flask_smorest import abort as smorest_abort
 
+from chokaq_api.bodies import refuse_deep_json
 from chokaq_api.extensions import ctx, query_fields
 from chokaq_ops import errors
 from chokaq_ops.models import Actor
@@ -123,6 +124,7 @@ def authenticate() -> dict[str, Any]:
 
 def required_role(rule: Rule) -> str | None:
     if rule.admin_fields:
+        refuse_deep_json()  # get_json(silent=True) silences ValueError, not a RecursionError
         body = request.get_json(silent=True)
         if isinstance(body, dict) and any(f in body for f in rule.admin_fields):
             return "admin"

@@ -168,7 +168,9 @@ class StoreCore:
 
     def _translate(self, exc: Exception) -> errors.ChokaqError:
         if self.dialect.is_unique_violation(exc):
-            return errors.Conflict(f"duplicate key: {exc}")
+            # The driver's text names tables, constraints and values: it goes to the log, not to callers.
+            log.info("unique violation: %s", exc)
+            return errors.Conflict("the change conflicts with an existing row (a duplicate key)")
         return errors.StorageError(f"{self.dialect.name}: {exc}")
 
     def _execute(

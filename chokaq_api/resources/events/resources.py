@@ -81,16 +81,29 @@ def stream(store: Store, after: int, cfg: ApiSettings) -> Iterator[str]:
         time.sleep(max(0.0, min(cfg.sse_poll_interval, cfg.sse_max_duration - (now - started))))
 
 
+MAX_EVENT_ID = 2**63 - 1
+MAX_EVENT_ID_DIGITS = len(str(MAX_EVENT_ID))
+
+
+def bad_event_id() -> None:
+    abort(
+        422,
+        message=f"invalid headers.Last-Event-ID: Must be an event id (digits, at most {MAX_EVENT_ID}).",
+        errors={"headers": {"Last-Event-ID": [f"Must be an event id between 0 and {MAX_EVENT_ID}."]}},
+    )
+
+
 def start_after(args: dict[str, Any], store: Store) -> int:
     header = request.headers.get("Last-Event-ID", "").strip()
     if header:  # a reconnecting EventSource: resume exactly after the last event it saw
-        if not header.isdigit():
-            abort(
-                422,
-                message="Last-Event-ID must be an event id",
-                errors={"headers": {"Last-Event-ID": ["Not a valid integer."]}},
-            )
-        return int(header)
+        # ASCII digits only (str.isdigit accepts '²' and other scripts' digits, which int() refuses) and
+        # no more than a BIGINT holds: the id is bound as a 64-bit integer.
+        if not (len(header) <= MAX_EVENT_ID_DIGITS and header.isascii() and header.isdigit()):
+            bad_event_id()
+        after = int(header)
+        if after > MAX_EVENT_ID:
+            bad_event_id()
+        return after
     if "after" in args:
         return args["after"]
     return store.last_event_id()
