@@ -84,7 +84,7 @@ def test_seed_workflow_over_http(e2e):
     assert (stats["hot"], stats["archive"], stats["dlq"]) == (0, 1, 0)
     mail = api.call("GET", "/api/v1/queues/mail", op).json()
     assert (mail["enqueued_total"], mail["succeeded_total"], mail["failed_total"]) == (1, 1, 0)
-    assert api.call("GET", "/api/v1/health/ready").json()["checks"]["worker"]["status"] == "ok"
+    assert api.call("GET", "/api/v1/health/ready", op).json()["checks"]["worker"]["status"] == "ok"
     assert api.terminate() == 0, api.log()
 
 

@@ -36,7 +36,9 @@ def test_readiness_degrades_then_fails_on_queue_lag(store, settings, tokens):
     assert r.json["checks"]["queue_lag"]["data"]["worst_queue"] == "slow"
     failing = settings.with_overrides({"health.queue_lag_degraded": 0.01, "health.queue_lag_unhealthy": 0.05})
     anonymous = ApiClient(create_app(failing, store=store), tokens).get("/health/ready", role=None)
-    assert anonymous.status_code == 503 and anonymous.json["errors"] == {"checks": {"queue_lag": ["unhealthy"]}}
+    assert anonymous.status_code == 503 and anonymous.json["errors"] == {
+        "checks": {"queue_lag": ["unhealthy"]}
+    }
     assert "slow" not in str(anonymous.json) and "checks" not in anonymous.json  # queue names need a token
     r = ApiClient(create_app(failing, store=store), tokens).get("/health/ready", role="reader")
     assert r.status_code == 503
