@@ -63,6 +63,9 @@ def create(app: Any, settings: Settings) -> Any:
         connection_limit=api.connection_limit,
         # select() cannot watch descriptors above 1023; poll() can, and Api.ConnectionLimit may exceed it.
         asyncore_use_poll=True,
+        # Reading ahead lets waitress notice a closed connection while a response streams, so an event
+        # stream whose client left ends within a poll interval instead of at its next failed write.
+        channel_request_lookahead=1,
         clear_untrusted_proxy_headers=True,
     )
     server.channel_class = JsonErrorChannel

@@ -23,8 +23,10 @@ from chokaq_ops.storage.migrate import migrate, require_current
 log = logging.getLogger("chokaq.serve")
 
 
-class _Stop(Exception):
-    """Raised in the main thread by SIGTERM/SIGINT to leave the server loop."""
+class _Stop(SystemExit):
+    """Raised in the main thread by SIGTERM/SIGINT to leave the server loop. A SystemExit, because the
+    signal can land inside a waitress channel handler, which logs and swallows ordinary exceptions (the
+    server then kept running) but re-raises SystemExit and KeyboardInterrupt."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
