@@ -44,7 +44,7 @@ def test_events_replay_from_an_id_and_resume_from_last_event_id(client, store):
     to_dlq(store, 2, queue="mail")
     client.post("/dlq/purge", role="admin", json={"filter": {"queue": "mail"}})
     events_settled(store, 3)
-    r = client.get("/events?after=0", role="reader")
+    r = client.get("/events?after=0", role="reader", buffered=True)  # buffered: read, then closed
     assert r.status_code == 200 and r.mimetype == "text/event-stream"
     body = r.get_data()
     assert body.startswith(b"retry: ")
@@ -53,11 +53,13 @@ def test_events_replay_from_an_id_and_resume_from_last_event_id(client, store):
     assert events[0]["data"]["data"]["reason"] == "Fatal" and events[0]["data"]["at"].endswith("Z")
     assert events[2]["data"]["data"]["actor"] == "admin"
     resumed = _events(
-        client.get("/events", role="reader", headers={"Last-Event-ID": str(events[0]["id"])}).get_data()
+        client.get(
+            "/events", role="reader", headers={"Last-Event-ID": str(events[0]["id"])}, buffered=True
+        ).get_data()
     )
     assert [e["id"] for e in resumed] == [e["id"] for e in events[1:]]
     header_wins = client.get(
-        "/events?after=0", role="reader", headers={"Last-Event-ID": str(events[1]["id"])}
+        "/events?after=0", role="reader", headers={"Last-Event-ID": str(events[1]["id"])}, buffered=True
     )
     assert [e["event"] for e in _events(header_wins.get_data())] == ["purge"]
     bad = client.get("/events", role="reader", headers={"Last-Event-ID": "abc"})
