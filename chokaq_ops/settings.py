@@ -537,7 +537,26 @@ def _config_path(config_file: str | os.PathLike[str] | None, env: Mapping[str, s
             raise errors.ConfigError(f"configuration file not found: {path}")
         return path
     default = Path("chokaq.toml")
-    return default if default.is_file() else None
+    if not default.is_file():
+        return None
+    _require_trusted(default)
+    return default
+
+
+def _require_trusted(path: Path) -> None:
+    """`./chokaq.toml` is read without being named, from wherever a command starts: it must belong to the
+    user running chokaq (or root) and be writable by nobody else, or a file planted in a shared directory
+    could point the server at another database or handler modules. An explicit --config / CHOKAQ_CONFIG is
+    the operator's own choice and is not second-guessed."""
+    if not hasattr(os, "getuid"):
+        return  # no POSIX owners (Windows)
+    st = path.stat()
+    if st.st_uid not in (os.getuid(), 0) or st.st_mode & 0o022:
+        raise errors.ConfigError(
+            f"refusing to read {path.resolve()}: it is owned by another user or writable by group/others; "
+            "fix its owner and mode (chmod go-w), or name a configuration file with --config",
+            field="config",
+        )
 
 
 def load_settings(

@@ -126,3 +126,16 @@ def test_bench_rejects_bad_flags(capsys: pytest.CaptureFixture[str]) -> None:
         main(["bench", "purge-archive", "--rows", "0"])
     assert exc.value.code == 2
     assert "--rows" in capsys.readouterr().err
+
+
+def test_bench_refuses_a_database_with_an_audit_log(db_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from chokaq_ops.models import Actor
+
+    with Store(db_url, pool_size=1) as store:
+        store.create_token("ops", "admin", actor=Actor("alice"))  # no job, one audit row
+    assert main(["bench", "purge-archive", "--db", db_url, "--rows", "20", "--repeat", "1"]) == 2
+    captured = capsys.readouterr()
+    assert "holds 1 audit log rows" in captured.err and "--force" in captured.err
+    with Store(db_url, pool_size=1) as store:
+        assert [a["action"] for a in store.list_audit().items] == ["token_create"]
+    assert main(["bench", "purge-archive", "--db", db_url, "--rows", "20", "--repeat", "1", "--force"]) == 0

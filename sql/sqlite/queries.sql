@@ -746,6 +746,10 @@ SELECT queue, status, count(*) AS n FROM jobs_hot GROUP BY queue, status;
 SELECT (SELECT count(*) FROM jobs_hot) AS hot, (SELECT count(*) FROM jobs_archive) AS archive,
        (SELECT count(*) FROM jobs_dlq) AS dlq;
 
+-- name: audit_rows
+-- `chokaq bench` refuses a database whose audit log holds rows (its reset would delete them).
+SELECT count(*) AS n FROM audit_log;
+
 -- name: queue_rows
 SELECT q.name, q.paused, q.active, q.zombie_timeout_seconds, q.max_workers, q.updated_at,
        coalesce(s.enqueued_total, 0) AS enqueued_total, coalesce(s.succeeded_total, 0) AS succeeded_total,
