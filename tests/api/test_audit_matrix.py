@@ -58,6 +58,7 @@ def _old_archive(store: Store) -> str:
 def _fetched_abandoned(store: Store) -> str:
     job = enqueue(store, queue="rescued")[0]
     store.fetch(WORKER, 1, queues=["rescued"])
+    age(store, "jobs_hot", [job], 60, "updated_at")  # reserved a minute ago and never started
     return job
 
 
@@ -149,8 +150,8 @@ def test_every_mutating_route_of_the_route_map_has_a_case(app):
 
 @pytest.fixture
 def matrix(store, tokens) -> ApiClient:
-    # Fetched jobs count as abandoned at once, so POST /rescue has something to change.
-    settings = store_settings(store).with_overrides({"recovery.fetched_job_timeout": 0.001})
+    # Fetched jobs count as abandoned after 30 s, so POST /rescue has something to change.
+    settings = store_settings(store).with_overrides({"recovery.fetched_job_timeout": 30})
     return ApiClient(create_app(settings, store=store), tokens)
 
 
