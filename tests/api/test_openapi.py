@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -90,7 +91,7 @@ schema.config.update(base_url="http://localhost")  # requests go to the WSGI app
 
 @schema.parametrize()
 @settings(
-    max_examples=20,
+    max_examples=int(os.environ.get("CHOKAQ_FUZZ_EXAMPLES", "20")),
     deadline=None,
     suppress_health_check=[
         HealthCheck.too_slow,
