@@ -27,7 +27,8 @@ URLS = [
     f"postgresql://db.example/jobs?pwd={SECRET}",
     f"postgresql://db.example/jobs?passwd={SECRET}",
     f"DRIVER={{PostgreSQL Unicode}};SERVER=db;UID=alice;PWD={SECRET};PORT=5432;",
-    f"DRIVER={{PostgreSQL Unicode}};SERVER=db;UID=alice;PWD={{{SECRET};x}}}}}};PORT=5432;",  # ODBC braces, `}}` escaped
+    # ODBC braces, with `}}` an escaped brace inside the value
+    f"DRIVER={{PostgreSQL Unicode}};SERVER=db;UID=alice;PWD={{{SECRET};x}}}}}};PORT=5432;",
     f"Server=db;User Id=alice;Password={SECRET};",
     f"mssql://alice:{SECRET}@db/jobs",
 ]
