@@ -26,12 +26,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from chokaq_api import create_app
-from chokaq_ops.models import Actor, FailureReason
-from chokaq_ops.settings import Settings
-from chokaq_ops.storage import Store
-from chokaq_ops.storage.migrate import migrate
-from tests.api.conftest import TEST_SETTINGS, enqueue, to_archive, to_dlq
+from tests.api.conftest import fuzz_app_on
 
 EXAMPLES = int(os.environ.get("CHOKAQ_FUZZ_EXAMPLES", "25"))
 SPEC = yaml.safe_load((Path(__file__).resolve().parents[2] / "openapi.yaml").read_text(encoding="utf-8"))
@@ -156,9 +151,7 @@ def requests(draw: Any, method: str, rule: str) -> dict[str, Any]:
         out["content_type"] = "application/json"
     elif kind in ("deep", "raw"):
         out["data"] = draw(DEEP if kind == "deep" else RAW)
-        out["content_type"] = draw(
-            st.sampled_from(["application/json", "text/plain", "application/x-www-form-urlencoded"])
-        )
+        out["content_type"] = draw(st.sampled_from(CONTENT_TYPES))
     return out
 
 
@@ -171,24 +164,8 @@ def fuzz_target(request, tmp_path_factory, pg_server) -> Iterator[tuple[Any, str
         url = f"sqlite:///{tmp_path_factory.mktemp('fuzz') / 'chokaq.db'}"
     else:
         url = pg_server.create()
-    with Store(url, pool_size=4) as store:
-        migrate(store)
-        enqueue(store, 3, queue="mail", tags="eu")
-        to_dlq(store, 3, queue="dlq1", reason=FailureReason.Zombie)
-        to_archive(store, 2, queue="done")
-        token = store.create_token("fuzzer", "admin", actor=Actor("test"))
-        overrides = {
-            "storage.url": url,
-            **TEST_SETTINGS,
-            "api.sse_max_duration": 0.05,
-            "api.sse_max_streams": 64,
-            "api.sse_max_streams_per_token": 64,
-            "api.max_queues": 50,
-            # The seeded pending jobs wait through the run: readiness must not turn 503 on their lag.
-            "health.queue_lag_degraded": 86_400,
-            "health.queue_lag_unhealthy": 86_400,
-        }
-        yield create_app(Settings().with_overrides(overrides), store=store), token
+    with fuzz_app_on(url, **{"api.max_queues": 50}) as target:
+        yield target
     if request.param != "sqlite":
         pg_server.drop(url)
     print(f"\nfuzz ({request.param}): {SENT['requests']} requests so far, by status {SENT['by_status']}")
