@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from chokaq_api import auth, create_app
+from chokaq_ops.cli.token import cli_actor
 from chokaq_ops.models import Actor
 from chokaq_ops.storage import Store
 from tests.api.conftest import PREFIX, TEST_SETTINGS, WORKER, ApiClient, enqueue, to_archive, to_dlq
@@ -244,24 +245,44 @@ def failing_audited_commits(store: Store) -> Iterator[None]:
             sql(store, "DROP TRIGGER matrix_fail ON audit_log")
             sql(store, "DROP FUNCTION matrix_fail()")
         return
-    dialect = store.dialect
+    dialect = type(store.dialect)  # the class: stores opened by a CLI command in this process too
     begin, commit = dialect.begin, dialect.commit
     marks: dict[int, int] = {}
 
     def newest(conn: Any) -> int:
         return conn.execute("SELECT coalesce(max(id), 0) FROM audit_log").fetchone()[0]
 
-    def begin_marked(conn: Any, write: bool) -> None:
-        begin(conn, write)
+    def begin_marked(self: Any, conn: Any, write: bool) -> None:
+        begin(self, conn, write)
         marks[id(conn)] = newest(conn)
 
-    def commit_or_fail(conn: Any) -> None:
+    def commit_or_fail(self: Any, conn: Any) -> None:
         if newest(conn) > marks.pop(id(conn), 0):
             raise sqlite3.OperationalError("injected failure after the audit insert")
-        commit(conn)
+        commit(self, conn)
 
     dialect.begin, dialect.commit = begin_marked, commit_or_fail  # type: ignore[method-assign]
     try:
         yield
     finally:
         dialect.begin, dialect.commit = begin, commit  # type: ignore[method-assign]
+
+
+def test_cli_token_create_and_revoke_audit_in_the_same_transaction(store, capsys):
+    from chokaq_ops.cli import main
+
+    url = store.url
+    assert main(["token", "create", "ci-bot", "--role", "reader", "--db", url]) == 0
+    assert main(["token", "revoke", "ci-bot", "--db", url]) == 0
+    actions = [r["action"] for r in store.list_audit(actor=cli_actor().name).items]
+    assert actions == ["token_revoke", "token_create"]
+    reset(store)
+    with failing_audited_commits(store):
+        assert main(["token", "create", "ci-bot-2", "--role", "reader", "--db", url]) != 0
+    assert scalar(store, "SELECT count(*) FROM api_tokens WHERE name = 'ci-bot-2'") == 0
+    assert main(["token", "create", "ci-bot-3", "--role", "reader", "--db", url]) == 0
+    token = capsys.readouterr().out.strip().splitlines()[-1]
+    with failing_audited_commits(store):
+        assert main(["token", "revoke", "ci-bot-3", "--db", url]) != 0
+    assert store.verify_token(token) is not None  # the revoke rolled back with its audit row
+    assert [r["action"] for r in store.list_audit(actor=cli_actor().name).items] == ["token_create"]

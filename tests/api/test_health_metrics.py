@@ -85,3 +85,30 @@ def test_metrics_need_a_reader_unless_configured_open(client, store, settings, t
     assert "chokaq_storage_up 1.0" in text
     open_app = create_app(settings.with_overrides({"api.metrics_open": True}), store=store)
     assert open_app.test_client().get("/api/v1/metrics").status_code == 200
+
+
+def test_queue_gauges_name_the_busiest_queues_and_sum_the_rest():
+    from chokaq_ops.engine.metrics import OTHER, cap_queues
+
+    queues = [
+        {
+            "name": f"q{i}",
+            "pending": i,
+            "fetched": 0,
+            "processing": 0,
+            "failed_total": 1,
+            "max_lag_seconds": float(i),
+            "paused": i == 0,
+        }
+        for i in range(10)
+    ]
+    shown = cap_queues(queues, 4)
+    assert [q["name"] for q in shown] == ["q9", "q8", "q7", OTHER]
+    other = shown[-1]
+    assert (other["pending"], other["failed_total"], other["max_lag_seconds"], other["paused"]) == (
+        sum(range(7)),
+        7,
+        6.0,
+        True,
+    )
+    assert cap_queues(queues, 10) == queues
