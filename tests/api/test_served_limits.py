@@ -42,7 +42,9 @@ def test_slowloris_does_not_starve_liveness_and_silent_connections_are_closed(e2
             r = requests.get(api.base + "/api/v1/health/live", timeout=5)
             timings.append(time.monotonic() - started)
             assert r.status_code == 200 and r.json() == {"status": "ok"}
-        assert statistics.median(timings) < 1.0 and max(timings) < 1.0, timings
+        # Under 1 s (the median of five, as the machine is shared); starved, the first one waited for a
+        # slot to be freed by the channel timeout (3 s) or never got one.
+        assert statistics.median(timings) < 1.0 and max(timings) < 2.0, timings
         # Api.ChannelTimeout: the server drops every connection that stayed silent past 3 s.
         for s in held:
             s.settimeout(15)
