@@ -8,11 +8,12 @@ from typing import Any
 
 from flask import Flask
 
-from chokaq_api import auth, deck, errors
+from chokaq_api import auth, bodies, deck, errors
 from chokaq_api.config import DefaultConfig
 from chokaq_api.extensions import Api, Context
 from chokaq_api.resources import register_blueprints
 from chokaq_ops.engine.metrics import Metrics
+from chokaq_ops.redact import install_log_filter
 from chokaq_ops.settings import Settings, load_settings
 from chokaq_ops.storage import Store
 
@@ -46,7 +47,9 @@ def create_app(
         streams=BoundedSemaphore(settings.api.sse_max_streams),
     )
     errors.init_app(app)
-    auth.init_app(app)
+    auth.init_app(app)  # first: nothing reads a body before the token is checked
+    bodies.init_app(app)
+    install_log_filter()
     api = Api(app)
     register_blueprints(api)
     deck.init_app(app, settings.deck)

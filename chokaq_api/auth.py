@@ -15,6 +15,7 @@ from typing import Any
 from flask import Flask, abort, current_app, g, request
 from flask_smorest import abort as smorest_abort
 
+from chokaq_api.bodies import refuse_deep_json
 from chokaq_api.extensions import ctx, query_fields
 from chokaq_ops import errors
 from chokaq_ops.models import Actor
@@ -139,6 +140,7 @@ def authenticate() -> dict[str, Any]:
 
 def required_role(rule: Rule) -> str | None:
     if rule.admin_fields:
+        refuse_deep_json()  # get_json(silent=True) silences ValueError, not a RecursionError
         body = request.get_json(silent=True)
         if isinstance(body, dict) and any(f in body for f in rule.admin_fields):
             return "admin"
@@ -182,8 +184,21 @@ def _reject_unknown_query() -> None:
 
 
 def actor(plan_id: str | None = None) -> Actor:
-    """The audit actor: the authenticated token's name (and the plan the request belongs to)."""
+    """The audit actor: the authenticated token's name, and the plan id of a server-side plan the request
+    acts on (views pass one only after loading that plan; a request body never supplies it)."""
     return Actor(name=g.principal["name"], plan_id=plan_id)
+
+
+def require_plan_below_threshold(jobs: int, action: str) -> None:
+    """Api.PlanApprovalMinJobs holds for bulk calls too: a change of that many jobs or more must go through
+    a plan a second token approves, or the four-eyes rule would be one endpoint away from moot."""
+    least = ctx().settings.api.plan_approval_min_jobs
+    if least and jobs >= least:
+        raise errors.InvalidState(
+            f"this {action} touches {jobs:,} jobs; Api.PlanApprovalMinJobs is {least:,}: create a plan "
+            f"(POST /plans with action {action!r}), have a second token approve it "
+            "(POST /plans/{id}/approve), then execute it"
+        )
 
 
 def init_app(app: Flask) -> None:

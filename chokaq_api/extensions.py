@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 from copy import deepcopy
 from dataclasses import dataclass, field
 from functools import wraps
-from threading import BoundedSemaphore
+from threading import BoundedSemaphore, Lock
 from typing import TYPE_CHECKING, Any
 
 import flask_smorest
@@ -38,6 +38,9 @@ class Context:
     host: Any = None
     metrics: Metrics | None = None
     streams: BoundedSemaphore = field(default_factory=lambda: BoundedSemaphore(4))
+    # Open event streams per token name (Api.SseMaxStreamsPerToken), guarded by stream_lock.
+    stream_holders: dict[str, int] = field(default_factory=dict)
+    stream_lock: Lock = field(default_factory=Lock)
 
 
 def ctx() -> Context:

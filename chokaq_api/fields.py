@@ -39,9 +39,12 @@ class UtcDateTime(ma.fields.DateTime):
             parsed = datetime.fromisoformat(text)
         except ValueError:
             raise self.make_error("invalid", input=value, obj_type=self.OBJ_TYPE) from None
+        out_of_range = ma.ValidationError(f"Must be between the years {MIN_YEAR} and {MAX_YEAR}.")
+        if not MIN_YEAR <= parsed.year <= MAX_YEAR:
+            raise out_of_range  # checked before the UTC shift, which overflows at the ends of the calendar
         parsed = parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
         if not MIN_YEAR <= parsed.year <= MAX_YEAR:
-            raise ma.ValidationError(f"Must be between the years {MIN_YEAR} and {MAX_YEAR}.")
+            raise out_of_range
         return parsed
 
 

@@ -1,6 +1,12 @@
-"""One root exception for the library; a subclass's docstring is its default message."""
+"""One root exception for the library; a subclass's docstring is its default message.
+
+Messages are passed through `redact` on the way in: a database driver's text can quote a connection
+string, and an error travels to logs, the CLI and API clients.
+"""
 
 from __future__ import annotations
+
+from chokaq_ops.redact import redact
 
 
 class ChokaqError(Exception):
@@ -8,7 +14,7 @@ class ChokaqError(Exception):
 
     def __init__(self, message: str | None = None, *, field: str | None = None) -> None:
         self.field = field
-        super().__init__(message or (self.__doc__ or "").strip())
+        super().__init__(redact(message) if message else (self.__doc__ or "").strip())
 
 
 class ConfigError(ChokaqError):

@@ -108,6 +108,16 @@ class ApiSettings:
     sse_poll_interval: float = 1.0  # how often an event stream reads the events table
     sse_max_streams: int = field(default=4, metadata=_limit(1))  # each open stream holds a server thread
     sse_max_duration: float = 600.0  # streams end after this; EventSource reconnects with Last-Event-ID
+    # One token holds at most this many of the Api.SseMaxStreams slots, so one client cannot take them all.
+    sse_max_streams_per_token: int = field(default=2, metadata=_limit(1))
+    # An open stream re-reads its token this often and ends once the token is revoked.
+    sse_token_recheck: float = 5.0
+    # waitress: a connection idle (no bytes either way) this long is closed, finished request or not.
+    channel_timeout: float = 30.0
+    # waitress: connections accepted at once; unfinished requests hold no thread, only a socket.
+    connection_limit: int = field(default=1000, metadata=_limit(1))
+    # Distinct queues the API lets producers create by enqueueing (existing queues keep working).
+    max_queues: int = field(default=1000, metadata=_limit(1))
     # Four-eyes: plans freezing this many jobs or more run through the API only once a second token has
     # approved them (POST /plans/{id}/approve). 0 turns it off.
     plan_approval_min_jobs: int = field(default=0, metadata=_limit(0))
@@ -550,7 +560,26 @@ def _config_path(config_file: str | os.PathLike[str] | None, env: Mapping[str, s
             raise errors.ConfigError(f"configuration file not found: {path}")
         return path
     default = Path("chokaq.toml")
-    return default if default.is_file() else None
+    if not default.is_file():
+        return None
+    _require_trusted(default)
+    return default
+
+
+def _require_trusted(path: Path) -> None:
+    """`./chokaq.toml` is read without being named, from wherever a command starts: it must belong to the
+    user running chokaq (or root) and be writable by nobody else, or a file planted in a shared directory
+    could point the server at another database or handler modules. An explicit --config / CHOKAQ_CONFIG is
+    the operator's own choice and is not second-guessed."""
+    if not hasattr(os, "getuid"):
+        return  # no POSIX owners (Windows)
+    st = path.stat()
+    if st.st_uid not in (os.getuid(), 0) or st.st_mode & 0o022:
+        raise errors.ConfigError(
+            f"refusing to read {path.resolve()}: it is owned by another user or writable by group/others; "
+            "fix its owner and mode (chmod go-w), or name a configuration file with --config",
+            field="config",
+        )
 
 
 def load_settings(

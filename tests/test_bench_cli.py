@@ -139,3 +139,16 @@ def test_maintenance_bench_reports_heartbeat_latency_against_the_interval(
     assert run["heartbeats"] >= 1 and 0 < run["p50_ms"] <= run["p99_ms"] <= run["max_ms"]
     assert run["heartbeat_interval_ms"] == 8000 and isinstance(run["p99_under_interval"], bool)
     assert (run["batch_size"], run["batches"]) == (7, 18) and summary["p99_ms"] == run["p99_ms"]
+
+
+def test_bench_refuses_a_database_with_an_audit_log(db_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from chokaq_ops.models import Actor
+
+    with Store(db_url, pool_size=1) as store:
+        store.create_token("ops", "admin", actor=Actor("alice"))  # no job, one audit row
+    assert main(["bench", "purge-archive", "--db", db_url, "--rows", "20", "--repeat", "1"]) == 2
+    captured = capsys.readouterr()
+    assert "holds 1 audit log rows" in captured.err and "--force" in captured.err
+    with Store(db_url, pool_size=1) as store:
+        assert [a["action"] for a in store.list_audit().items] == ["token_create"]
+    assert main(["bench", "purge-archive", "--db", db_url, "--rows", "20", "--repeat", "1", "--force"]) == 0

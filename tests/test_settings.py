@@ -559,3 +559,16 @@ def test_settings_survive_pickle():
     copy = pickle.loads(pickle.dumps(s))
     assert copy == s
     assert isinstance(copy.queues, MappingProxyType)
+
+
+def test_an_implicit_chokaq_toml_writable_by_others_is_refused(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "chokaq.toml"
+    path.write_text('[Storage]\nUrl = "sqlite:///./planted.db"\n')
+    path.chmod(0o666)  # anyone could have written it
+    with pytest.raises(errors.ConfigError, match="writable by group/others"):
+        load_settings(env={})
+    # Named explicitly, it is the operator's choice.
+    assert load_settings(str(path), env={}).storage.url == "sqlite:///./planted.db"
+    path.chmod(0o644)
+    assert load_settings(env={}).storage.url == "sqlite:///./planted.db"

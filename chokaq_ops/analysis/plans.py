@@ -243,7 +243,8 @@ class Plan:
         return frame.astype({"chunk": "int64", "ord": "int64"})
 
     def audit(self) -> pd.DataFrame:
-        """The audit rows carrying this plan's id (one per job acted on); see ``client.audit``."""
+        """The audit rows carrying this plan's id: one per job acted on, and the plan's own (`plan_create`,
+        `plan_approve`, `plan_discard`); see ``client.audit``."""
         return self._backend.audit(plan_id=self.id)
 
     # ------------------------------------------------------------------ display

@@ -67,7 +67,7 @@ def percentile(values: Sequence[float], q: float) -> float:
 class BenchDb:
     """A Store over a scratch database that also knows the bench SQL of its dialect.
 
-    Opening migrates the schema and refuses a database that holds jobs unless `force`; closing
+    Opening migrates the schema and refuses a database that holds jobs or audit rows unless `force`; closing
     empties the job tables again, so the next bench finds the database as it was (empty)."""
 
     def __init__(self, args: argparse.Namespace, bench: str) -> None:
@@ -92,6 +92,14 @@ class BenchDb:
                     f"{self.store.dialect.redacted_url()} holds {held} jobs (hot {counts['hot']}, archive "
                     f"{counts['archive']}, dlq {counts['dlq']}); benches delete every job: run them on a "
                     "scratch database (e.g. `createdb chokaq_bench`) or pass --force",
+                    field="db",
+                )
+            audited = int(self.store.run("audit_rows", write=False)[0]["n"])
+            if audited and not getattr(args, "force", False):
+                raise BenchRefused(
+                    f"{self.store.dialect.redacted_url()} holds {audited} audit log rows; benches delete "
+                    "them with the jobs: run them on a scratch database (e.g. `createdb chokaq_bench`) or "
+                    "pass --force",
                     field="db",
                 )
             self.db_version = str(self.store.run("bench_db_version", write=False)[0]["version"])

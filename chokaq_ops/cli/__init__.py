@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from chokaq_ops import errors
+from chokaq_ops.redact import install_log_filter
 
 # Order is the order of `chokaq --help`.
 COMMAND_MODULES = (
@@ -80,6 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    install_log_filter()
     try:
         return int(args.handler(args) or 0)
     except (UsageError, errors.ValidationError, errors.ConfigError) as exc:

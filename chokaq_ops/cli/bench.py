@@ -50,7 +50,9 @@ def register(sub: argparse._SubParsersAction) -> None:
             "--repeat", type=_positive, default=3, metavar="K", help="runs; the summary is their median"
         )
         bp.add_argument(
-            "--force", action="store_true", help="run even though the database holds jobs (they are deleted)"
+            "--force",
+            action="store_true",
+            help="run even though the database holds jobs or audit rows (they are deleted)",
         )
         module.add_arguments(bp)
         bp.set_defaults(handler=_handler(name, module))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 
 from chokaq_ops.cli import common
+from chokaq_ops.cli.token import cli_actor
 from chokaq_ops.engine.rescue import sweep_now
 from chokaq_ops.storage.migrate import require_current
 
@@ -32,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     settings = common.settings_from(args)
     with common.open_store(args, settings) as store:
         require_current(store)
-        report = sweep_now(store, settings)
+        report = sweep_now(store, settings, actor=cli_actor().name)
     if args.format == "json":
         common.print_json({"recovered": report.recovered, "archived": report.archived})
         return 0

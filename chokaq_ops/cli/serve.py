@@ -23,8 +23,10 @@ from chokaq_ops.storage.migrate import migrate, require_current
 log = logging.getLogger("chokaq.serve")
 
 
-class _Stop(Exception):
-    """Raised in the main thread by SIGTERM/SIGINT to leave the server loop."""
+class _Stop(SystemExit):
+    """Raised in the main thread by SIGTERM/SIGINT to leave the server loop. A SystemExit, because the
+    signal can land inside a waitress channel handler, which logs and swallows ordinary exceptions (the
+    server then kept running) but re-raises SystemExit and KeyboardInterrupt."""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -112,21 +114,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def listen(app: Any, settings: Settings) -> Any:
-    """A waitress server bound to Api.Host:Api.Port (not yet serving)."""
-    from waitress import create_server
+    """A waitress server bound to Api.Host:Api.Port with the Api limits (not yet serving)."""
+    from chokaq_api.server import create
 
     try:
-        return create_server(
-            app,
-            host=settings.api.host,
-            port=settings.api.port,
-            threads=settings.api.threads,
-            ident="chokaq",
-            # Bodies over Api.MaxBodyBytes get our 413 from Flask; waitress only refuses (with its own plain
-            # 413) bodies so large that buffering them would be a problem in itself.
-            max_request_body_size=2 * settings.api.max_body_bytes + 1_000_000,
-            clear_untrusted_proxy_headers=True,
-        )
+        return create(app, settings)
     except OSError as exc:
         raise errors.ConfigError(
             f"cannot listen on {settings.api.host}:{settings.api.port}: {exc.strerror or exc}",

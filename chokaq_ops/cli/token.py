@@ -36,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     revoke.set_defaults(handler=run_revoke)
 
 
-def _cli_actor() -> Actor:
+def cli_actor() -> Actor:
     """Who ran the command, for the audit log: the OS user (tokens are made before any token exists)."""
     try:
         user = getpass.getuser()
@@ -49,7 +49,7 @@ def run_create(args: argparse.Namespace) -> int:
     with common.open_store(args, create=True) as store:
         # The first token is often made before the first `chokaq serve`: same schema rule as serve.
         ensure_schema(store, migrate_requested=False)
-        token = store.create_token(args.name, args.role, actor=_cli_actor())
+        token = store.create_token(args.name, args.role, actor=cli_actor())
     print(token)
     return 0
 
@@ -70,7 +70,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 def run_revoke(args: argparse.Namespace) -> int:
     with common.open_store(args) as store:
-        if not store.revoke_token(args.name, actor=_cli_actor()):
+        if not store.revoke_token(args.name, actor=cli_actor()):
             raise common_not_found(args.name)
     print(f"revoked {args.name}")
     return 0

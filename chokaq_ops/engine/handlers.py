@@ -16,6 +16,7 @@ the decorators, which register into the module-level `registry`. Tests and embed
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -226,11 +227,17 @@ def job(
 
 def load_handler_modules(names: str | Sequence[str]) -> list[str]:
     """Import the modules holding handlers (`Worker.Handlers`, `--handlers mod1,mod2`). A module that
-    cannot be imported is a configuration error naming it; the current directory is importable, as it
-    is for `python -m`."""
+    cannot be imported is a configuration error naming it.
+
+    The current directory is importable, but searched last: appended to `sys.path` as an absolute path,
+    never put first. A file in the directory the server happens to start from (`json.py`, `flask.py`,
+    `chokaq_ops/`) therefore cannot shadow the standard library, chokaq or an installed package, and a
+    later `chdir` does not change what is imported. Install handler packages, or set PYTHONPATH, to be
+    explicit."""
     wanted = [n.strip() for n in (names.split(",") if isinstance(names, str) else names) if n.strip()]
-    if wanted and "" not in sys.path and "." not in sys.path:
-        sys.path.insert(0, "")
+    here = os.getcwd()
+    if wanted and here not in sys.path:
+        sys.path.append(here)
     loaded = []
     for name in wanted:
         try:

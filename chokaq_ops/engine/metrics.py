@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
@@ -105,6 +105,28 @@ class Metrics:
         return generate_latest(self.registry)
 
 
+# Queues shown by name on the gauges; the rest are summed into one "other" series, so a scrape stays
+# small however many queues producers created (the API caps those at Api.MaxQueues, library users not).
+MAX_QUEUE_SERIES = 100
+_HOT = ("pending", "fetched", "processing")
+
+
+def cap_queues(queues: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]:
+    """The `limit` - 1 busiest queues by name and one "other" row summing the rest (lag: the worst)."""
+    if len(queues) <= limit:
+        return queues
+
+    def load(q: dict[str, Any]) -> tuple[int, str]:
+        return (-(sum(q[s] for s in _HOT) + q["failed_total"]), q["name"])
+
+    ranked = sorted(queues, key=load)
+    shown, rest = ranked[: limit - 1], ranked[limit - 1 :]
+    other: dict[str, Any] = {"name": OTHER, "paused": any(q["paused"] for q in rest)}
+    other |= {k: sum(q[k] for q in rest) for k in (*_HOT, "failed_total")}
+    other["max_lag_seconds"] = max(q["max_lag_seconds"] for q in rest)
+    return [*shown, other]
+
+
 class QueueCollector(Collector):
     """Queue depth, lag and dead-letter counts, read from the database at scrape time."""
 
@@ -132,7 +154,7 @@ class QueueCollector(Collector):
             "chokaq_queue_dead_jobs", "Failed total per queue (DLQ size).", labels=["queue"]
         )
         paused = GaugeMetricFamily("chokaq_queue_paused", "1 when the queue is paused.", labels=["queue"])
-        for q in queues:
+        for q in cap_queues(queues, MAX_QUEUE_SERIES):
             for status in ("pending", "fetched", "processing"):
                 depth.add_metric([q["name"], status], q[status])
             lag.add_metric([q["name"]], q["max_lag_seconds"])

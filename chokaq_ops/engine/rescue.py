@@ -24,12 +24,14 @@ import socket
 import threading
 import time
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from chokaq_ops import errors
 from chokaq_ops.fingerprint import fingerprint_text
 from chokaq_ops.models import RescueReport
 from chokaq_ops.storage import deadline
+from chokaq_ops.storage.worker_ops import Audit
 
 if TYPE_CHECKING:
     from chokaq_ops.engine.metrics import Metrics
@@ -128,8 +130,10 @@ class Rescuer:
         metrics: Metrics | None = None,
         holder: str | None = None,
         watch: DbWatch | None = None,
+        actor: str | None = None,
     ) -> None:
         self.store = store
+        self.actor = actor  # set for a sweep a person asked for: each phase is audited with its moves
         self.settings = settings
         self.metrics = metrics
         self.watch = watch
@@ -175,7 +179,10 @@ class Rescuer:
             failures: list[str] = []
             # The phases are independent: a failing phase 1 must not keep zombies in hot, nor vice versa.
             recovered = self._phase(
-                "recover_abandoned", failures, self.store.recover_abandoned, recovery.fetched_job_timeout
+                "recover_abandoned",
+                failures,
+                partial(self.store.recover_abandoned, audit=self._audit("rescue_recover")),
+                recovery.fetched_job_timeout,
             )
             archived = []
             if self._zombie_phase_allowed():
@@ -221,7 +228,11 @@ class Rescuer:
             self.queue_overrides(),
             ZOMBIE_FINGERPRINT,
             within=ZOMBIE_DECISION_MAX_LAG_S,
+            audit=self._audit("rescue_zombies"),
         )
+
+    def _audit(self, action: str) -> Audit | None:
+        return Audit(self.actor, action) if self.actor else None
 
     def queue_overrides(self) -> dict[str, float]:
         """Configured per-queue zombie timeouts; a queue row's own value still wins in SQL."""
@@ -277,9 +288,13 @@ class Rescuer:
             log.error("ZombieRescue sweep failed; the next one runs on schedule", exc_info=exc)
 
 
-def sweep_now(store: Store, settings: Settings, metrics: Metrics | None = None) -> RescueReport:
-    """One forced sweep (`POST /rescue`, `chokaq rescue`): no lease, and failures raise RescueError."""
-    rescuer = Rescuer(store, settings, metrics)
+def sweep_now(
+    store: Store, settings: Settings, metrics: Metrics | None = None, *, actor: str | None = None
+) -> RescueReport:
+    """One forced sweep (`POST /rescue`, `chokaq rescue`): no lease, and failures raise RescueError.
+    `actor`: who asked; each phase then writes an audit row (`rescue_recover`, `rescue_zombies`) with
+    its moves, in their transaction."""
+    rescuer = Rescuer(store, settings, metrics, actor=actor)
     try:
         return rescuer.sweep()
     except RescueError:

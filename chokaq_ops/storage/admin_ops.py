@@ -41,6 +41,12 @@ def _actor(actor: Actor) -> Actor:
     return Actor(name=name, plan_id=plan)  # type: ignore[arg-type]
 
 
+def _person(actor: Actor) -> Actor:
+    """The actor of a direct (non-plan) operation. A plan id on an audit row must name one of the server's
+    own plans, and only the plan executor (PlanOps) writes those; a caller-supplied one is dropped here."""
+    return Actor(name=_actor(actor).name, plan_id=None)
+
+
 def filter_json(flt: Any) -> dict[str, Any]:
     """The audit form of a filter: only the fields that were set."""
     if flt is None:
@@ -77,7 +83,7 @@ class AdminOps(StoreCore):
         self, job_id: str, *, actor: Actor, payload: Any = None, tags: Any = None, priority: int | None = None
     ) -> dict[str, Any]:
         """Edit a hot job while it is pending (null keeps a field); InvalidState once a worker holds it."""
-        actor = _actor(actor)
+        actor = _person(actor)
         job_id = validation.job_id(job_id)
         params = {
             "payload": self._edit_payload(payload),
@@ -94,7 +100,7 @@ class AdminOps(StoreCore):
         return self.get_job(job_id)  # type: ignore[attr-defined]
 
     def edit_dlq(self, job_id: str, *, actor: Actor, payload: Any = None, tags: Any = None) -> dict[str, Any]:
-        actor = _actor(actor)
+        actor = _person(actor)
         job_id = validation.job_id(job_id)
         params = {"payload": self._edit_payload(payload), "tags": validation.tags(tags)}
         if all(v is None for v in params.values()):
@@ -110,7 +116,7 @@ class AdminOps(StoreCore):
         self, job_id: str, *, actor: Actor, payload: Any = None, tags: Any = None, priority: int | None = None
     ) -> dict[str, Any]:
         """DLQ -> hot as a fresh pending job, with optional payload/tags/priority replacements."""
-        actor = _actor(actor)
+        actor = _person(actor)
         item = {
             "id": validation.job_id(job_id),
             "payload": self._edit_payload(payload),
@@ -174,7 +180,7 @@ class AdminOps(StoreCore):
         """Resurrect by ids or by filter in consecutive transactions of at most 1000 jobs. `edits` maps an
         id to replacement payload/tags/priority. A crash between chunks leaves each job in exactly one table.
         """
-        actor = _actor(actor)
+        actor = _person(actor)
         # Every edit is checked before the first chunk commits: bad input must change no row.
         checked = {
             validation.job_id(job_id, "edits"): {
@@ -218,7 +224,7 @@ class AdminOps(StoreCore):
     def cancel_many(self, ids: Sequence[str], *, actor: Actor) -> tuple[list[str], list[str]]:
         """Pending/fetched -> DLQ as Cancelled in one transaction; returns (cancelled, skipped). Running jobs
         are skipped: stopping user code mid-flight is the owning worker's call."""
-        actor = _actor(actor)
+        actor = _person(actor)
         wanted = validation.ids(ids)
         retries = self.thread_retries()
         rows = self.run(
@@ -245,7 +251,7 @@ class AdminOps(StoreCore):
         progress: Progress | None = None,
     ) -> BulkResult:
         """Delete dead jobs by ids or filter in transactions of Storage.CleanupBatchSize rows."""
-        actor = _actor(actor)
+        actor = _person(actor)
 
         def delete(chunk: list[str], details: Any) -> list[str]:
             rows = self.run(
@@ -369,7 +375,7 @@ class AdminOps(StoreCore):
         self, older_than: datetime, *, actor: Actor, progress: Progress | None = None
     ) -> BulkResult:
         """Delete archive rows finished before `older_than`, oldest first, in CleanupBatchSize batches."""
-        actor = _actor(actor)
+        actor = _person(actor)
         if older_than.tzinfo is None:
             raise errors.ValidationError("older_than must carry a time zone", field="older_than")
         details = {"older_than": older_than.isoformat()}
@@ -407,9 +413,11 @@ class AdminOps(StoreCore):
         zombie_timeout_seconds: int | None = UNSET,
         max_workers: int | None = UNSET,
         min_zombie_timeout: float = 0.0,
+        tx: Any = None,
     ) -> dict[str, Any]:
-        """Upsert a queue's control row; UNSET leaves a field, None clears an override."""
-        actor = _actor(actor)
+        """Upsert a queue's control row; UNSET leaves a field, None clears an override. `tx`: run inside
+        that open transaction instead of one of its own."""
+        actor = _person(actor)
         name = validation.queue(name, "name")
         if zombie_timeout_seconds not in (UNSET, None):
             _int_in(zombie_timeout_seconds, "zombie_timeout_seconds", 1, validation.MAX_ZOMBIE_TIMEOUT)
@@ -426,7 +434,7 @@ class AdminOps(StoreCore):
                 raise errors.ValidationError(f"{flag} must be true or false", field=flag)
         if all(v is UNSET for v in (paused, active, zombie_timeout_seconds, max_workers)):
             raise errors.ValidationError("nothing to change", field="paused")
-        rows = self.run(
+        rows = (tx.run if tx is not None else self.run)(
             "set_queue",
             name=name,
             actor=actor.name,
@@ -450,11 +458,15 @@ class AdminOps(StoreCore):
         if role not in ROLES:
             raise errors.ValidationError(f"role must be one of {', '.join(ROLES)}", field="role")
         token = "chq_" + secrets.token_urlsafe(32)
+
+        def create(tx: Any) -> None:
+            tx.run("create_token", name=name, role=role, token_hash=hash_token(token), actor=actor.name)
+            audit_in(tx, actor, "token_create", details={"name": name, "role": role})
+
         try:
-            self.run("create_token", name=name, role=role, token_hash=hash_token(token), actor=actor.name)
+            self.transaction(create)
         except errors.Conflict:
             raise errors.Conflict(f"a token named {name!r} exists already", field="name") from None
-        self.audit(actor, "token_create", details={"name": name, "role": role})
         return token
 
     def verify_token(self, token: str) -> dict[str, Any] | None:
@@ -475,25 +487,36 @@ class AdminOps(StoreCore):
 
     def revoke_token(self, name: str, *, actor: Actor) -> bool:
         actor = _actor(actor)
-        done = bool(self.run("revoke_token", name=name))
-        if done:
-            self.audit(actor, "token_revoke", details={"name": name})
-        return done
+
+        def revoke(tx: Any) -> bool:
+            if not tx.run("revoke_token", name=name):
+                return False
+            audit_in(tx, actor, "token_revoke", details={"name": name})
+            return True
+
+        return self.transaction(revoke)
 
     def audit(
         self, actor: Actor, action: str, *, job_id: str | None = None, count: int = 1, details: Any = None
     ) -> None:
         """One audit row for an operator action that has no job-level statement of its own."""
-        actor = _actor(actor)
-        self.run(
-            "audit_one",
-            actor=actor.name,
-            action=action,
-            job_id=job_id,
-            plan_id=actor.plan_id,
-            count=count,
-            details=details,
-        )
+        who = _person(actor)
+        self.transaction(lambda tx: audit_in(tx, who, action, job_id=job_id, count=count, details=details))
+
+
+def audit_in(
+    tx: Any, actor: Actor, action: str, *, job_id: str | None = None, count: int = 1, details: Any = None
+) -> None:
+    """One audit row inside the caller's transaction `tx`, so it commits or rolls back with the change."""
+    tx.run(
+        "audit_one",
+        actor=actor.name,
+        action=action,
+        job_id=job_id,
+        plan_id=actor.plan_id,
+        count=count,
+        details=details,
+    )
 
 
 def resurrected(rows: list[dict[str, Any]]) -> list[str]:

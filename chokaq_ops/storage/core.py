@@ -219,17 +219,26 @@ class StoreCore:
         *,
         count: Callable[[list[dict[str, Any]]], int] = len,
         cursor: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None,
+        each: Callable[[Tx, list[dict[str, Any]]], None] | None = None,
         **params: Any,
     ) -> Iterator[list[dict[str, Any]]]:
         """Run the maintenance query `name`, which acts on at most `:batch` rows, again and again, each
         batch in its own transaction of at most CleanupBatchSize rows, until one acts on fewer (as
         `count(rows)` tells). `cursor(rows)` gives the parameters that tell the next batch where this one
         ended. Yields each batch's rows once it is committed; a transient failure retries only the
-        failing batch, so committed ones are never repeated."""
+        failing batch, so committed ones are never repeated. `each(tx, rows)` runs inside each batch's
+        transaction after its query (an audit row that must commit with the moves)."""
         batch = self.cleanup_batch_size
+
+        def one(tx: Tx) -> list[dict[str, Any]]:
+            rows = tx.run(name, batch=batch, **params)
+            if each is not None:
+                each(tx, rows)
+            return rows
+
         while True:
             started = time.monotonic()
-            rows = self.run(name, batch=batch, **params)
+            rows = self.run(name, batch=batch, **params) if each is None else self.transaction(one)
             yield rows
             if count(rows) < batch:
                 return
@@ -269,7 +278,9 @@ class StoreCore:
 
     def _translate(self, exc: Exception) -> errors.ChokaqError:
         if self.dialect.is_unique_violation(exc):
-            return errors.Conflict(f"duplicate key: {exc}")
+            # The driver's text names tables, constraints and values: it goes to the log, not to callers.
+            log.info("unique violation: %s", exc)
+            return errors.Conflict("the change conflicts with an existing row (a duplicate key)")
         return errors.StorageError(f"{self.dialect.name}: {exc}")
 
     def _execute(

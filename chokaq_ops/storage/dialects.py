@@ -7,7 +7,6 @@ import functools
 import logging
 import math
 import os
-import re
 import socket
 import sqlite3
 import threading
@@ -20,6 +19,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from chokaq_ops import errors
+from chokaq_ops.redact import redact
 from chokaq_ops.storage import deadline
 from chokaq_ops.storage.queries import Statement
 
@@ -111,7 +111,7 @@ class Dialect:
         return out
 
     def redacted_url(self) -> str:
-        return re.sub(r"://([^:/@]+):[^@]*@", r"://\1:***@", self.url)
+        return redact(self.url)
 
 
 @dataclass
@@ -124,8 +124,8 @@ class SqliteDialect(Dialect):
     _busy: dict[int, int] = field(default_factory=dict, repr=False)
 
     def connect(self, kind: str = "") -> sqlite3.Connection:
-        if self.path != ":memory:":
-            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        if self.path != ":memory:" and not self.path.startswith("file:"):
+            _create_private(Path(self.path))
         conn = sqlite3.connect(
             self.path, isolation_level=None, check_same_thread=False, timeout=self.busy_timeout_ms / 1000
         )
@@ -475,6 +475,16 @@ def _shutdown_socket(fd: int) -> None:
     driver reports the connection lost. The driver still owns (and later closes) the descriptor."""
     with socket.socket(fileno=os.dup(fd)) as sock:
         sock.shutdown(socket.SHUT_RDWR)
+
+
+def _create_private(path: Path) -> None:
+    """Create the database file readable by its owner only (0600) if it does not exist yet. SQLite gives
+    the -wal and -shm files it creates later the main file's permissions, so they are private too."""
+    if path.exists():
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):  # another connection created it first, with the same mode
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
 
 
 def _odbc_escape(value: str) -> str:

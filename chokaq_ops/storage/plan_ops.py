@@ -20,7 +20,14 @@ from typing import Any
 from chokaq_ops import errors, validation
 from chokaq_ops.fingerprint import fingerprint_text
 from chokaq_ops.models import Actor, DlqFilter, FailureReason, HotFilter, Status
-from chokaq_ops.storage.admin_ops import CANCELLED_FINGERPRINT, AdminOps, _actor, filter_json, resurrected
+from chokaq_ops.storage.admin_ops import (
+    CANCELLED_FINGERPRINT,
+    AdminOps,
+    _actor,
+    audit_in,
+    filter_json,
+    resurrected,
+)
 from chokaq_ops.storage.worker_ops import report_twins
 
 log = logging.getLogger("chokaq.plans")
@@ -91,8 +98,15 @@ class PlanOps(AdminOps):
             details["edited"] = sum(1 for i in items or () if _has_edit(i))
             chunks = -(-total // chunk_size)
             seal = {"action": action, "actor": actor.name, "chunk_size": chunk_size, "chunks": chunks}
+            what = {"action": action, "filter": details["filter"], "max_jobs": max_jobs, "total": total}
+
+            def create(tx: Any) -> list[dict[str, Any]]:
+                rows = tx.run("plan_create", id=plan_id, total=total, details=details, **seal)
+                audit_in(tx, Actor(actor.name, plan_id), "plan_create", count=total, details=what)
+                return rows
+
             try:
-                plan = self.run("plan_create", id=plan_id, total=total, details=details, **seal)
+                plan = self.transaction(create)
             except errors.Conflict:
                 # The id is new and random: only an attempt of ours whose reply was lost can hold it.
                 plan = self.run("plan_get", write=False, id=plan_id)
@@ -412,14 +426,20 @@ class PlanOps(AdminOps):
     def discard_plan(self, plan_id: str, *, actor: Actor) -> dict[str, Any]:
         """Stop a plan for good: its unexecuted chunks will never run. Audited."""
         actor = _actor(actor)
-        rows = self.run("plan_discard", id=plan_id)
-        if not rows:
+
+        def discard(tx: Any) -> dict[str, Any] | None:
+            rows = tx.run("plan_discard", id=plan_id)
+            if rows:
+                audit_in(tx, Actor(actor.name, plan_id), "plan_discard", details={"plan_id": plan_id})
+            return _decode(rows[0]) if rows else None
+
+        discarded = self.transaction(discard)
+        if discarded is None:
             plan = self.get_plan(plan_id)
             raise errors.InvalidState(
                 f"plan {plan_id} is {plan['state']}; only ready or running plans can be discarded"
             )
-        self.audit(Actor(actor.name, plan_id), "plan_discard", details={"plan_id": plan_id})
-        return _decode(rows[0])
+        return discarded
 
 
 def _chunk_bound(value: int | None, field: str, default: int) -> int:

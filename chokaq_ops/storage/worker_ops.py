@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -26,6 +26,17 @@ def reason_number(value: Any, field: str = "reason") -> int:
     except (TypeError, ValueError):
         names = ", ".join(m.name for m in FailureReason)
         raise errors.ValidationError(f"{field} must be one of {names}", field=field) from None
+
+
+AUDIT_MAX_IDS = 1000  # ids listed on one audit row of a sweep; `count` has the full number
+
+
+@dataclass(frozen=True, slots=True)
+class Audit:
+    """Who asked for an operation that is otherwise unattended (a forced rescue sweep), and its action."""
+
+    actor: str
+    action: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,13 +107,19 @@ class WorkerOps(StoreCore):
             for r in rows:
                 if r["status"] != "new" and items[r["ord"]]["id"] in mine:
                     r.update(status="new", id=items[r["ord"]]["id"])
+        return self._results(self.run, items, rows)
+
+    def _results(
+        self, run: Any, items: list[dict[str, Any]], rows: list[dict[str, Any]]
+    ) -> list[EnqueueResult]:
+        """The enqueue statement's rows as results; `run` is the store's, or an open transaction's."""
         missing = [
             items[r["ord"]]["idempotency_key"] for r in rows if r["status"] == "duplicate" and not r["id"]
         ]
         winners: dict[str, str] = {}
         if missing:
             # Lost a concurrent race on the key: the winner committed after our snapshot was taken.
-            winners = {r["idempotency_key"]: r["id"] for r in self.run("find_idempotency_keys", keys=missing)}
+            winners = {r["idempotency_key"]: r["id"] for r in run("find_idempotency_keys", keys=missing)}
         return [
             EnqueueResult(
                 id=r["id"] or winners.get(items[r["ord"]]["idempotency_key"]) or items[r["ord"]]["id"],
@@ -119,9 +136,12 @@ class WorkerOps(StoreCore):
         those answer `conflict`. Generated ids are new by construction and keep the one-statement path."""
         if not explicit or not self.dialect.snapshot_per_statement:
             return self.run("enqueue", items=items)
+        return self.transaction(lambda tx: self._enqueue_in(tx, items, explicit))
 
-        def checked(tx: Tx) -> list[dict[str, Any]]:
-            rows = tx.run("enqueue", items=items)
+    def _enqueue_in(self, tx: Tx, items: list[dict[str, Any]], explicit: set[str]) -> list[dict[str, Any]]:
+        """The enqueue statement (and its re-check, see _enqueue_rows) inside an open transaction."""
+        rows = tx.run("enqueue", items=items)
+        if explicit and self.dialect.snapshot_per_statement:
             inserted = [items[r["ord"]]["id"] for r in rows if r["status"] == "new"]
             inserted = [i for i in inserted if i in explicit]
             raced = {r["id"] for r in tx.run("enqueue_undo_raced", ids=inserted)} if inserted else set()
@@ -130,9 +150,7 @@ class WorkerOps(StoreCore):
                     r["status"] = "conflict"
             if raced:
                 log.info("enqueue: %d id(s) were moved out of hot while it ran: conflict", len(raced))
-            return rows
-
-        return self.transaction(checked)
+        return rows
 
     def _note_uncertain_enqueues(self, ids: Iterable[str]) -> None:
         with self._uncertain_lock:
@@ -389,11 +407,16 @@ class WorkerOps(StoreCore):
 
     # ------------------------------------------------------------------ rescue
 
-    def recover_abandoned(self, timeout_s: float) -> list[dict[str, Any]]:
+    def recover_abandoned(self, timeout_s: float, *, audit: Audit | None = None) -> list[dict[str, Any]]:
         """Fetched jobs untouched for `timeout_s` -> pending, oldest first, in CleanupBatchSize
-        transactions."""
+        transactions. `audit`: an operator asked for this sweep; each batch's audit row (count and ids)
+        commits in the same transaction as its moves."""
         batches = self.run_batches(
-            "recover_abandoned", cursor=_resume, timeout_s=float(timeout_s), after_at=None
+            "recover_abandoned",
+            cursor=_resume,
+            each=self._audit_batches(audit),
+            timeout_s=float(timeout_s),
+            after_at=None,
         )
         return [_moved(r) for rows in batches for r in rows]
 
@@ -403,6 +426,8 @@ class WorkerOps(StoreCore):
         overrides: Mapping[str, float] | None = None,
         fingerprint: str | None = None,
         within: float | None = None,
+        *,
+        audit: Audit | None = None,
     ) -> list[dict[str, Any]]:
         """Processing jobs with an expired heartbeat -> DLQ as Zombie. Timeout per job: the queue row's
         zombie_timeout_seconds, else `overrides[queue]` (configuration), else `global_timeout_s`.
@@ -410,7 +435,7 @@ class WorkerOps(StoreCore):
         moved or wholly hot. With `within` (seconds), each batch moves only if the server runs it within
         that long of the database time read just before it: a server paused after the sweep decided
         must not judge heartbeats it kept workers from writing (such a batch moves nothing, and the loop
-        ends)."""
+        ends). `audit`: as for recover_abandoned."""
 
         def decided() -> dict[str, Any]:
             return {"not_after": None if within is None else self.now() + timedelta(seconds=within)}
@@ -418,6 +443,7 @@ class WorkerOps(StoreCore):
         batches = self.run_batches(
             "archive_zombies",
             cursor=lambda rows: _resume(rows) | decided(),
+            each=self._audit_batches(audit),
             global_s=float(global_timeout_s),
             overrides={k: float(v) for k, v in (overrides or {}).items()},
             fingerprint=fingerprint,
@@ -425,6 +451,34 @@ class WorkerOps(StoreCore):
             **decided(),
         )
         return report_twins("archive_zombies", [_moved(r) for rows in batches for r in rows])
+
+    @staticmethod
+    def _audit_batches(audit: Audit | None) -> Callable[[Tx, list[dict[str, Any]]], None] | None:
+        """What writes a sweep phase's audit rows inside each batch's transaction: one per batch that
+        moved jobs, and one for the phase even when it moved none. None for the scheduled sweep (events,
+        no audit rows: no person asked for it)."""
+        if audit is None:
+            return None
+        first = [True]
+
+        def write(tx: Tx, rows: list[dict[str, Any]]) -> None:
+            if not rows and not first[0]:
+                return
+            first[0] = False
+            tx.run(
+                "audit_one",
+                actor=audit.actor,
+                action=audit.action,
+                job_id=None,
+                plan_id=None,
+                count=len(rows),
+                details={
+                    "ids": [r["id"] for r in rows[:AUDIT_MAX_IDS]],
+                    "truncated": len(rows) > AUDIT_MAX_IDS,
+                },
+            )
+
+        return write
 
     def try_lease(self, name: str, holder: str, ttl_s: float) -> bool:
         """Take or renew a named lease on the database clock; True when `holder` has it."""

@@ -306,3 +306,23 @@ CREATE TABLE plan_items (
 -- The next chunk to run: only unfinished items are indexed, so a resumed 1M-item plan finds it at once.
 CREATE INDEX ix_plan_items_pending ON plan_items (plan_id, chunk) WHERE done_at IS NULL;
 CREATE INDEX ix_plan_items_order ON plan_items (plan_id, ord);
+
+-- Trigram indexes behind DLQ `search` when pg_trgm is available (see migrations/0004_dlq_search_trigram.sql).
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm')
+       AND EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'pg_trgm') THEN
+        BEGIN
+            CREATE EXTENSION pg_trgm;
+        EXCEPTION WHEN insufficient_privilege THEN
+            RAISE NOTICE 'pg_trgm could not be created here; DLQ search stays a scan';
+        END;
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm') THEN
+        CREATE INDEX IF NOT EXISTS ix_jobs_dlq_search_id ON jobs_dlq USING gin (id gin_trgm_ops);
+        CREATE INDEX IF NOT EXISTS ix_jobs_dlq_search_type ON jobs_dlq USING gin (type gin_trgm_ops);
+        CREATE INDEX IF NOT EXISTS ix_jobs_dlq_search_tags ON jobs_dlq USING gin (tags gin_trgm_ops);
+        CREATE INDEX IF NOT EXISTS ix_jobs_dlq_search_error ON jobs_dlq USING gin (error_details gin_trgm_ops);
+    END IF;
+END
+$$;

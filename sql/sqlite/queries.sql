@@ -898,6 +898,10 @@ SELECT queue, status, count(*) AS n FROM jobs_hot GROUP BY queue, status;
 SELECT (SELECT count(*) FROM jobs_hot) AS hot, (SELECT count(*) FROM jobs_archive) AS archive,
        (SELECT count(*) FROM jobs_dlq) AS dlq;
 
+-- name: audit_rows
+-- `chokaq bench` refuses a database whose audit log holds rows (its reset would delete them).
+SELECT count(*) AS n FROM audit_log;
+
 -- name: queue_rows
 SELECT q.name, q.paused, q.active, q.zombie_timeout_seconds, q.max_workers, q.updated_at,
        coalesce(s.enqueued_total, 0) AS enqueued_total, coalesce(s.succeeded_total, 0) AS succeeded_total,
@@ -997,6 +1001,10 @@ WHERE a.job_id IN (SELECT value FROM json_each(:ids))
 -- jobs it moved in all, counted from its audit rows (one per job, same :details) since it started.
 SELECT count(*) AS n FROM audit_log
 WHERE actor = :actor AND at >= :since AND action = :action AND plan_id IS :plan_id AND details = :details;
+
+-- name: queue_admission
+-- Whether a queue exists and how many exist: the API caps distinct queues (Api.MaxQueues).
+SELECT (SELECT count(*) FROM queues WHERE name = :name) AS known, (SELECT count(*) FROM queues) AS n;
 
 -- name: audit_one
 INSERT INTO audit_log (actor, action, job_id, plan_id, count, details)

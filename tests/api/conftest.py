@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -130,3 +131,31 @@ def to_archive(store: Store, n: int = 1, *, queue: str = "default", **kw: Any) -
     store.mark_processing(WORKER, ids)
     store.archive_succeeded(WORKER, [(i, 12.5) for i in ids])
     return ids
+
+
+@contextmanager
+def fuzz_app_on(url: str, **overrides: Any) -> Iterator[tuple[Any, str]]:
+    """An app over the migrated database `url`, seeded with jobs in every table, and an admin token: what
+    the fuzzers send their requests to."""
+    from chokaq_ops.models import FailureReason
+    from chokaq_ops.storage.migrate import migrate
+
+    with Store(url, pool_size=4) as store:
+        migrate(store)
+        enqueue(store, 3, queue="mail", tags="eu")
+        to_dlq(store, 3, queue="dlq1", reason=FailureReason.Zombie)
+        to_archive(store, 2, queue="done")
+        token = store.create_token("fuzzer", "admin", actor=Actor("test"))
+        settings = {
+            "storage.url": url,
+            **TEST_SETTINGS,
+            "api.sse_max_duration": 0.05,
+            "api.sse_max_streams": 64,
+            "api.sse_max_streams_per_token": 64,
+            # The seeded pending jobs wait for the whole fuzz run: readiness must not turn 503 on their
+            # lag once the run takes longer than the default 10 s threshold.
+            "health.queue_lag_degraded": 86_400,
+            "health.queue_lag_unhealthy": 86_400,
+            **overrides,
+        }
+        yield create_app(Settings().with_overrides(settings), store=store), token

@@ -13,14 +13,15 @@ from tests.api.conftest import ApiClient, events_settled, pagination, to_dlq
 def test_audit_filters_by_actor_action_job_plan_and_time(client, store):
     ids = to_dlq(store, 2)
     client.patch(f"/dlq/{ids[0]}", role="operator", json={"tags": "seen"})
-    client.post("/dlq/resurrect", role="admin", json={"ids": ids, "plan_id": "plan-a"})
+    plan = client.post("/plans", role="admin", json={"action": "resurrect", "ids": ids}).json["id"]
+    client.post(f"/plans/{plan}/execute", role="admin")
     r = client.get("/audit", role="reader")
     assert r.status_code == 200 and pagination(r)["total"] >= 3
     assert [a["id"] for a in r.json] == sorted((a["id"] for a in r.json), reverse=True)
     mine = client.get("/audit?actor=operator", role="reader").json
     assert [(a["action"], a["job_id"]) for a in mine] == [("edit_dlq", ids[0])]
     assert mine[0]["details"]["after"]["tags"] == "seen"
-    planned = client.get("/audit?plan_id=plan-a", role="reader").json
+    planned = client.get(f"/audit?plan_id={plan}&action=resurrect", role="reader").json
     assert sorted(a["job_id"] for a in planned) == sorted(ids) and {a["actor"] for a in planned} == {"admin"}
     assert len(client.get(f"/audit?job_id={ids[0]}&action=resurrect", role="reader").json) == 1
     assert client.get("/audit?since=2999-01-01T00:00:00Z", role="reader").json == []
@@ -43,7 +44,7 @@ def test_events_replay_from_an_id_and_resume_from_last_event_id(client, store):
     to_dlq(store, 2, queue="mail")
     client.post("/dlq/purge", role="admin", json={"filter": {"queue": "mail"}})
     events_settled(store, 3)
-    r = client.get("/events?after=0", role="reader")
+    r = client.get("/events?after=0", role="reader", buffered=True)  # buffered: read, then closed
     assert r.status_code == 200 and r.mimetype == "text/event-stream"
     body = r.get_data()
     assert body.startswith(b"retry: ")
@@ -52,11 +53,13 @@ def test_events_replay_from_an_id_and_resume_from_last_event_id(client, store):
     assert events[0]["data"]["data"]["reason"] == "Fatal" and events[0]["data"]["at"].endswith("Z")
     assert events[2]["data"]["data"]["actor"] == "admin"
     resumed = _events(
-        client.get("/events", role="reader", headers={"Last-Event-ID": str(events[0]["id"])}).get_data()
+        client.get(
+            "/events", role="reader", headers={"Last-Event-ID": str(events[0]["id"])}, buffered=True
+        ).get_data()
     )
     assert [e["id"] for e in resumed] == [e["id"] for e in events[1:]]
     header_wins = client.get(
-        "/events?after=0", role="reader", headers={"Last-Event-ID": str(events[1]["id"])}
+        "/events?after=0", role="reader", headers={"Last-Event-ID": str(events[1]["id"])}, buffered=True
     )
     assert [e["event"] for e in _events(header_wins.get_data())] == ["purge"]
     bad = client.get("/events", role="reader", headers={"Last-Event-ID": "abc"})

@@ -11,6 +11,7 @@ import pytest
 
 from chokaq_ops.cli import main
 from chokaq_ops.errors import StorageError
+from chokaq_ops.models import Actor
 from tests.api.served import CHOKAQ
 
 
@@ -83,7 +84,9 @@ def test_wsgi_app_comes_from_configuration_and_starts_no_engine(db_url, monkeypa
     try:
         context = wsgi.app.extensions["chokaq"]
         assert context.store.url == db_url and context.host is None
-        ready = wsgi.app.test_client().get("/api/v1/health/ready").json
+        token = context.store.create_token("probe", "reader", actor=Actor("test"))
+        auth = {"Authorization": f"Bearer {token}"}
+        ready = wsgi.app.test_client().get("/api/v1/health/ready", headers=auth).json
         assert (
             ready["checks"]["worker"]["status"] == "skipped" and ready["checks"]["schema"]["status"] == "ok"
         )

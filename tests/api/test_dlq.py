@@ -134,25 +134,24 @@ def test_preview_changes_nothing(client, store):
     assert store.count_dlq() == 4
 
 
-def test_bulk_resurrect_by_ids_and_by_filter_with_plan_id_on_every_audit_row(client, store):
+def test_bulk_resurrect_by_ids_and_by_filter_audits_every_job(client, store):
     ids = to_dlq(store, 3, queue="mail", reason=FailureReason.Zombie)
     others = to_dlq(store, 2, queue="sms", reason=FailureReason.Fatal)
-    r = client.post("/dlq/resurrect", role="operator", json={"ids": [ids[0]], "plan_id": "plan-1"})
+    r = client.post("/dlq/resurrect", role="operator", json={"ids": [ids[0]]})
     assert r.json == {"resurrected": 1, "batches": 1}
     r = client.post(
         "/dlq/resurrect",
         role="operator",
-        json={"filter": {"reason": "Zombie"}, "max_jobs": 1, "plan_id": "plan-1"},
+        json={"filter": {"reason": "Zombie"}, "max_jobs": 1},
     )
     assert r.json == {"resurrected": 1, "batches": 1}
-    r = client.post(
-        "/dlq/resurrect", role="operator", json={"filter": {"queue": "mail"}, "plan_id": "plan-1"}
-    )
+    r = client.post("/dlq/resurrect", role="operator", json={"filter": {"queue": "mail"}})
     assert r.json == {"resurrected": 1, "batches": 1}
     assert {store.get_job(i)["location"] for i in ids} == {"hot"}
     assert {store.get_job(i)["location"] for i in others} == {"dlq"}
-    rows = client.get("/audit?plan_id=plan-1&action=resurrect", role="reader").json
+    rows = client.get("/audit?action=resurrect", role="reader").json
     assert sorted(a["job_id"] for a in rows) == sorted(ids) and {a["actor"] for a in rows} == {"operator"}
+    assert {a["plan_id"] for a in rows} == {None}
 
 
 def test_bulk_requests_must_name_a_selection(client, store):
@@ -179,7 +178,7 @@ def test_purge_by_ids_and_filter_adjusts_the_counters(client, store):
     ids = to_dlq(store, 3, queue="mail")
     to_dlq(store, 2, queue="sms")
     assert client.post("/dlq/purge", role="admin", json={"ids": ids[:1]}).json == {"purged": 1, "batches": 1}
-    r = client.post("/dlq/purge", role="admin", json={"filter": {"queue": "mail"}, "plan_id": "p9"})
+    r = client.post("/dlq/purge", role="admin", json={"filter": {"queue": "mail"}})
     assert r.json == {"purged": 2, "batches": 1}
     assert store.count_dlq() == 2 and store.stats()["failed_total"] == 2
-    assert {a["plan_id"] for a in store.list_audit(action="purge_dlq", plan_id="p9").items} == {"p9"}
+    assert len(store.list_audit(action="purge_dlq").items) == 3

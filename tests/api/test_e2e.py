@@ -84,7 +84,7 @@ def test_seed_workflow_over_http(e2e):
     assert (stats["hot"], stats["archive"], stats["dlq"]) == (0, 1, 0)
     mail = api.call("GET", "/api/v1/queues/mail", op).json()
     assert (mail["enqueued_total"], mail["succeeded_total"], mail["failed_total"]) == (1, 1, 0)
-    assert api.call("GET", "/api/v1/health/ready").json()["checks"]["worker"]["status"] == "ok"
+    assert api.call("GET", "/api/v1/health/ready", op).json()["checks"]["worker"]["status"] == "ok"
     assert api.terminate() == 0, api.log()
 
 
@@ -104,11 +104,12 @@ def test_bulk_resurrect_of_2500_zombies_by_filter_commits_3_batches(e2e):
         "POST",
         "/api/v1/dlq/resurrect",
         tokens["operator"],
-        json={"filter": {"reason": "Zombie"}, "plan_id": "z-1"},
+        json={"filter": {"reason": "Zombie"}},
     )
     assert r.status_code == 200 and r.json() == {"resurrected": 2500, "batches": 3}
     assert store.count_dlq() == 0 and store.stats()["pending"] == 2500
-    audit = api.call("GET", "/api/v1/audit", tokens["operator"], params={"plan_id": "z-1", "page_size": 1})
+    params = {"action": "resurrect", "page_size": 1}
+    audit = api.call("GET", "/api/v1/audit", tokens["operator"], params=params)
     assert json.loads(audit.headers["X-Pagination"])["total"] == 2500
 
 

@@ -10,9 +10,11 @@ from chokaq_ops.storage import Store
 from tests.api.conftest import ApiClient, enqueue
 
 
-def test_liveness_and_readiness_are_open_and_detailed(client):
+def test_liveness_and_readiness_are_open_and_the_detail_needs_a_reader(client):
     assert client.get("/health/live", role=None).json == {"status": "ok"}
-    r = client.get("/health/ready", role=None)
+    assert client.get("/health/ready", role=None).json == {"status": "ok"}
+    assert client.get("/health/ready", token="chq_forged").status_code == 401
+    r = client.get("/health/ready", role="reader")
     assert r.status_code == 200 and r.json["status"] == "ok"
     checks = r.json["checks"]
     assert {name: c["status"] for name, c in checks.items()} == {
@@ -29,11 +31,16 @@ def test_readiness_degrades_then_fails_on_queue_lag(store, settings, tokens):
     degraded = settings.with_overrides(
         {"health.queue_lag_degraded": 0.05, "health.queue_lag_unhealthy": 3600}
     )
-    r = ApiClient(create_app(degraded, store=store), tokens).get("/health/ready", role=None)
+    r = ApiClient(create_app(degraded, store=store), tokens).get("/health/ready", role="reader")
     assert r.status_code == 200 and r.json["status"] == "degraded"
     assert r.json["checks"]["queue_lag"]["data"]["worst_queue"] == "slow"
     failing = settings.with_overrides({"health.queue_lag_degraded": 0.01, "health.queue_lag_unhealthy": 0.05})
-    r = ApiClient(create_app(failing, store=store), tokens).get("/health/ready", role=None)
+    anonymous = ApiClient(create_app(failing, store=store), tokens).get("/health/ready", role=None)
+    assert anonymous.status_code == 503 and anonymous.json["errors"] == {
+        "checks": {"queue_lag": ["unhealthy"]}
+    }
+    assert "slow" not in str(anonymous.json) and "checks" not in anonymous.json  # queue names need a token
+    r = ApiClient(create_app(failing, store=store), tokens).get("/health/ready", role="reader")
     assert r.status_code == 503
     assert r.json["code"] == 503 and r.json["status"] == "Service Unavailable"
     assert list(r.json["errors"]["checks"]) == ["queue_lag"] and "slow" in r.json["message"] + str(r.json)
@@ -53,21 +60,18 @@ def test_readiness_fails_on_an_unmigrated_schema(tmp_path):
     with Store(url, pool_size=1) as empty:
         app = create_app(Settings().with_overrides({"storage.url": url}), store=empty)
         r = app.test_client().get("/api/v1/health/ready")
-    assert r.status_code == 503
-    assert r.json["checks"]["storage"]["status"] == "ok"
-    assert (
-        r.json["checks"]["schema"]["status"] == "unhealthy"
-        and "chokaq migrate" in r.json["checks"]["schema"]["detail"]
-    )
+    assert r.status_code == 503 and r.json["message"].startswith("not ready: schema")
+    assert r.json["errors"]["checks"]["schema"] == ["unhealthy"] and "checks" not in r.json
 
 
 def test_readiness_fails_when_the_database_is_unreachable(tmp_path):
     url = f"sqlite:///{tmp_path}"  # a directory: every connection attempt fails
     with Store(url, pool_size=1, max_transient_retries=0) as gone:
         app = create_app(Settings().with_overrides({"storage.url": url}), store=gone)
-        r = app.test_client().get("/api/v1/health/ready")
+        r = app.test_client().get("/api/v1/health/ready", headers={"Authorization": "Bearer chq_any"})
         assert app.test_client().get("/api/v1/health/live").status_code == 200
-    assert r.status_code == 503 and r.json["checks"]["storage"]["status"] == "unhealthy"
+    # No token can be checked with the database gone: the probe still answers, with the status only.
+    assert r.status_code == 503 and r.json["errors"]["checks"]["storage"] == ["unhealthy"]
     assert r.json["message"].startswith("not ready: storage")
 
 
@@ -81,3 +85,30 @@ def test_metrics_need_a_reader_unless_configured_open(client, store, settings, t
     assert "chokaq_storage_up 1.0" in text
     open_app = create_app(settings.with_overrides({"api.metrics_open": True}), store=store)
     assert open_app.test_client().get("/api/v1/metrics").status_code == 200
+
+
+def test_queue_gauges_name_the_busiest_queues_and_sum_the_rest():
+    from chokaq_ops.engine.metrics import OTHER, cap_queues
+
+    queues = [
+        {
+            "name": f"q{i}",
+            "pending": i,
+            "fetched": 0,
+            "processing": 0,
+            "failed_total": 1,
+            "max_lag_seconds": float(i),
+            "paused": i == 0,
+        }
+        for i in range(10)
+    ]
+    shown = cap_queues(queues, 4)
+    assert [q["name"] for q in shown] == ["q9", "q8", "q7", OTHER]
+    other = shown[-1]
+    assert (other["pending"], other["failed_total"], other["max_lag_seconds"], other["paused"]) == (
+        sum(range(7)),
+        7,
+        6.0,
+        True,
+    )
+    assert cap_queues(queues, 10) == queues

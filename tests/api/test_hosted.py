@@ -74,7 +74,7 @@ def test_seed_workflow_malformed_json_dies_is_fixed_resurrected_and_archived(hos
 
 def test_readiness_follows_the_hosted_worker_and_metrics_show_its_counters(hosted):
     client, host, _ = hosted
-    ready = wait_for(lambda: (r := client.get("/health/ready", role=None)).status_code == 200 and r)
+    ready = wait_for(lambda: (r := client.get("/health/ready", role="reader")).status_code == 200 and r)
     worker = ready.json["checks"]["worker"]
     assert worker["status"] == "ok" and worker["data"]["worker_id"] == host.worker.worker_id
     client.post("/jobs", role="operator", json={"type": "email.send.v1", "payload": {"n": 1}})
@@ -90,6 +90,6 @@ def test_readiness_follows_the_hosted_worker_and_metrics_show_its_counters(hoste
 
     wait_for(succeeded)
     host.shutdown()
-    r = client.get("/health/ready", role=None)
+    r = client.get("/health/ready", role="reader")
     assert r.status_code == 503 and r.json["checks"]["worker"]["status"] == "unhealthy"
     assert "worker" in r.json["errors"]["checks"]

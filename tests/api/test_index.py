@@ -62,6 +62,8 @@ def test_health_is_the_readiness_answer(client):
     summary = client.raw.get("/api/v1/health")
     ready = client.raw.get("/api/v1/health/ready")
     assert summary.status_code == ready.status_code == 200
+    assert summary.json == ready.json == {"status": "ok"}  # without a token: the status only
+    summary, ready = client.get("/health", role="reader"), client.get("/health/ready", role="reader")
     assert summary.json["status"] == ready.json["status"] == "ok"
     assert (
         set(summary.json["checks"])

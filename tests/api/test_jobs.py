@@ -126,15 +126,15 @@ def test_cancel_moves_waiting_jobs_to_the_dlq_and_skips_running_ones(client, sto
     running = enqueue(store, 1, queue="r")[0]
     store.fetch(WORKER, 1, queues=["r"])
     store.mark_processing(WORKER, [running])
-    r = client.post(
-        "/jobs/cancel", role="operator", json={"ids": [*waiting, running, "ghost"], "plan_id": "plan-7"}
-    )
+    forged = client.post("/jobs/cancel", role="operator", json={"ids": waiting, "plan_id": "plan-7"})
+    assert forged.status_code == 422 and "plan_id" in forged.json["errors"]["json"]
+    r = client.post("/jobs/cancel", role="operator", json={"ids": [*waiting, running, "ghost"]})
     assert r.status_code == 200
     assert sorted(r.json["cancelled"]) == sorted(waiting)
     assert sorted(r.json["skipped"]) == sorted([running, "ghost"])
     assert {store.get_job(i)["failure_reason"] for i in waiting} == {"Cancelled"}
     audit = store.list_audit(action="cancel").items
-    assert {(a["actor"], a["plan_id"]) for a in audit} == {("operator", "plan-7")}
+    assert {(a["actor"], a["plan_id"]) for a in audit} == {("operator", None)}
     assert client.post("/jobs/cancel", role="operator", json={"ids": []}).status_code == 422
     too_many = client.post("/jobs/cancel", role="operator", json={"ids": [f"j{i}" for i in range(1001)]})
     assert too_many.status_code == 422 and "ids" in too_many.json["errors"]["json"]

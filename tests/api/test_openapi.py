@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -15,13 +16,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from chokaq_api import create_app
 from chokaq_api.openapi import spec_yaml
-from chokaq_ops.models import Actor, FailureReason
-from chokaq_ops.settings import Settings
-from chokaq_ops.storage import Store
-from chokaq_ops.storage.migrate import migrate
-from tests.api.conftest import TEST_SETTINGS, enqueue, to_archive, to_dlq
+from tests.api.conftest import fuzz_app_on
 
 SPEC = Path(__file__).resolve().parents[2] / "openapi.yaml"
 # Open by design: the index, the health probes and the spec itself.
@@ -59,29 +55,8 @@ def test_every_operation_documents_its_role_and_error_responses():
 @pytest.fixture(scope="module")
 def fuzz_app(tmp_path_factory):
     """An app over a small SQLite database with jobs in every table and an admin token."""
-    url = f"sqlite:///{tmp_path_factory.mktemp('fuzz') / 'chokaq.db'}"
-    with Store(url, pool_size=4) as store:
-        migrate(store)
-        enqueue(store, 3, queue="mail", tags="eu")
-        to_dlq(store, 3, queue="dlq1", reason=FailureReason.Zombie)
-        to_archive(store, 2, queue="done")
-        token = store.create_token("fuzzer", "admin", actor=Actor("test"))
-        app = create_app(
-            Settings().with_overrides(
-                {
-                    "storage.url": url,
-                    **TEST_SETTINGS,
-                    "api.sse_max_duration": 0.05,
-                    "api.sse_max_streams": 64,
-                    # The seeded pending jobs wait for the whole fuzz run: readiness must not turn 503 on
-                    # their lag once the run takes longer than the default 10 s threshold.
-                    "health.queue_lag_degraded": 86_400,
-                    "health.queue_lag_unhealthy": 86_400,
-                }
-            ),
-            store=store,
-        )
-        yield app, token
+    with fuzz_app_on(f"sqlite:///{tmp_path_factory.mktemp('fuzz') / 'chokaq.db'}") as target:
+        yield target
 
 
 # Loaded at import (schemathesis' lazy fixture loader does not run on pytest 9); each case is sent to the
@@ -92,7 +67,7 @@ schema.config.update(base_url="http://localhost")  # requests go to the WSGI app
 
 @schema.parametrize()
 @settings(
-    max_examples=20,
+    max_examples=int(os.environ.get("CHOKAQ_FUZZ_EXAMPLES", "20")),
     deadline=None,
     suppress_health_check=[
         HealthCheck.too_slow,

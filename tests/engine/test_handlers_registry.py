@@ -88,3 +88,20 @@ def test_load_handler_modules(tmp_path, monkeypatch):
         handlers.registry.remove("loaded.by.name")
         sys.modules.pop("my_jobs_mod", None)
         sys.modules.pop("broken_jobs_mod", None)
+
+
+def test_handler_modules_from_the_working_directory_cannot_shadow_installed_ones(tmp_path, monkeypatch):
+    # A stray `json.py` where the server starts must not replace the standard library's json for
+    # everything imported afterwards; the directory's own handler module still loads.
+    (tmp_path / "json.py").write_text("raise RuntimeError('the working directory shadowed json')\n")
+    (tmp_path / "cwd_jobs_mod.py").write_text("import json\n\nVALUE = json.dumps([1])\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    saved_json = sys.modules.pop("json")
+    try:
+        assert load_handler_modules("cwd_jobs_mod") == ["cwd_jobs_mod"]
+        assert sys.modules["cwd_jobs_mod"].VALUE == "[1]"
+        assert sys.path[-1] == str(tmp_path) and str(tmp_path) not in sys.path[:-1]
+    finally:
+        sys.modules["json"] = saved_json
+        sys.modules.pop("cwd_jobs_mod", None)

@@ -45,7 +45,8 @@ def test_edit_pending_changes_only_given_fields_and_audits_before_and_after(stor
     assert (first["actor"], first["job_id"], first["plan_id"]) == ("ops", "e1", None)
     assert json.loads(first["details"]["before"]["payload"]) == {"a": 1}
     assert json.loads(first["details"]["after"]["payload"]) == {"a": 2}
-    assert (second["actor"], second["plan_id"]) == ("ann", "p-1")
+    # A caller's plan id is dropped: plan ids on audit rows come only from the server's own plans.
+    assert (second["actor"], second["plan_id"]) == ("ann", None)
     assert second["details"]["before"]["priority"] == 3 and second["details"]["after"]["priority"] == 99
     assert second["details"]["after"]["tags"] == "y,z"
 
@@ -195,7 +196,7 @@ def test_bulk_resurrect_of_2500_ids_runs_as_three_transactions(store):
     seen: list[int] = []
     res = store.resurrect_many(actor=Actor("bulk", plan_id="plan-7"), ids=ids, progress=seen.append)
     assert seen == [1000, 2000, 2500]
-    _bulk_checks(store, ids, res, plan_id="plan-7")
+    _bulk_checks(store, ids, res, plan_id=None)  # a caller's plan id is not recorded
 
 
 def test_bulk_resurrect_of_2500_by_filter_runs_as_three_transactions(store):
@@ -286,9 +287,9 @@ def test_cancel_moves_pending_and_fetched_and_skips_processing(store):
         )
         assert "ann" in row["error_details"]
     assert store.get_job(run)["status"] == "processing"
-    assert [(r["job_id"], r["plan_id"]) for r in audit(store, "cancel")] == [(pend, "pc"), (fet, "pc")]
+    assert [(r["job_id"], r["plan_id"]) for r in audit(store, "cancel")] == [(pend, None), (fet, None)]
     [ev] = events(store, "cancel")
-    assert ev["data"] == {"count": 2, "actor": "ann", "plan_id": "pc"}
+    assert ev["data"] == {"count": 2, "actor": "ann", "plan_id": None}
     assert counters(store)["failed"] == 3
     # The fenced worker of the cancelled fetched job can no longer start it.
     assert store.mark_processing("w", [fet]) == {}
@@ -314,7 +315,7 @@ def test_purge_dlq_by_ids_in_cleanup_batches(small_batch_store):
     assert sorted(r[0] for r in sql(store, "SELECT id FROM jobs_dlq")) == ids[5:]
     assert counters(store)["failed"] == 2
     rows = audit(store, "purge_dlq")
-    assert sorted(r["job_id"] for r in rows) == sorted(chosen) and {r["plan_id"] for r in rows} == {"pp"}
+    assert sorted(r["job_id"] for r in rows) == sorted(chosen) and {r["plan_id"] for r in rows} == {None}
     assert [e["data"]["count"] for e in events(store, "purge")] == [2, 2, 1]
 
 
@@ -396,7 +397,7 @@ def test_every_operator_action_writes_audit_rows_and_an_event(store):
         "set_queue": [("ann", None)],
     }
     job_level = [r for r in audit(store) if r["job_id"] is not None]
-    assert {r["plan_id"] for r in job_level} == {"plan-1"}
+    assert {r["plan_id"] for r in job_level} == {None}  # not a server-side plan: dropped
     # One event per operator action (per committed batch for bulk ones), in the order they happened.
     got = [(e["kind"], e["data"]) for e in events(store)[base:]]
     assert [k for k, _ in got] == [
@@ -409,10 +410,10 @@ def test_every_operator_action_writes_audit_rows_and_an_event(store):
         "purge",
         "queue",
     ]
-    assert got[0][1] == {"job_id": pend, "location": "hot", "actor": "ann", "plan_id": "plan-1"}
-    assert got[1][1] == {"job_id": d[0], "location": "dlq", "actor": "ann", "plan_id": "plan-1"}
+    assert got[0][1] == {"job_id": pend, "location": "hot", "actor": "ann", "plan_id": None}
+    assert got[1][1] == {"job_id": d[0], "location": "dlq", "actor": "ann", "plan_id": None}
     for _, data in got[2:5]:
-        assert data == {"count": 1, "actor": "ann", "plan_id": "plan-1"}
+        assert data == {"count": 1, "actor": "ann", "plan_id": None}
     assert got[6][1] == {"count": 1, "actor": "ann", "source": "archive"}
     assert got[7][1]["paused"] in (True, 1) and got[7][1]["name"] == "qx"
     # A refused edit writes neither an audit row nor an event.

@@ -6,7 +6,7 @@ from typing import Any
 
 from flask.views import MethodView
 
-from chokaq_api.auth import actor
+from chokaq_api.auth import actor, require_plan_below_threshold
 from chokaq_api.extensions import Blueprint, store
 from chokaq_api.resources.dlq.schemas import (
     BulkSchema,
@@ -33,6 +33,15 @@ def dead_job(job_id: str) -> dict[str, Any]:
     if job["location"] != "dlq":
         raise errors.JobNotFound(f"job {job_id} is in {job['location']}, not in the dead-letter queue")
     return job
+
+
+def bulk_size(body: dict[str, Any]) -> int:
+    """How many jobs a bulk call would touch: its ids, or what its filter matches now (capped by max_jobs)."""
+    if body["ids"] is not None:
+        n = len(body["ids"])
+    else:
+        n = store().preview_dlq(flt=body["flt"], sample=0)["matched"]
+    return min(n, body["max_jobs"]) if body["max_jobs"] else n
 
 
 @blp.route("")
@@ -73,9 +82,8 @@ class ResurrectMany(MethodView):
     @blp.response(200, ResurrectedSchema)
     def post(self, body: dict[str, Any]) -> Any:
         """Resurrect dead jobs by `ids` or `filter`, in transactions of at most 1000 jobs"""
-        result = store().resurrect_many(
-            actor=actor(body.pop("plan_id")), ids=body["ids"], flt=body["flt"], max_jobs=body["max_jobs"]
-        )
+        require_plan_below_threshold(bulk_size(body), "resurrect")
+        result = store().resurrect_many(actor=actor(), **body)
         return {"resurrected": result.count, "batches": result.batches}
 
 
@@ -85,9 +93,8 @@ class Purge(MethodView):
     @blp.response(200, PurgedSchema)
     def post(self, body: dict[str, Any]) -> Any:
         """Delete dead jobs by `ids` or `filter` for good, in transactions of Storage.CleanupBatchSize"""
-        result = store().purge_dlq(
-            actor=actor(body.pop("plan_id")), ids=body["ids"], flt=body["flt"], max_jobs=body["max_jobs"]
-        )
+        require_plan_below_threshold(bulk_size(body), "purge")
+        result = store().purge_dlq(actor=actor(), **body)
         return {"purged": result.count, "batches": result.batches}
 
 

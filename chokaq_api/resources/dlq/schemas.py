@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import astuple
 from typing import Any
 
 import marshmallow as ma
@@ -13,10 +14,23 @@ from chokaq_ops import validation
 from chokaq_ops.models import DlqFilter, dead_job_evidence
 from chokaq_ops.storage.read_ops import DLQ_SORTS
 
-PLAN_ID = ma.fields.String(
-    validate=ma.validate.Length(1, validation.MAX_ID),
-    metadata={"description": "Extension: a plan id recorded on every audit row (resumable bulk plans)."},
+ALL_DESCRIPTION = (
+    "Must be true for an empty filter: a bulk change of every job is never the default of a forgotten field."
 )
+
+
+def all_flag() -> ma.fields.Boolean:
+    return ma.fields.Boolean(load_default=False, metadata={"description": ALL_DESCRIPTION})
+
+
+def require_narrow(flt: Any, everything: bool, ids_given: bool) -> None:
+    """An empty filter means every job only with an explicit `all: true` (and `all` goes with a filter)."""
+    if everything and ids_given:
+        raise ma.ValidationError("all: true goes with a filter, not with ids", "all")
+    if flt is not None and not everything and all(v is None for v in astuple(flt)):
+        raise ma.ValidationError(
+            "the filter sets no field: narrow it, or send all: true to mean every job", "filter"
+        )
 
 
 def _ids() -> ma.fields.List:
@@ -91,26 +105,21 @@ class PreviewSchema(SelectionSchema):
 
 
 class BulkSchema(SelectionSchema):
+    """Audit rows name the token; a plan id is never taken from a request (plans run through
+    POST /plans/{id}/execute), so `plan_id` is an unknown field here (422)."""
+
     max_jobs = ma.fields.Integer(
         validate=ma.validate.Range(1, 100_000_000), metadata={"description": "Stop after this many jobs"}
     )
-    plan_id = PLAN_ID
+    all = all_flag()
 
     @ma.validates_schema
     def narrow_filter(self, data: dict[str, Any], **kwargs: Any) -> None:
-        flt = data.get("filter")
-        if flt is not None and flt.is_empty():
-            # A bulk change of the whole DLQ must be asked for explicitly, e.g. {"failed_to": "<now>"}.
-            raise ma.ValidationError("filter must set at least one field", "filter")
+        require_narrow(data.get("filter"), data.get("all", False), "ids" in data)
 
     @ma.post_load
     def to_call(self, data: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        return {
-            "ids": data.get("ids"),
-            "flt": data.get("filter"),
-            "max_jobs": data.get("max_jobs"),
-            "plan_id": data.get("plan_id"),
-        }
+        return {"ids": data.get("ids"), "flt": data.get("filter"), "max_jobs": data.get("max_jobs")}
 
 
 class ResurrectedSchema(ma.Schema):

@@ -3,8 +3,9 @@
 Every API process reads the same table, so a client sees the same stream whichever process serves it,
 and reconnecting with `Last-Event-ID` resumes exactly where it stopped. A stream polls the table and
 holds no database connection between polls. Each open stream occupies one server thread, so their number
-is capped (Api.SseMaxStreams) and each ends after Api.SseMaxDuration; EventSource clients reconnect on
-their own.
+is capped (Api.SseMaxStreams, and Api.SseMaxStreamsPerToken for one token) and each ends after
+Api.SseMaxDuration; EventSource clients reconnect on their own. A stream also ends when its client
+disconnects (noticed within a poll interval) or its token is revoked (within Api.SseTokenRecheck).
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from flask import Response, request
+from flask import Response, g, request
 from flask.views import MethodView
 from flask_smorest import abort
 
+from chokaq_api.auth import bearer_token
 from chokaq_api.extensions import Blueprint, ctx
 from chokaq_api.fields import UtcDateTime
 from chokaq_api.resources.events.schemas import EventsQuery
@@ -33,6 +35,8 @@ blp = Blueprint("events", __name__, description="Live events (Server-Sent Events
 log = logging.getLogger("chokaq.api.events")
 
 BATCH = 200
+# waitress's callable that tells whether the client has gone (chokaq_api.server turns it on).
+DISCONNECTED = "waitress.client_disconnected"
 RECONNECT_MS = 3000
 _time = UtcDateTime()
 
@@ -54,11 +58,43 @@ def message(row: dict[str, Any]) -> str:
     return f"id: {body['id']}\nevent: {row['kind']}\ndata: {json.dumps(body, separators=(',', ':'))}\n\n"
 
 
-def stream(store: Store, after: int, cfg: ApiSettings) -> Iterator[str]:
-    """Events after `after` as SSE messages, with keep-alive comments, until cfg.sse_max_duration."""
+class Guard:
+    """Why an open stream must end early: its client went away (waitress reports it when the server reads
+    ahead, see chokaq_api.server), or its token was revoked (re-read every Api.SseTokenRecheck)."""
+
+    def __init__(self, store: Store, token: str, cfg: ApiSettings, disconnected: Any = None) -> None:
+        self.store = store
+        self.token = token
+        self.recheck = cfg.sse_token_recheck
+        self.disconnected = disconnected
+        self.checked = time.monotonic()
+
+    def reason(self) -> str | None:
+        if self.disconnected is not None and self.disconnected():
+            return "disconnected"
+        now = time.monotonic()
+        if now - self.checked >= self.recheck:
+            self.checked = now
+            try:
+                if self.store.verify_token(self.token) is None:
+                    return "revoked"
+            except errors.ChokaqError:
+                pass  # the database blinked: the stream says so below and the next check decides
+        return None
+
+
+def stream(store: Store, after: int, cfg: ApiSettings, guard: Guard | None = None) -> Iterator[str]:
+    """Events after `after` as SSE messages, with keep-alive comments, until cfg.sse_max_duration, the
+    client disconnects or the token is revoked."""
     yield f"retry: {RECONNECT_MS}\n\n"
     started = quiet_since = time.monotonic()
     while True:
+        why = guard.reason() if guard is not None else None
+        if why == "revoked":
+            yield ": the token was revoked; the stream ends\n\n"
+            return
+        if why is not None:
+            return
         try:
             rows = store.events_after(after, limit=BATCH)
         except errors.ChokaqError as exc:  # the database blinked: say so and keep the stream open
@@ -81,16 +117,29 @@ def stream(store: Store, after: int, cfg: ApiSettings) -> Iterator[str]:
         time.sleep(max(0.0, min(cfg.sse_poll_interval, cfg.sse_max_duration - (now - started))))
 
 
+MAX_EVENT_ID = 2**63 - 1
+MAX_EVENT_ID_DIGITS = len(str(MAX_EVENT_ID))
+
+
+def bad_event_id() -> None:
+    abort(
+        422,
+        message=f"invalid headers.Last-Event-ID: Must be an event id (digits, at most {MAX_EVENT_ID}).",
+        errors={"headers": {"Last-Event-ID": [f"Must be an event id between 0 and {MAX_EVENT_ID}."]}},
+    )
+
+
 def start_after(args: dict[str, Any], store: Store) -> int:
     header = request.headers.get("Last-Event-ID", "").strip()
     if header:  # a reconnecting EventSource: resume exactly after the last event it saw
-        if not header.isdigit():
-            abort(
-                422,
-                message="Last-Event-ID must be an event id",
-                errors={"headers": {"Last-Event-ID": ["Not a valid integer."]}},
-            )
-        return int(header)
+        # ASCII digits only (str.isdigit accepts '²' and other scripts' digits, which int() refuses) and
+        # no more than a BIGINT holds: the id is bound as a 64-bit integer.
+        if not (len(header) <= MAX_EVENT_ID_DIGITS and header.isascii() and header.isdigit()):
+            bad_event_id()
+        after = int(header)
+        if after > MAX_EVENT_ID:
+            bad_event_id()
+        return after
     if "after" in args:
         return args["after"]
     return store.last_event_id()
@@ -119,6 +168,7 @@ class Events(MethodView):
                     }
                 },
             },
+            "429": "TOO_MANY_REQUESTS",
             "503": "SERVICE_UNAVAILABLE",
         }
     )
@@ -126,16 +176,48 @@ class Events(MethodView):
         """Live events: rescue sweeps, DLQ arrivals, resurrects, purges, cancels, queue changes"""
         c = ctx()
         after = start_after(args, c.store)
-        if not c.streams.acquire(blocking=False):
-            abort(
-                503,
-                message=f"too many open event streams (Api.SseMaxStreams={c.settings.api.sse_max_streams})",
-                headers={"Retry-After": "5"},
-            )
+        name = g.principal["name"]
+        release = take_slot(c, name)
+        guard = Guard(c.store, bearer_token() or "", c.settings.api, request.environ.get(DISCONNECTED))
         response = Response(
-            stream(c.store, after, c.settings.api),
+            stream(c.store, after, c.settings.api, guard),
             mimetype="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
-        response.call_on_close(c.streams.release)
+        response.call_on_close(release)
         return response
+
+
+def take_slot(c: Any, name: str) -> Any:
+    """One of the Api.SseMaxStreams slots, at most Api.SseMaxStreamsPerToken of them per token: 429 when
+    this token holds its share, 503 when every slot is taken. Returns the function that gives it back."""
+    cfg = c.settings.api
+    with c.stream_lock:
+        if c.stream_holders.get(name, 0) >= cfg.sse_max_streams_per_token:
+            abort(
+                429,
+                message=f"token {name!r} holds {c.stream_holders[name]} open event stream(s) "
+                f"(Api.SseMaxStreamsPerToken={cfg.sse_max_streams_per_token}); close one first",
+                headers={"Retry-After": "5"},
+            )
+        if not c.streams.acquire(blocking=False):
+            abort(
+                503,
+                message=f"too many open event streams (Api.SseMaxStreams={cfg.sse_max_streams})",
+                headers={"Retry-After": "5"},
+            )
+        c.stream_holders[name] = c.stream_holders.get(name, 0) + 1
+    released = False
+
+    def release() -> None:
+        nonlocal released
+        with c.stream_lock:
+            if released:
+                return
+            released = True
+            c.stream_holders[name] -= 1
+            if not c.stream_holders[name]:
+                del c.stream_holders[name]
+        c.streams.release()
+
+    return release

@@ -19,16 +19,28 @@ class LiveSchema(ma.Schema):
 
 class ReadySchema(ma.Schema):
     status = ma.fields.String(required=True, metadata={"enum": ["ok", "degraded"]})
-    checks = ma.fields.Dict(keys=ma.fields.String(), values=ma.fields.Nested(CheckSchema), required=True)
+    checks = ma.fields.Dict(
+        keys=ma.fields.String(),
+        values=ma.fields.Nested(CheckSchema),
+        metadata={"description": "Per-check detail: only for a reader token"},
+    )
 
 
 class NotReadySchema(ma.Schema):
-    """The error shape plus every check's detail."""
+    """The error shape, plus every check's detail for a reader token."""
 
     code = ma.fields.Integer(required=True)
     status = ma.fields.String(required=True)
     message = ma.fields.String(required=True)
     errors = ma.fields.Dict(
-        required=True, metadata={"description": '{"checks": {name: [detail]}} of failing checks'}
+        required=True,
+        metadata={
+            "description": '{"checks": {name: [detail]}} of failing checks '
+            "(the detail for a reader token, else the status)"
+        },
     )
-    checks = ma.fields.Dict(keys=ma.fields.String(), values=ma.fields.Nested(CheckSchema), required=True)
+    checks = ma.fields.Dict(
+        keys=ma.fields.String(),
+        values=ma.fields.Nested(CheckSchema),
+        metadata={"description": "Per-check detail: only for a reader token"},
+    )

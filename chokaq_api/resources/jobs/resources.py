@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from flask.views import MethodView
 
-from chokaq_api.auth import actor
-from chokaq_api.extensions import Blueprint, store
+from chokaq_api.auth import actor, require_plan_below_threshold
+from chokaq_api.extensions import Blueprint, ctx, store
 from chokaq_api.resources.jobs.schemas import (
     CancelResultSchema,
     CancelSchema,
@@ -26,12 +25,9 @@ blp = Blueprint("jobs", __name__, description="Enqueue jobs, find any job by id,
 
 def submit(job: NewJob) -> tuple[dict[str, Any], int]:
     """Enqueue one job as the token's name: 201 new, 200 an active duplicate of its idempotency key."""
-    who = actor()
-    result = store().enqueue([replace(job, created_by=who.name)])[0]
+    result = store().enqueue_audited(job, actor=actor(), max_queues=ctx().settings.api.max_queues)
     if result.status == "conflict":
         raise errors.Conflict(f"a job with id {result.id} exists already", field="id")
-    if result.created:
-        store().audit(who, "enqueue", job_id=result.id)
     return store().get_job(result.id), 201 if result.created else 200
 
 
@@ -63,7 +59,8 @@ class Cancel(MethodView):
     @blp.response(200, CancelResultSchema)
     def post(self, body: dict[str, Any]) -> Any:
         """Cancel pending or fetched jobs (they move to the DLQ as Cancelled); running ones are skipped"""
-        cancelled, skipped = store().cancel_many(body["ids"], actor=actor(body.get("plan_id")))
+        require_plan_below_threshold(len(body["ids"]), "cancel")
+        cancelled, skipped = store().cancel_many(body["ids"], actor=actor())
         return {"cancelled": cancelled, "skipped": skipped}
 
 

@@ -134,10 +134,6 @@ class CancelSchema(Schema):
         required=True,
         validate=ma.validate.Length(1, validation.MAX_BULK_IDS),
     )
-    plan_id = ma.fields.String(
-        validate=ma.validate.Length(1, validation.MAX_ID),
-        metadata={"description": "Extension: recorded on every audit row of this request."},
-    )
 
 
 class CancelResultSchema(ma.Schema):

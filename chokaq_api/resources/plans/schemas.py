@@ -8,7 +8,7 @@ import marshmallow as ma
 
 from chokaq_api import fields
 from chokaq_api.extensions import Schema
-from chokaq_api.resources.dlq.schemas import DlqFilterSchema
+from chokaq_api.resources.dlq.schemas import DlqFilterSchema, all_flag, require_narrow
 from chokaq_ops import validation
 from chokaq_ops.models import HotFilter
 from chokaq_ops.storage.plan_ops import ACTIONS, MAX_PLAN_JOBS, PLAN_CHUNK
@@ -66,6 +66,7 @@ class CreatePlanSchema(Schema):
         values=ma.fields.Nested(EditSchema),
         metadata={"description": "Resurrect plans: {job id: {payload?, tags?, priority?}}"},
     )
+    all = all_flag()
 
     @ma.validates_schema
     def selection(self, data: dict[str, Any], **kwargs: Any) -> None:
@@ -83,6 +84,7 @@ class CreatePlanSchema(Schema):
                 flt = schema.load(flt)
             except ma.ValidationError as exc:
                 raise ma.ValidationError({"filter": exc.messages}) from None
+        require_narrow(flt, data["all"], "ids" in data)
         return {
             "action": data["action"],
             "ids": data.get("ids"),

@@ -16,7 +16,7 @@ blp = Blueprint("queues", __name__, description="Queue control: pause, resume, l
 
 def change(name: str, body: dict[str, Any]) -> dict[str, Any]:
     settings = ctx().settings
-    store().set_queue(
+    store().update_queue(
         name, actor=actor(), min_zombie_timeout=3 * settings.execution.heartbeat_interval_max, **body
     )
     return store().queue_stats(name)[0]
@@ -40,6 +40,7 @@ class QueueByName(MethodView):
 
     @blp.arguments(QueuePatchSchema)
     @blp.response(200, QueueSchema)
+    @blp.alt_response(404, response="NOT_FOUND", description="No such queue (PATCH never creates one).")
     def patch(self, body: dict[str, Any], name: str) -> Any:
         """Pause or resume a queue (operator); change active, zombie timeout or max workers (admin)"""
         return change(name, body)

@@ -6,6 +6,7 @@ from typing import Any
 
 from flask.views import MethodView
 
+from chokaq_api.auth import actor
 from chokaq_api.extensions import Blueprint, ctx
 from chokaq_api.resources.rescue.schemas import RescueSchema
 from chokaq_ops.engine.rescue import sweep_now
@@ -20,4 +21,4 @@ class Rescue(MethodView):
     def post(self) -> Any:
         """Run one rescue sweep now: abandoned fetched jobs back to pending, zombies to the DLQ"""
         c = ctx()
-        return sweep_now(c.store, c.settings, metrics=c.metrics)
+        return sweep_now(c.store, c.settings, metrics=c.metrics, actor=actor().name)

@@ -1,0 +1,288 @@
+"""The authorization-and-audit matrix, generated from the route map (chokaq_api.auth.ROUTES).
+
+For every route that changes something, every caller (no token, reader, operator, admin) gets the status
+its role allows; an allowed call changes what it should and writes its audit rows, named after the token.
+Then the same call runs with a failure injected at the end of any transaction that inserted an audit row
+(after the audit insert and the change): the call fails and leaves neither the change nor an audit row,
+which holds only if the audit row and the change share one transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from chokaq_api import auth, create_app
+from chokaq_ops.cli.token import cli_actor
+from chokaq_ops.models import Actor
+from chokaq_ops.storage import Store
+from tests.api.conftest import PREFIX, TEST_SETTINGS, WORKER, ApiClient, enqueue, to_archive, to_dlq
+from tests.api.test_security import routes
+from tests.dbprobe import age, is_pg, scalar, sql
+
+# POSTs that change nothing (dry runs); every other non-GET route must have a case below.
+READ_ONLY = {("POST", "/dlq/preview")}
+CALLERS = (None, "reader", "operator", "admin")
+
+
+@dataclass(frozen=True)
+class Case:
+    """How to call one route on fresh data: `arrange` returns (path, body, state), `changed(store,
+    state)` tells whether the call took effect, `actions` are the audit actions it must write."""
+
+    arrange: Callable[[Store], tuple[str, Any, Any]]
+    changed: Callable[[Store, Any], bool]
+    actions: tuple[str, ...]
+    ok: int = 200
+
+
+def _plan(store: Store, by: str = "creator") -> tuple[str, str]:
+    job = to_dlq(store)[0]
+    return store.create_plan("resurrect", actor=Actor(by), ids=[job])["id"], job
+
+
+def _location(store: Store, job: str) -> str:
+    return store.get_job(job)["location"]
+
+
+def _old_archive(store: Store) -> str:
+    job = to_archive(store)[0]
+    age(store, "jobs_archive", [job], 7200, "finished_at")
+    return job
+
+
+def _fetched_abandoned(store: Store) -> str:
+    job = enqueue(store, queue="rescued")[0]
+    store.fetch(WORKER, 1, queues=["rescued"])
+    age(store, "jobs_hot", [job], 60, "updated_at")  # reserved a minute ago and never started
+    return job
+
+
+CASES: dict[tuple[str, str], Case] = {
+    ("POST", "/jobs"): Case(
+        lambda s: ("/jobs", {"type": "matrix.v1", "id": "matrix-job"}, None),
+        lambda s, _: scalar(s, "SELECT count(*) FROM jobs_hot WHERE id = 'matrix-job'") == 1,
+        ("enqueue",),
+        ok=201,
+    ),
+    ("POST", "/jobs/cancel"): Case(
+        lambda s: ("/jobs/cancel", {"ids": (j := enqueue(s))}, j[0]),
+        lambda s, job: _location(s, job) == "dlq",
+        ("cancel",),
+    ),
+    ("PATCH", "/jobs/<job_id>"): Case(
+        lambda s: (f"/jobs/{(j := enqueue(s)[0])}", {"priority": 3}, j),
+        lambda s, job: s.get_job(job)["priority"] == 3,
+        ("edit_pending",),
+    ),
+    ("POST", "/dlq/resurrect"): Case(
+        lambda s: ("/dlq/resurrect", {"ids": (j := to_dlq(s))}, j[0]),
+        lambda s, job: _location(s, job) == "hot",
+        ("resurrect",),
+    ),
+    ("POST", "/dlq/purge"): Case(
+        lambda s: ("/dlq/purge", {"ids": (j := to_dlq(s))}, j[0]),
+        lambda s, job: s.count_dlq() == 0,
+        ("purge_dlq",),
+    ),
+    ("PATCH", "/dlq/<job_id>"): Case(
+        lambda s: (f"/dlq/{(j := to_dlq(s)[0])}", {"tags": "matrix"}, j),
+        lambda s, job: s.get_job(job)["tags"] == "matrix",
+        ("edit_dlq",),
+    ),
+    ("POST", "/dlq/<job_id>/resurrect"): Case(
+        lambda s: (f"/dlq/{(j := to_dlq(s)[0])}/resurrect", {}, j),
+        lambda s, job: _location(s, job) == "hot",
+        ("resurrect",),
+    ),
+    ("POST", "/archive/purge"): Case(
+        lambda s: ("/archive/purge", {"older_than": "1h"}, _old_archive(s)),
+        lambda s, job: scalar(s, "SELECT count(*) FROM jobs_archive") == 0,
+        ("purge_archive",),
+    ),
+    ("PATCH", "/queues/<name>"): Case(
+        lambda s: ("/queues/default", {"paused": True}, None),
+        lambda s, _: s.queue_stats("default")[0]["paused"],
+        ("set_queue",),
+    ),
+    ("POST", "/rescue"): Case(
+        lambda s: ("/rescue", None, _fetched_abandoned(s)),
+        lambda s, job: s.get_job(job)["status"] == "pending",
+        ("rescue_recover", "rescue_zombies"),
+    ),
+    ("POST", "/plans"): Case(
+        lambda s: ("/plans", {"action": "resurrect", "ids": to_dlq(s)}, None),
+        lambda s, _: s.list_plans()[1] == 1,
+        ("plan_create",),
+        ok=201,
+    ),
+    ("POST", "/plans/<plan_id>/execute"): Case(
+        lambda s: (f"/plans/{(p := _plan(s))[0]}/execute", {}, p[1]),
+        lambda s, job: _location(s, job) == "hot",
+        ("resurrect",),
+    ),
+    ("POST", "/plans/<plan_id>/discard"): Case(
+        lambda s: (f"/plans/{(p := _plan(s))[0]}/discard", None, p[0]),
+        lambda s, plan: s.get_plan(plan)["state"] == "discarded",
+        ("plan_discard",),
+    ),
+    ("POST", "/plans/<plan_id>/approve"): Case(
+        lambda s: (f"/plans/{(p := _plan(s))[0]}/approve", None, p[0]),
+        lambda s, plan: s.get_plan(plan)["approved_by"] is not None,
+        ("plan_approve",),
+    ),
+}
+
+
+def mutating_routes() -> list[tuple[str, str]]:
+    return sorted(k for k in auth.ROUTES if k[0] != "GET" and k not in READ_ONLY)
+
+
+def test_every_mutating_route_of_the_route_map_has_a_case(app):
+    served = {(m, r[len(PREFIX) :]) for m, r in routes(app)}
+    assert set(mutating_routes()) <= served
+    assert set(mutating_routes()) == set(CASES), set(mutating_routes()) ^ set(CASES)
+
+
+@pytest.fixture
+def matrix(store, tokens) -> ApiClient:
+    # Fetched jobs count as abandoned after 30 s, so POST /rescue has something to change.
+    settings = store_settings(store).with_overrides({"recovery.fetched_job_timeout": 30})
+    return ApiClient(create_app(settings, store=store), tokens)
+
+
+def store_settings(store: Store) -> Any:
+    from chokaq_ops.settings import Settings
+
+    return Settings().with_overrides({"storage.url": store.url, **TEST_SETTINGS})
+
+
+def expected_status(route: tuple[str, str], caller: str | None, ok: int) -> int:
+    if caller is None:
+        return 401
+    rule = auth.ROUTES[route]
+    needed = "admin" if route == ("POST", "/dlq/purge") else rule.role
+    return ok if auth.ROLES.index(caller) >= auth.ROLES.index(needed) else 403
+
+
+def audit_rows(store: Store) -> list[tuple[Any, ...]]:
+    return sql(store, "SELECT actor, action, plan_id FROM audit_log WHERE actor <> 'creator' ORDER BY id")
+
+
+def reset(store: Store) -> None:
+    for table in ("audit_log", "plan_items", "plans", "jobs_hot", "jobs_dlq", "jobs_archive", "events"):
+        sql(store, f"DELETE FROM {table}")
+    sql(store, "UPDATE queues SET paused = ? WHERE name = 'default'", False)
+
+
+@pytest.mark.parametrize("route", mutating_routes(), ids=lambda r: f"{r[0]} {r[1]}")
+def test_each_role_gets_its_status_and_an_allowed_call_is_audited(matrix, store, route):
+    case = CASES[route]
+    for caller in CALLERS:
+        reset(store)
+        path, body, state = case.arrange(store)
+        r = matrix.request(route[0], path, role=caller, **({"json": body} if body is not None else {}))
+        want = expected_status(route, caller, case.ok)
+        assert r.status_code == want, (route, caller, r.status_code, r.json)
+        rows = audit_rows(store)
+        if want >= 400:
+            assert not case.changed(store, state) and rows == [], (route, caller, rows)
+            continue
+        assert case.changed(store, state), (route, caller)
+        assert {a for _, a, _ in rows} == set(case.actions), (route, caller, rows)
+        assert {actor for actor, _, _ in rows} == {caller}, rows  # the token's name, nothing else
+        plan_ids = {p for _, _, p in rows}
+        if "/plans" in route[1]:
+            assert plan_ids <= set(scalar_plans(store)) and None not in plan_ids, rows
+        else:
+            assert plan_ids == {None}, rows
+
+
+def scalar_plans(store: Store) -> list[str]:
+    return [r[0] for r in sql(store, "SELECT id FROM plans")]
+
+
+@pytest.mark.parametrize("route", mutating_routes(), ids=lambda r: f"{r[0]} {r[1]}")
+def test_a_failure_after_the_audit_insert_leaves_neither_change_nor_audit_row(matrix, store, route):
+    case = CASES[route]
+    reset(store)
+    path, body, state = case.arrange(store)
+    with failing_audited_commits(store):
+        r = matrix.request(route[0], path, role="admin", **({"json": body} if body is not None else {}))
+    assert r.status_code >= 500, (route, r.status_code, r.json)
+    assert set(r.json) == {"code", "status", "message", "errors"}
+    assert "injected" not in r.json["message"]  # the database's text stays in the log
+    assert audit_rows(store) == [], route
+    assert not case.changed(store, state), f"{route}: the change committed without its audit row"
+
+
+@contextmanager
+def failing_audited_commits(store: Store) -> Iterator[None]:
+    """Every transaction that inserted an audit row fails when it ends, after all its statements ran.
+
+    PostgreSQL: a deferred constraint trigger on audit_log raises at commit (also of a single statement
+    in autocommit). SQLite has no deferred triggers: its commit is wrapped to fail when audit_log grew
+    since the transaction began (its audited operations all run in BEGIN ... COMMIT transactions)."""
+    if is_pg(store):
+        sql(
+            store,
+            "CREATE FUNCTION matrix_fail() RETURNS trigger LANGUAGE plpgsql AS "
+            "$$ BEGIN RAISE EXCEPTION 'injected failure after the audit insert'; END $$",
+        )
+        sql(
+            store,
+            "CREATE CONSTRAINT TRIGGER matrix_fail AFTER INSERT ON audit_log DEFERRABLE INITIALLY DEFERRED"
+            " FOR EACH ROW EXECUTE FUNCTION matrix_fail()",
+        )
+        try:
+            yield
+        finally:
+            sql(store, "DROP TRIGGER matrix_fail ON audit_log")
+            sql(store, "DROP FUNCTION matrix_fail()")
+        return
+    dialect = type(store.dialect)  # the class: stores opened by a CLI command in this process too
+    begin, commit = dialect.begin, dialect.commit
+    marks: dict[int, int] = {}
+
+    def newest(conn: Any) -> int:
+        return conn.execute("SELECT coalesce(max(id), 0) FROM audit_log").fetchone()[0]
+
+    def begin_marked(self: Any, conn: Any, write: bool) -> None:
+        begin(self, conn, write)
+        marks[id(conn)] = newest(conn)
+
+    def commit_or_fail(self: Any, conn: Any) -> None:
+        if newest(conn) > marks.pop(id(conn), 0):
+            raise sqlite3.OperationalError("injected failure after the audit insert")
+        commit(self, conn)
+
+    dialect.begin, dialect.commit = begin_marked, commit_or_fail  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        dialect.begin, dialect.commit = begin, commit  # type: ignore[method-assign]
+
+
+def test_cli_token_create_and_revoke_audit_in_the_same_transaction(store, capsys):
+    from chokaq_ops.cli import main
+
+    url = store.url
+    assert main(["token", "create", "ci-bot", "--role", "reader", "--db", url]) == 0
+    assert main(["token", "revoke", "ci-bot", "--db", url]) == 0
+    actions = [r["action"] for r in store.list_audit(actor=cli_actor().name).items]
+    assert actions == ["token_revoke", "token_create"]
+    reset(store)
+    with failing_audited_commits(store):
+        assert main(["token", "create", "ci-bot-2", "--role", "reader", "--db", url]) != 0
+    assert scalar(store, "SELECT count(*) FROM api_tokens WHERE name = 'ci-bot-2'") == 0
+    assert main(["token", "create", "ci-bot-3", "--role", "reader", "--db", url]) == 0
+    token = capsys.readouterr().out.strip().splitlines()[-1]
+    with failing_audited_commits(store):
+        assert main(["token", "revoke", "ci-bot-3", "--db", url]) != 0
+    assert store.verify_token(token) is not None  # the revoke rolled back with its audit row
+    assert [r["action"] for r in store.list_audit(actor=cli_actor().name).items] == ["token_create"]
