@@ -20,8 +20,10 @@ AND (CAST(:failed_to AS timestamptz) IS NULL OR d.failed_at <= CAST(:failed_to A
 AND (CAST(:created_from AS timestamptz) IS NULL OR d.created_at >= CAST(:created_from AS timestamptz))
 AND (CAST(:created_to AS timestamptz) IS NULL OR d.created_at <= CAST(:created_to AS timestamptz))
 AND (CAST(:tag_like AS text) IS NULL OR (',' || replace(coalesce(d.tags, ''), ' ', '') || ',') LIKE CAST(:tag_like AS text))
-AND (CAST(:search_like AS text) IS NULL OR d.id ILIKE CAST(:search_like AS text) OR d.type ILIKE CAST(:search_like AS text)
-     OR d.tags ILIKE CAST(:search_like AS text) OR d.error_details ILIKE CAST(:search_like AS text))
+-- lower(..) LIKE lower(..) is ILIKE in the form the DLQ's trigram indexes (migration 0004) answer.
+AND (CAST(:search_like AS text) IS NULL OR lower(d.id) LIKE lower(CAST(:search_like AS text))
+     OR lower(d.type) LIKE lower(CAST(:search_like AS text)) OR lower(d.tags) LIKE lower(CAST(:search_like AS text))
+     OR lower(d.error_details) LIKE lower(CAST(:search_like AS text)))
 
 -- fragment: archive_where
 (CAST(:queue AS text) IS NULL OR a.queue = CAST(:queue AS text))

@@ -319,10 +319,10 @@ BEGIN
         END;
     END IF;
     IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm') THEN
-        CREATE INDEX IF NOT EXISTS ix_jobs_dlq_search_id ON jobs_dlq USING gin (id gin_trgm_ops);
-        CREATE INDEX IF NOT EXISTS ix_jobs_dlq_search_type ON jobs_dlq USING gin (type gin_trgm_ops);
-        CREATE INDEX IF NOT EXISTS ix_jobs_dlq_search_tags ON jobs_dlq USING gin (tags gin_trgm_ops);
-        CREATE INDEX IF NOT EXISTS ix_jobs_dlq_search_error ON jobs_dlq USING gin (error_details gin_trgm_ops);
+        CREATE INDEX IF NOT EXISTS ix_jobs_dlq_search_id ON jobs_dlq USING gin (lower(id) gin_trgm_ops);
+        CREATE INDEX IF NOT EXISTS ix_jobs_dlq_search_type ON jobs_dlq USING gin (lower(type) gin_trgm_ops);
+        CREATE INDEX IF NOT EXISTS ix_jobs_dlq_search_tags ON jobs_dlq USING gin (lower(tags) gin_trgm_ops);
+        CREATE INDEX IF NOT EXISTS ix_jobs_dlq_search_error ON jobs_dlq USING gin (lower(error_details) gin_trgm_ops);
     END IF;
 END
 $$;

@@ -106,7 +106,7 @@ def test_a_worker_counts_a_finish_whose_reply_was_lost_as_succeeded(store, db_ur
 
         def rows(cursor):
             got = original(cursor)
-            if armed["on"] and got and set(got[0]) == {"id", "queue"}:  # archive_succeeded's rows
+            if armed["on"] and got and set(got[0]) - {"twin"} == {"id", "queue"}:  # archive_succeeded's rows
                 armed["on"] = False
                 raise lost_reply(lossy)
             return got

@@ -5,6 +5,9 @@
 -- create it). Where it is missing or may not be created, the migration still succeeds and search scans
 -- as before (bounded by the statement timeout); `chokaq migrate` run again later adds nothing, so install
 -- it by hand then: CREATE EXTENSION pg_trgm, and the CREATE INDEX statements below.
+-- The indexes are on lower(column), and search compares lower(column) LIKE lower(pattern): an index on
+-- the bare column also answers `=`, and the planner took it for joins on id (a plan's 2,500 items joined
+-- through the trigram index: 30 s instead of 5 ms, estimated cheaper on fresh statistics).
 -- Only the DLQ gets them: it is where operators search error text, and it is written rarely. The hot table
 -- takes every enqueue and claim, where four GIN indexes would cost more than its (small) scans.
 DO $$
@@ -18,10 +21,10 @@ BEGIN
         END;
     END IF;
     IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'pg_trgm') THEN
-        CREATE INDEX IF NOT EXISTS ix_jobs_dlq_search_id ON jobs_dlq USING gin (id gin_trgm_ops);
-        CREATE INDEX IF NOT EXISTS ix_jobs_dlq_search_type ON jobs_dlq USING gin (type gin_trgm_ops);
-        CREATE INDEX IF NOT EXISTS ix_jobs_dlq_search_tags ON jobs_dlq USING gin (tags gin_trgm_ops);
-        CREATE INDEX IF NOT EXISTS ix_jobs_dlq_search_error ON jobs_dlq USING gin (error_details gin_trgm_ops);
+        CREATE INDEX IF NOT EXISTS ix_jobs_dlq_search_id ON jobs_dlq USING gin (lower(id) gin_trgm_ops);
+        CREATE INDEX IF NOT EXISTS ix_jobs_dlq_search_type ON jobs_dlq USING gin (lower(type) gin_trgm_ops);
+        CREATE INDEX IF NOT EXISTS ix_jobs_dlq_search_tags ON jobs_dlq USING gin (lower(tags) gin_trgm_ops);
+        CREATE INDEX IF NOT EXISTS ix_jobs_dlq_search_error ON jobs_dlq USING gin (lower(error_details) gin_trgm_ops);
     END IF;
 END
 $$;
