@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from worker_support import enqueue, fast_settings, hosted, metric, settled, wait_for
+from worker_support import blocking_job, enqueue, fast_settings, hosted, metric, settled, wait_for
 
 from chokaq_ops import errors
 from chokaq_ops.engine.handlers import Registry
@@ -13,12 +13,7 @@ from chokaq_ops.storage import Store
 
 def test_heartbeat_keeps_advancing_while_a_long_handler_runs(store):
     reg = Registry()
-    running, done = threading.Event(), threading.Event()
-
-    @reg.job("long")
-    def long(payload, ctx):
-        running.set()
-        done.wait(10)
+    running, done = blocking_job(reg, "long")
 
     job_id = enqueue(store, "long")
     beats = []
@@ -141,12 +136,7 @@ def test_a_job_whose_outcome_is_being_written_keeps_its_heartbeat(store):
 
 def test_a_beat_still_running_when_the_next_is_due_counts_as_failed(store):
     reg = Registry()
-    running, done = threading.Event(), threading.Event()
-
-    @reg.job("steady")
-    def steady(payload, ctx):
-        running.set()
-        done.wait(10)
+    running, done = blocking_job(reg, "steady")
 
     job_id = enqueue(store, "steady")
     with hosted(store, fast_settings(store), reg) as host:

@@ -6,7 +6,7 @@ import threading
 import time
 
 import pytest
-from worker_support import enqueue, fast_settings, hosted, metric, settled, wait_for
+from worker_support import blocking_job, enqueue, fast_settings, hosted, metric, settled, wait_for
 
 from chokaq_ops.engine.handlers import Registry
 from chokaq_ops.errors import FatalJobError, ThrottledError
@@ -264,12 +264,7 @@ def test_lost_lease_cancels_the_handler_and_its_late_result_is_a_no_op(store):
 
 def test_late_result_without_a_heartbeat_is_refused_by_the_fence(store):
     reg = Registry()
-    running, go = threading.Event(), threading.Event()
-
-    @reg.job("victim")
-    def victim(payload, ctx):
-        running.set()
-        go.wait(10)
+    running, go = blocking_job(reg, "victim")
 
     job_id = enqueue(store, "victim")
     # Heartbeats far apart: the completer's fenced write is what refuses the late success.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial
@@ -68,3 +69,15 @@ def settled(store: Store, job_id: str, where: str = "archive", timeout: float = 
 
 def metric(host: Host, name: str, **labels: str) -> float:
     return host.metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+def blocking_job(registry: Registry, type_: str) -> tuple[threading.Event, threading.Event]:
+    """Register a handler of `type_` that sets `running` and then waits for `release` (10 s at most)."""
+    running, release = threading.Event(), threading.Event()
+
+    @registry.job(type_)
+    def _blocking(payload: Any, ctx: Any) -> None:
+        running.set()
+        release.wait(10)
+
+    return running, release
