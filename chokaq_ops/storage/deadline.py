@@ -66,6 +66,12 @@ class _Watchdog:
         """Forget a finished call; True when its abort was fired."""
         with self._lock:
             self._live.pop(token, None)
+            # Calls mostly end in the order they began: dropping finished entries from the top keeps the
+            # heap as small as the number of calls in flight (lazily, it would hold every call of the last
+            # CommandTimeout seconds).
+            heap = self._heap
+            while heap and heap[0][1] not in self._live:
+                heapq.heappop(heap)
             if token in self._fired:
                 self._fired.discard(token)
                 return True
