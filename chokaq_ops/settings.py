@@ -66,6 +66,7 @@ class RetrySettings:
     backoff_multiplier: float = field(default=2.0, metadata=_limit(1, kind="number"))  # a factor, not seconds
     jitter_max_delay: float = field(default=1.0, metadata=_limit(0))
     max_job_age: float | None = _DAY  # None: no lifetime budget
+    circuit_breaker_delay: float = 5.0  # a job met by an open circuit runs again this much later
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +89,20 @@ class RetentionSettings:
     metric_buckets: float = 7 * _DAY
     events: float = 7 * _DAY  # the live stream's outbox; readers reconnect within minutes, not weeks
     interval: float = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class CircuitSettings:
+    """The circuit breaker per job type (docs/circuits.md); `@job(circuit=CircuitPolicy(...))` overrides
+    a type's numbers."""
+
+    enabled: bool = True
+    failure_threshold: int = field(default=5, metadata=_limit(1))  # counted failures within the window...
+    failure_window: float = 60.0  # ...(a tumbling window from the first of them) open the circuit
+    break_duration: float = 30.0  # open this long, then half-open
+    half_open_max_calls: int = field(default=1, metadata=_limit(1))  # probes at once; as many successes close
+    half_open_probe_timeout: float = 30.0  # a probe not resolved by then frees its permit
+    refresh_interval: float = 1.0  # how often a worker re-reads the circuits that are not closed
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +168,7 @@ class Settings:
     worker: WorkerSettings = field(default_factory=WorkerSettings)
     retention: RetentionSettings = field(default_factory=RetentionSettings)
     health: HealthSettings = field(default_factory=HealthSettings)
+    circuit: CircuitSettings = field(default_factory=CircuitSettings)
     api: ApiSettings = field(default_factory=ApiSettings)
     serialization: SerializationSettings = field(default_factory=SerializationSettings)
     deck: DeckSettings = field(default_factory=DeckSettings)
@@ -394,6 +410,10 @@ _NAMES: dict[str, dict[str, _Key]] = {
 _NAMES["storage"]["Database"] = ("storage", "url")
 _NAMES["health"]["QueueLagDegradedThreshold"] = ("health", "queue_lag_degraded")
 _NAMES["health"]["QueueLagUnhealthyThreshold"] = ("health", "queue_lag_unhealthy")
+# The original's CircuitPolicy spells its durations in seconds.
+_NAMES["circuit"]["FailureWindowSeconds"] = ("circuit", "failure_window")
+_NAMES["circuit"]["BreakDurationSeconds"] = ("circuit", "break_duration")
+_NAMES["circuit"]["HalfOpenProbeTimeoutSeconds"] = ("circuit", "half_open_probe_timeout")
 _NAMES["sqlserver"] = {
     "CleanupBatchSize": ("storage", "cleanup_batch_size"),
     "MaxTransientRetries": ("storage", "max_transient_retries"),

@@ -1568,3 +1568,138 @@ WHERE i.plan_id = CAST(:plan_id AS text) AND i.outcome = 'done'
   AND i.ord BETWEEN CAST(:ord_from AS integer) AND CAST(:ord_to AS integer)
   AND i.chunk BETWEEN CAST(:from_chunk AS integer) AND CAST(:to_chunk AS integer)
 GROUP BY 1, 2;
+
+-- ---------------------------------------------------------------- circuits (docs/circuits.md)
+
+-- fragment: circuit_columns
+type, CASE state WHEN 0 THEN 'closed' WHEN 1 THEN 'open' ELSE 'half_open' END AS state,
+CASE prev_state WHEN 0 THEN 'closed' WHEN 1 THEN 'open' ELSE 'half_open' END AS prev_state,
+forced = 1 AS forced, failures, last_failure_at, opened_at, open_until, probes, successes, transitions,
+failure_threshold, failure_window_s, break_duration_s, half_open_max_calls, updated_at,
+CASE WHEN open_until IS NULL THEN NULL
+     ELSE greatest(0.0, extract(epoch FROM open_until - now()))::double precision END AS open_for_s
+
+-- fragment: circuit_items
+SELECT i->>'type' FROM jsonb_array_elements(CAST(:items AS jsonb)) i
+
+-- name: circuit_failures
+-- Counted failures of each type in :items ({type, n, threshold, window_s, break_s, half_open}). Closed:
+-- the count restarts when the previous failure is older than the window (the original's tumbling
+-- window), and reaching the threshold opens the circuit; half-open: any failure opens it again; open or
+-- forced open: only counted. Rows are taken in type order, so two workers' reports cannot deadlock.
+UPDATE circuits SET prev_state = state WHERE type IN ({{circuit_items}});
+INSERT INTO circuits AS c (type, failures, last_failure_at, failure_threshold, failure_window_s, break_duration_s,
+                           half_open_max_calls, updated_at)
+SELECT i->>'type', (i->>'n')::integer, now(), (i->>'threshold')::integer, (i->>'window_s')::double precision,
+       (i->>'break_s')::double precision, (i->>'half_open')::integer, now()
+FROM jsonb_array_elements(CAST(:items AS jsonb)) i ORDER BY i->>'type'
+ON CONFLICT (type) DO UPDATE SET
+    failures = CASE WHEN c.state = 0 AND c.last_failure_at < now() - make_interval(secs => excluded.failure_window_s)
+                    THEN excluded.failures ELSE c.failures + excluded.failures END,
+    last_failure_at = excluded.last_failure_at, failure_threshold = excluded.failure_threshold,
+    failure_window_s = excluded.failure_window_s, break_duration_s = excluded.break_duration_s,
+    half_open_max_calls = excluded.half_open_max_calls, updated_at = excluded.updated_at;
+UPDATE circuits SET state = 1, opened_at = now(), open_until = now() + make_interval(secs => break_duration_s),
+                    probes = 0, successes = 0, transitions = transitions + 1
+WHERE type IN ({{circuit_items}}) AND forced = 0 AND (state = 2 OR (state = 0 AND failures >= failure_threshold));
+INSERT INTO events (kind, message, data)
+SELECT 'circuit', 'Circuit of ' || type || ' opened after ' || failures || ' failures',
+       json_build_object('type', type, 'state', 'open', 'from', CASE prev_state WHEN 0 THEN 'closed' ELSE 'half_open' END,
+                         'failures', failures, 'open_until', open_until)::text
+FROM circuits WHERE type IN ({{circuit_items}}) AND state <> prev_state;
+SELECT {{circuit_columns}} FROM circuits WHERE type IN ({{circuit_items}});
+
+-- name: circuit_successes
+-- Successful probes of half-open circuits (:items {type, n}): as many successes as the type's
+-- half_open_max_calls close the circuit and clear its failure count.
+UPDATE circuits SET prev_state = state WHERE type IN ({{circuit_items}});
+UPDATE circuits c SET successes = c.successes + (i->>'n')::integer,
+                      probes = greatest(c.probes - (i->>'n')::integer, 0), updated_at = now()
+FROM jsonb_array_elements(CAST(:items AS jsonb)) i
+WHERE c.type = i->>'type' AND c.state = 2;
+UPDATE circuits SET state = 0, failures = 0, successes = 0, probes = 0, probe_until = NULL, open_until = NULL,
+                    transitions = transitions + 1
+WHERE type IN ({{circuit_items}}) AND state = 2 AND successes >= half_open_max_calls;
+INSERT INTO events (kind, message, data)
+SELECT 'circuit', 'Circuit of ' || type || ' closed: the half-open probe succeeded',
+       json_build_object('type', type, 'state', 'closed', 'from', 'half_open')::text
+FROM circuits WHERE type IN ({{circuit_items}}) AND state <> prev_state;
+SELECT {{circuit_columns}} FROM circuits WHERE type IN ({{circuit_items}});
+
+-- name: circuit_probe
+-- A probe permit for each type in :items ({type, probe_timeout_s}) whose circuit may let one through:
+-- open past its break (it turns half-open), or half-open with fewer than half_open_max_calls probes in
+-- flight (a probe unresolved after its timeout no longer counts). Returns the types granted one; the row
+-- lock makes two workers asking at once get one permit between them.
+UPDATE circuits SET prev_state = state WHERE type IN ({{circuit_items}});
+INSERT INTO events (kind, message, data)
+SELECT 'circuit', 'Circuit of ' || type || ' half-open: one probe may run',
+       json_build_object('type', type, 'state', 'half_open', 'from', 'open')::text
+FROM circuits WHERE type IN ({{circuit_items}}) AND forced = 0 AND state = 1 AND open_until <= now();
+UPDATE circuits c SET
+    probes = CASE WHEN c.state = 1 OR c.probe_until < now() THEN 1 ELSE c.probes + 1 END,
+    successes = CASE WHEN c.state = 1 THEN 0 ELSE c.successes END,
+    transitions = c.transitions + CASE WHEN c.state = 1 THEN 1 ELSE 0 END,
+    state = 2,
+    probe_until = now() + make_interval(secs => (i->>'probe_timeout_s')::double precision),
+    updated_at = now()
+FROM jsonb_array_elements(CAST(:items AS jsonb)) i
+WHERE c.type = i->>'type' AND c.forced = 0
+  AND ((c.state = 1 AND c.open_until <= now()) OR (c.state = 2 AND (c.probes < c.half_open_max_calls OR c.probe_until < now())))
+RETURNING c.type, 'half_open' AS state;
+
+-- name: circuit_states
+-- What a worker's gate needs: every circuit that is not closed.
+SELECT {{circuit_columns}} FROM circuits WHERE state <> 0;
+
+-- name: list_circuits
+SELECT {{circuit_columns}} FROM circuits ORDER BY type;
+
+-- name: set_circuit
+-- An operator forces a circuit open (:state 1: stays open, no probes, until closed) or closed (:state
+-- 0: counts cleared, the policy applies again). Audited with the row before and after.
+INSERT INTO audit_log (actor, action, details)
+VALUES (CAST(:actor AS text), 'set_circuit', json_build_object('type', CAST(:type AS text), 'before',
+        (SELECT json_build_object('state', state, 'forced', forced, 'failures', failures) FROM circuits
+         WHERE type = CAST(:type AS text)))::text);
+INSERT INTO circuits (type, updated_at) VALUES (CAST(:type AS text), now()) ON CONFLICT (type) DO NOTHING;
+UPDATE circuits SET prev_state = state,
+                    transitions = transitions + CASE WHEN state <> CAST(:state AS integer) THEN 1 ELSE 0 END,
+                    state = CAST(:state AS integer), forced = CAST(:state AS integer),
+                    failures = CASE WHEN CAST(:state AS integer) = 0 THEN 0 ELSE failures END,
+                    opened_at = CASE WHEN CAST(:state AS integer) = 1 THEN now() ELSE opened_at END,
+                    open_until = NULL, probes = 0, probe_until = NULL, successes = 0, updated_at = now()
+WHERE type = CAST(:type AS text);
+UPDATE audit_log SET details = (CAST(details AS jsonb) || jsonb_build_object('after',
+       (SELECT json_build_object('state', state, 'forced', forced, 'failures', failures) FROM circuits
+        WHERE type = CAST(:type AS text))))::text
+WHERE id = (SELECT max(id) FROM audit_log WHERE action = 'set_circuit');
+INSERT INTO events (kind, message, data)
+SELECT 'circuit', 'Circuit of ' || type || CASE WHEN CAST(:state AS integer) = 1 THEN ' forced open by ' ELSE ' closed by ' END
+                  || CAST(:actor AS text),
+       json_build_object('type', type, 'state', CASE WHEN CAST(:state AS integer) = 1 THEN 'open' ELSE 'closed' END,
+                         'forced', forced, 'actor', CAST(:actor AS text))::text
+FROM circuits WHERE type = CAST(:type AS text);
+SELECT {{circuit_columns}} FROM circuits WHERE type = CAST(:type AS text);
+
+-- name: defer
+-- Jobs an open circuit met at their start: back to pending after :delay_s without the attempt the start
+-- counted (user code never ran). One event per type.
+WITH moved AS (
+    UPDATE jobs_hot SET status = 0, worker_id = NULL, heartbeat_at = NULL,
+                        attempt_count = greatest(attempt_count - 1, 0),
+                        scheduled_at = now() + make_interval(secs => CAST(:delay_s AS double precision)),
+                        due_at = now() + make_interval(secs => CAST(:delay_s AS double precision)),
+                        updated_at = now()
+    WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+      AND worker_id = CAST(:worker_id AS text) AND status + 0 = 2
+    RETURNING id, type
+),
+events AS (
+    INSERT INTO events (kind, message, data)
+    SELECT 'circuit', count(*) || ' jobs of ' || type || ' deferred: its circuit is open',
+           json_build_object('type', type, 'deferred', count(*), 'delay_s', CAST(:delay_s AS double precision),
+                             'worker_id', CAST(:worker_id AS text))::text
+    FROM moved GROUP BY type
+)
+SELECT id FROM moved;
