@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -76,6 +76,24 @@ class Metrics:
         )
         self.rescue_recovered = Counter(
             "chokaq_rescue_recovered", "Abandoned fetched jobs returned to pending by the sweep.", registry=r
+        )
+        self.circuit_state = Gauge(
+            "chokaq_circuit_state",
+            "Circuit breaker of a job type as this process last saw it: 0 closed, 1 open, 2 half-open.",
+            ["type"],
+            registry=r,
+        )
+        self.circuit_transitions = Counter(
+            "chokaq_circuit_transitions",
+            "Circuit state changes this process caused, by the state entered.",
+            ["type", "state"],
+            registry=r,
+        )
+        self.circuit_deferred = Counter(
+            "chokaq_circuit_deferred",
+            "Jobs met by an open circuit and deferred by Retry.CircuitBreakerDelay (no attempt consumed).",
+            ["type"],
+            registry=r,
         )
         self.rescue_zombies = Counter(
             "chokaq_rescue_zombies", "Zombie jobs moved to the DLQ by the sweep.", registry=r

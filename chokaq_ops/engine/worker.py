@@ -36,11 +36,13 @@ from typing import Any, TypeVar
 
 from chokaq_ops import ids
 from chokaq_ops.engine import handlers as handler_registry
+from chokaq_ops.engine.circuits import Circuits
 from chokaq_ops.engine.claiming import Claiming
 from chokaq_ops.engine.completer import TRANSITION, Completer
 from chokaq_ops.engine.execution import (
     ABANDONED,
     DEAD,
+    DEFER,
     OK,
     RETRY,
     RUNNING,
@@ -117,6 +119,7 @@ class Worker(Claiming, Starting, Heartbeats):
         self._timeouts: dict[str, tuple[float, str]] = {}
         self.counts: Counter[str] = Counter()
         self.completer = Completer(self)
+        self.circuits = Circuits(self)
         self._threads: list[threading.Thread] = []
         self._executors: list[threading.Thread] = []
 
@@ -285,6 +288,8 @@ class Worker(Claiming, Starting, Heartbeats):
                         r.max_attempts,
                         _first_line(o.error),
                     )
+                elif kind == DEFER:
+                    log.info("job deferred: the circuit of its type is open job_id=%s type=%s", r.id, r.type)
                 elif kind == RETRY:
                     log.info(
                         "job retry scheduled job_id=%s type=%s attempt=%d/%d delay=%.3fs error=%s",
@@ -302,9 +307,16 @@ class Worker(Claiming, Starting, Heartbeats):
                 self._child(self.metrics.succeeded, q, t).inc(n)
             elif kind == DEAD:
                 self._child(self.metrics.failed, q, t, reason).inc(n)
+            elif kind == DEFER:
+                self.metrics.circuit_deferred.labels(self.metrics.type_label(t)).inc(n)
             else:
                 self._child(self.metrics.retried, q, t).inc(n)
-        self.counts[{OK: "succeeded", DEAD: "dead", RETRY: "retried"}[kind]] += len(items) - len(refused)
+        key = {OK: "succeeded", DEAD: "dead", RETRY: "retried", DEFER: "deferred"}[kind]
+        self.counts[key] += len(items) - len(refused)
+        try:
+            self.circuits.record(kind, [o for o in items if o.run.id in applied])
+        except Exception as exc:  # the outcome is written; a lost count only delays a circuit's opening
+            log.warning("circuit %s report of %d jobs failed: %s", kind, len(items), exc)
         if refused:
             self._conflict(TRANSITION[kind], len(refused))
             log.warning(
