@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "enqueue",
     "jobs",
     "queues",
+    "circuits",
     "dlq",
     "archive",
     "rescue",

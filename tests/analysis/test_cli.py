@@ -226,3 +226,28 @@ def test_queues_ls_pause_resume_set(capsys, store, db_url) -> None:
     assert code == 0 and out.startswith("NAME")
     actions = [a["action"] for a in store.list_audit(action="set_queue").items]
     assert len(actions) == 4
+
+
+def test_circuits_open_ls_close_and_a_bad_command(tmp_path, capsys):
+    """`chokaq circuits open|ls|close`: forced open and closed again, audited under --actor."""
+    from chokaq_ops.storage import Store
+    from chokaq_ops.storage.migrate import migrate
+
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    with Store(url) as s:
+        migrate(s)
+    assert main(["circuits", "open", "pay.v1", "--db", url, "--actor", "alice", "--format", "json"]) == 0
+    capsys.readouterr()
+    assert main(["circuits", "ls", "--db", url, "--format", "json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert (row["type"], row["state"], row["forced"]) == ("pay.v1", "open", True)
+    assert main(["circuits", "close", "pay.v1", "--db", url, "--actor", "alice", "--format", "json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert (row["state"], row["forced"]) == ("closed", False)
+    with Store(url) as s:
+        assert [a["actor"] for a in s.list_audit(action="set_circuit").items] == ["alice", "alice"]
+    try:
+        code = main(["circuits", "half", "pay.v1", "--db", url])
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2

@@ -110,6 +110,11 @@ CASES: dict[tuple[str, str], Case] = {
         lambda s, _: s.queue_stats("default")[0]["paused"],
         ("set_queue",),
     ),
+    ("PATCH", "/circuits/<path:type_key>"): Case(
+        lambda s: ("/circuits/matrix.v1", {"state": "open"}, None),
+        lambda s, _: any(c["type"] == "matrix.v1" and c["forced"] for c in s.list_circuits()),
+        ("set_circuit",),
+    ),
     ("POST", "/rescue"): Case(
         lambda s: ("/rescue", None, _fetched_abandoned(s)),
         lambda s, job: s.get_job(job)["status"] == "pending",
