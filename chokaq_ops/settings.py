@@ -88,6 +88,7 @@ class RetentionSettings:
     dlq: float | None = None  # the DLQ waits for a human unless told otherwise
     metric_buckets: float = 7 * _DAY
     events: float = 7 * _DAY  # the live stream's outbox; readers reconnect within minutes, not weeks
+    workers: float = _DAY  # registry rows of workers not seen this long (crashed or killed) are deleted
     interval: float = 3600.0
 
 

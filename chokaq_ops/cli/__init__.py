@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "jobs",
     "queues",
     "circuits",
+    "workers",
     "dlq",
     "archive",
     "rescue",

@@ -317,6 +317,10 @@ class DbClient(BaseClient):
     def resume(self, name: str) -> dict[str, Any]:
         return self.store.set_queue(name, actor=self._who(), paused=False)
 
+    def set_worker_concurrency(self, worker_id: str, concurrency: int) -> dict[str, Any]:
+        """A running worker's handler slots, applied at its next heartbeat (lowering cancels nothing)."""
+        return self.store.set_worker_concurrency(worker_id, concurrency, actor=self._who())
+
     def set_circuit(self, type_key: str, state: str) -> dict[str, Any]:
         """Force a job type's circuit "open" (until closed) or "closed" (its failure count cleared)."""
         return self.store.set_circuit(type_key, state, actor=self._who())

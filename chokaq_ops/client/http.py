@@ -258,6 +258,10 @@ class HttpClient(BaseClient):
     def resume(self, name: str) -> dict[str, Any]:
         return self.set_queue(name, paused=False)
 
+    def set_worker_concurrency(self, worker_id: str, concurrency: int) -> dict[str, Any]:
+        """A running worker's handler slots (admin token), applied at its next heartbeat."""
+        return self.api.patch(f"/workers/{quote(worker_id)}", {"concurrency": concurrency})
+
     def set_circuit(self, type_key: str, state: str) -> dict[str, Any]:
         """Force a job type's circuit "open" (until closed) or "closed" (admin token)."""
         return self.api.patch(f"/circuits/{quote(type_key, safe='/')}", {"state": state})

@@ -1703,3 +1703,62 @@ events AS (
     FROM moved GROUP BY type
 )
 SELECT id FROM moved;
+
+-- ---------------------------------------------------------------- worker registry (docs/worker.md "Registry")
+
+-- fragment: registry_columns
+id AS worker_id, host, pid, queues, concurrency, desired_concurrency, running, prefetched, started_at, last_seen_at,
+extract(epoch FROM now() - last_seen_at)::double precision AS seen_s
+
+-- name: worker_register
+-- A worker's row, refreshed on every heartbeat; returns the operator's concurrency target.
+INSERT INTO workers AS w (id, host, pid, queues, concurrency, running, prefetched, started_at, last_seen_at)
+VALUES (CAST(:id AS text), CAST(:host AS text), CAST(:pid AS integer), CAST(:queues AS text),
+        CAST(:concurrency AS integer), CAST(:running AS integer), CAST(:prefetched AS integer), now(), now())
+ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, queues = excluded.queues,
+    concurrency = excluded.concurrency, running = excluded.running, prefetched = excluded.prefetched,
+    last_seen_at = excluded.last_seen_at,
+    started_at = CASE WHEN w.pid = excluded.pid AND w.host = excluded.host THEN w.started_at
+                      ELSE excluded.started_at END
+RETURNING desired_concurrency;
+
+-- name: worker_unregister
+DELETE FROM workers WHERE id = CAST(:id AS text);
+
+-- name: list_registry
+SELECT {{registry_columns}} FROM workers ORDER BY id;
+
+-- name: set_worker_concurrency
+-- An operator's concurrency target for a registered worker; audited with the value before and after.
+WITH before AS (SELECT * FROM workers WHERE id = CAST(:id AS text) FOR UPDATE),
+changed AS (
+    UPDATE workers SET desired_concurrency = CAST(:concurrency AS integer)
+    WHERE id = (SELECT id FROM before) RETURNING *
+),
+audit AS (
+    INSERT INTO audit_log (actor, action, details)
+    SELECT CAST(:actor AS text), 'set_worker',
+           json_build_object('worker_id', b.id, 'before', json_build_object('concurrency', b.concurrency,
+                             'desired_concurrency', b.desired_concurrency),
+                             'after', json_build_object('desired_concurrency', CAST(:concurrency AS integer)))::text
+    FROM before b
+),
+events AS (
+    INSERT INTO events (kind, message, data)
+    SELECT 'worker', 'Worker ' || c.id || ' concurrency set to ' || c.desired_concurrency || ' by ' || CAST(:actor AS text),
+           json_build_object('worker_id', c.id, 'desired_concurrency', c.desired_concurrency,
+                             'actor', CAST(:actor AS text))::text
+    FROM changed c
+)
+SELECT id AS worker_id, host, pid, queues, concurrency, desired_concurrency, running, prefetched, started_at,
+       last_seen_at, extract(epoch FROM now() - last_seen_at)::double precision AS seen_s
+FROM changed;
+
+-- name: prune_workers
+-- Registry rows of workers not seen for :older_than_s (they crashed or were killed: a stopping worker
+-- deletes its own row). A small table: one statement.
+WITH gone AS (
+    DELETE FROM workers WHERE last_seen_at < now() - make_interval(secs => CAST(:older_than_s AS double precision))
+    RETURNING 1
+)
+SELECT count(*) AS n FROM gone;

@@ -352,3 +352,21 @@ CREATE TABLE circuits (
     CONSTRAINT pk_circuits PRIMARY KEY (type),
     CONSTRAINT ck_circuits_state CHECK (state IN (0, 1, 2))
 );
+
+-- The worker registry (docs/worker.md "Registry"): each worker upserts its row on every heartbeat.
+-- desired_concurrency: an operator's target (PATCH /workers/{id}); the worker applies it at its next beat.
+CREATE TABLE workers (
+    id                   varchar(100) NOT NULL,
+    host                 varchar(255) NOT NULL,
+    pid                  integer      NOT NULL,
+    queues               text,
+    concurrency          integer      NOT NULL,
+    desired_concurrency  integer,
+    running              integer      NOT NULL DEFAULT 0,
+    prefetched           integer      NOT NULL DEFAULT 0,
+    started_at           timestamptz  NOT NULL DEFAULT now(),
+    last_seen_at         timestamptz  NOT NULL DEFAULT now(),
+    CONSTRAINT pk_workers PRIMARY KEY (id),
+    CONSTRAINT ck_workers_desired CHECK (desired_concurrency IS NULL OR desired_concurrency >= 1)
+);
+CREATE INDEX ix_workers_seen ON workers (last_seen_at);

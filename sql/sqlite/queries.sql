@@ -1370,3 +1370,45 @@ SELECT 'circuit', count(*) || ' jobs of ' || key || ' deferred: its circuit is o
        json_object('type', key, 'deferred', count(*), 'delay_s', :delay_s, 'worker_id', :worker_id)
 FROM staged WHERE true GROUP BY key;
 SELECT id FROM staged;
+
+-- ---------------------------------------------------------------- worker registry (docs/worker.md "Registry")
+
+-- fragment: registry_columns
+id AS worker_id, host, pid, queues, concurrency, desired_concurrency, running, prefetched, started_at, last_seen_at,
+(julianday('now') - julianday(last_seen_at)) * 86400.0 AS seen_s
+
+-- name: worker_register
+-- A worker's row, refreshed on every heartbeat; returns the operator's concurrency target.
+INSERT INTO workers (id, host, pid, queues, concurrency, running, prefetched, started_at, last_seen_at)
+VALUES (:id, :host, :pid, :queues, :concurrency, :running, :prefetched, {{now}}, {{now}})
+ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, queues = excluded.queues,
+    concurrency = excluded.concurrency, running = excluded.running, prefetched = excluded.prefetched,
+    last_seen_at = excluded.last_seen_at,
+    started_at = CASE WHEN workers.pid = excluded.pid AND workers.host = excluded.host THEN workers.started_at
+                      ELSE excluded.started_at END
+RETURNING desired_concurrency;
+
+-- name: worker_unregister
+DELETE FROM workers WHERE id = :id;
+
+-- name: list_registry
+SELECT {{registry_columns}} FROM workers ORDER BY id;
+
+-- name: set_worker_concurrency
+-- An operator's concurrency target for a registered worker; audited with the value before and after.
+INSERT INTO audit_log (actor, action, details)
+SELECT :actor, 'set_worker', json_object('worker_id', id, 'before', json_object('concurrency', concurrency,
+       'desired_concurrency', desired_concurrency), 'after', json_object('desired_concurrency', :concurrency))
+FROM workers WHERE id = :id;
+UPDATE workers SET desired_concurrency = :concurrency WHERE id = :id;
+INSERT INTO events (kind, message, data)
+SELECT 'worker', 'Worker ' || id || ' concurrency set to ' || :concurrency || ' by ' || :actor,
+       json_object('worker_id', id, 'desired_concurrency', :concurrency, 'actor', :actor)
+FROM workers WHERE id = :id;
+SELECT {{registry_columns}} FROM workers WHERE id = :id;
+
+-- name: prune_workers
+-- Registry rows of workers not seen for :older_than_s (they crashed or were killed: a stopping worker
+-- deletes its own row). A small table: one statement.
+DELETE FROM workers WHERE last_seen_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :older_than_s || ' seconds');
+SELECT changes() AS n;

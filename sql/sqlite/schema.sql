@@ -264,3 +264,19 @@ CREATE TABLE circuits (
     half_open_max_calls  INTEGER NOT NULL DEFAULT 1,
     updated_at           TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now'))
 );
+
+-- The worker registry (docs/worker.md "Registry"): each worker upserts its row on every heartbeat.
+-- desired_concurrency: an operator's target (PATCH /workers/{id}); the worker applies it at its next beat.
+CREATE TABLE workers (
+    id                   TEXT    NOT NULL PRIMARY KEY,
+    host                 TEXT    NOT NULL,
+    pid                  INTEGER NOT NULL,
+    queues               TEXT,
+    concurrency          INTEGER NOT NULL,
+    desired_concurrency  INTEGER CHECK (desired_concurrency IS NULL OR desired_concurrency >= 1),
+    running              INTEGER NOT NULL DEFAULT 0,
+    prefetched           INTEGER NOT NULL DEFAULT 0,
+    started_at           TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')),
+    last_seen_at         TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now'))
+);
+CREATE INDEX ix_workers_seen ON workers (last_seen_at);

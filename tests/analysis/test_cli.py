@@ -251,3 +251,30 @@ def test_circuits_open_ls_close_and_a_bad_command(tmp_path, capsys):
     except SystemExit as exc:
         code = exc.code
     assert code == 2
+
+
+def test_workers_ls_and_set(tmp_path, capsys):
+    """`chokaq workers ls|set`: a registered worker listed; its concurrency target set, audited."""
+    from chokaq_ops.storage import Store
+    from chokaq_ops.storage.migrate import migrate
+
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    with Store(url) as s:
+        migrate(s)
+        s.worker_register("w1", host="box", pid=42, queues=["mail"], concurrency=8, running=3, prefetched=0)
+    assert main(["workers", "ls", "--db", url, "--format", "json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert (row["worker_id"], row["host"], row["concurrency"], row["alive"]) == ("w1", "box", 8, True)
+    args = ["workers", "set", "w1", "--concurrency", "2", "--db", url, "--actor", "bob", "--format", "json"]
+    assert main(args) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert row["desired_concurrency"] == 2
+    with Store(url) as s:
+        assert [a["actor"] for a in s.list_audit(action="set_worker").items] == ["bob"]
+    for bad in (["--concurrency", "0"], ["--concurrency", "x"]):
+        try:
+            code = main(["workers", "set", "w1", *bad, "--db", url])
+        except SystemExit as exc:
+            code = exc.code
+        assert code == 2
+    assert main(["workers", "set", "nobody", "--concurrency", "3", "--db", url, "--actor", "bob"]) != 0
