@@ -65,6 +65,10 @@ class RegistryOps(StoreCore):
             raise errors.JobNotFound(f"no registered worker {worker_id}")
         return _decode(rows[0])
 
+    def gone_workers(self, gone_s: float) -> set[str]:
+        """Registered workers whose row was not refreshed for `gone_s` (they died)."""
+        return {r["id"] for r in self.run("gone_workers", write=False, gone_s=float(gone_s))}
+
     def prune_workers(self, older_than_s: float) -> int:
         return int(self.run("prune_workers", older_than_s=float(older_than_s))[0]["n"])
 

@@ -1762,3 +1762,24 @@ WITH gone AS (
     RETURNING 1
 )
 SELECT count(*) AS n FROM gone;
+
+-- name: recover_orphaned
+-- Rescue phase 1b, one batch: fetched rows of workers whose registry row was not refreshed for :gone_s
+-- (Health.WorkerHeartbeatTimeout: the worker died) go back to pending at once; user code never ran.
+WITH victims AS (
+    SELECT h.id FROM jobs_hot h
+    WHERE h.status = 1 AND h.worker_id IN (
+        SELECT id FROM workers
+        WHERE last_seen_at < now() - make_interval(secs => CAST(:gone_s AS double precision)))
+    LIMIT CAST(:batch AS integer) FOR UPDATE OF h SKIP LOCKED
+),
+moved AS (
+    UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = now()
+    WHERE id = ANY (ARRAY(SELECT id FROM victims)) AND status = 1
+    RETURNING id, queue
+)
+SELECT id, queue FROM moved;
+
+-- name: gone_workers
+-- Registered workers not seen for :gone_s: their jobs are shown as "worker gone".
+SELECT id FROM workers WHERE last_seen_at < now() - make_interval(secs => CAST(:gone_s AS double precision));

@@ -1412,3 +1412,18 @@ SELECT {{registry_columns}} FROM workers WHERE id = :id;
 -- deletes its own row). A small table: one statement.
 DELETE FROM workers WHERE last_seen_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :older_than_s || ' seconds');
 SELECT changes() AS n;
+
+-- name: recover_orphaned
+-- Rescue phase 1b, one batch: fetched rows of workers whose registry row was not refreshed for :gone_s
+-- (Health.WorkerHeartbeatTimeout: the worker died) go back to pending at once; user code never ran.
+UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = {{now}}
+WHERE id IN (SELECT h.id FROM jobs_hot h
+             WHERE h.status = 1 AND h.worker_id IN (
+                 SELECT id FROM workers
+                 WHERE last_seen_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :gone_s || ' seconds'))
+             LIMIT :batch)
+RETURNING id, queue;
+
+-- name: gone_workers
+-- Registered workers not seen for :gone_s: their jobs are shown as "worker gone".
+SELECT id FROM workers WHERE last_seen_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :gone_s || ' seconds');

@@ -131,7 +131,7 @@ CASES: dict[tuple[str, str], Case] = {
     ("POST", "/rescue"): Case(
         lambda s: ("/rescue", None, _fetched_abandoned(s)),
         lambda s, job: s.get_job(job)["status"] == "pending",
-        ("rescue_recover", "rescue_zombies"),
+        ("rescue_recover", "rescue_orphans", "rescue_zombies"),
     ),
     ("POST", "/plans"): Case(
         lambda s: ("/plans", {"action": "resurrect", "ids": to_dlq(s)}, None),
