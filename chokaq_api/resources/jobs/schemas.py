@@ -51,10 +51,10 @@ class JobSchema(ma.Schema):
     idempotency_key = _str()
     worker_id = _str()
     worker_gone = ma.fields.Boolean(
-        load_default=False,
-        dump_default=False,
+        allow_none=True,
         metadata={
-            "description": "A fetched or processing job whose worker's registry row is older than "
+            "description": "Null unless a worker holds the job. True: a fetched or processing job whose "
+            "worker's registry row is older than "
             "Health.WorkerHeartbeatTimeout: the worker died. Its fetched jobs go back to pending at the next "
             "sweep; processing ones reach the DLQ as Zombie only after the zombie timeout."
         },
