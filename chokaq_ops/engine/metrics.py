@@ -41,7 +41,13 @@ class LabelBudget:
 
 
 class Metrics:
-    def __init__(self, store: Store | None = None, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self,
+        store: Store | None = None,
+        registry: CollectorRegistry | None = None,
+        *,
+        worker_gone_s: float = 30.0,
+    ) -> None:
         self.registry = registry or CollectorRegistry()
         self.queue_label = LabelBudget(100)
         self.type_label = LabelBudget(500)
@@ -114,7 +120,7 @@ class Metrics:
             registry=r,
         )
         if store is not None:
-            r.register(QueueCollector(store))
+            r.register(QueueCollector(store, worker_gone_s))
 
     def labels(self, queue: str | None, job_type: str | None) -> dict[str, str]:
         return {"queue": self.queue_label(queue), "type": self.type_label(job_type)}
@@ -148,13 +154,14 @@ def cap_queues(queues: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]
 class QueueCollector(Collector):
     """Queue depth, lag and dead-letter counts, read from the database at scrape time."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, worker_gone_s: float = 30.0) -> None:
         self.store = store
+        self.worker_gone_s = worker_gone_s  # Health.WorkerHeartbeatTimeout: see Store.queue_stats
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         up = GaugeMetricFamily("chokaq_storage_up", "1 when the last scrape could read the database.")
         try:
-            queues = self.store.queue_stats()
+            queues = self.store.queue_stats(worker_gone_s=self.worker_gone_s)
         except Exception as exc:  # a scrape must never fail because the database is down
             log.warning("metrics: cannot read queue stats: %s", exc)
             up.add_metric([], 0)
@@ -166,7 +173,9 @@ class QueueCollector(Collector):
             "chokaq_queue_jobs", "Hot jobs per queue and status.", labels=["queue", "status"]
         )
         lag = GaugeMetricFamily(
-            "chokaq_queue_lag_seconds", "Age of the oldest due pending job per queue.", labels=["queue"]
+            "chokaq_queue_lag_seconds",
+            "Age of the oldest due job no live worker runs, per queue (pending, or held by a dead worker).",
+            labels=["queue"],
         )
         dead = GaugeMetricFamily(
             "chokaq_queue_dead_jobs", "Failed total per queue (DLQ size).", labels=["queue"]

@@ -1122,12 +1122,21 @@ WHERE CAST(:name AS text) IS NULL OR q.name = CAST(:name AS text)
 ORDER BY q.name;
 
 -- name: queue_lag
--- Due pending jobs per queue and how long the oldest has waited (seconds, database clock).
-SELECT h.queue, count(*) AS due_pending,
-       extract(epoch FROM now() - min(h.due_at)) AS max_lag_s,
-       avg(extract(epoch FROM now() - h.due_at)) AS avg_lag_s
-FROM jobs_hot h WHERE h.status = 0 AND h.due_at <= now()
-GROUP BY h.queue;
+-- Due jobs no live worker runs, per queue: pending ones, and those fetched by a worker whose registry row
+-- is older than :gone_s (it died; the sweep returns them). Their count and how long the oldest has waited
+-- (seconds, database clock). Two branches, so the pending one keeps its index.
+WITH waiting AS (
+    SELECT h.queue, h.status, h.due_at FROM jobs_hot h WHERE h.status = 0 AND h.due_at <= now()
+    UNION ALL
+    SELECT h.queue, h.status, h.due_at FROM jobs_hot h
+    WHERE h.status = 1 AND h.due_at <= now() AND h.worker_id IN (
+        SELECT id FROM workers
+        WHERE last_seen_at < now() - make_interval(secs => CAST(:gone_s AS double precision)))
+)
+SELECT queue, count(*) FILTER (WHERE status = 0) AS due_pending, count(*) FILTER (WHERE status = 1) AS stranded,
+       extract(epoch FROM now() - min(due_at)) AS max_lag_s,
+       avg(extract(epoch FROM now() - due_at)) AS avg_lag_s
+FROM waiting GROUP BY queue;
 
 -- name: throughput
 -- Outcomes over the last 1 and 5 minutes from the metric buckets.

@@ -912,10 +912,18 @@ WHERE :name IS NULL OR q.name = :name
 ORDER BY q.name;
 
 -- name: queue_lag
-SELECT h.queue, count(*) AS due_pending,
+-- Due jobs no live worker runs, per queue: pending ones, and those fetched by a worker whose registry row
+-- is older than :gone_s (it died; the sweep returns them). Their count and how long the oldest has waited.
+SELECT h.queue, sum(CASE WHEN h.status = 0 THEN 1 ELSE 0 END) AS due_pending,
+       sum(CASE WHEN h.status = 1 THEN 1 ELSE 0 END) AS stranded,
        (julianday('now') - julianday(min(h.due_at))) * 86400.0 AS max_lag_s,
        (julianday('now') - avg(julianday(h.due_at))) * 86400.0 AS avg_lag_s
-FROM jobs_hot h WHERE h.status = 0 AND h.due_at <= {{now}}
+FROM jobs_hot h
+WHERE h.due_at <= {{now}}
+  AND (h.status = 0
+       OR (h.status = 1 AND h.worker_id IN (
+           SELECT id FROM workers
+           WHERE last_seen_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :gone_s || ' seconds'))))
 GROUP BY h.queue;
 
 -- name: throughput
