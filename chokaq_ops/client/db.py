@@ -399,8 +399,8 @@ class DbClient(BaseClient):
     def _plan_get(self, plan_id: str) -> dict[str, Any]:
         return self.store.get_plan(plan_id)
 
-    def _plan_chunk(self, plan_id: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
-        return self.store.execute_plan_chunk(plan_id, actor=self._who(plan_id))
+    def _plan_chunk(self, plan_id: str, spread: float = 0.0) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        return self.store.execute_plan_chunk(plan_id, actor=self._who(plan_id), spread=spread)
 
     def _plan_items(self, plan_id: str) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []

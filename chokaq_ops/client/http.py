@@ -338,9 +338,10 @@ class HttpClient(BaseClient):
     def _plan_get(self, plan_id: str) -> dict[str, Any]:
         return self.api.get(f"/plans/{quote(plan_id)}")
 
-    def _plan_chunk(self, plan_id: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    def _plan_chunk(self, plan_id: str, spread: float = 0.0) -> tuple[dict[str, Any], dict[str, Any] | None]:
         # One chunk per request: the client shows progress, and an interrupted client loses nothing.
-        got = self.api.post(f"/plans/{quote(plan_id)}/execute", {"max_chunks": 1})
+        body: dict[str, Any] = {"max_chunks": 1} | ({"spread": spread} if spread else {})
+        got = self.api.post(f"/plans/{quote(plan_id)}/execute", body)
         chunks = got.pop("executed", [])
         return got, (chunks[0] if chunks else None)
 

@@ -772,7 +772,11 @@ revived AS (
     INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
                           due_at, created_at, updated_at, created_by, last_modified_by)
     SELECT id, queue, type, coalesce(new_payload, payload), coalesce(new_tags, tags), NULL,
-           coalesce(new_priority, 10), 0, 0, now(), created_at, now(), created_by, CAST(:actor AS text)
+           coalesce(new_priority, 10), 0, 0,
+           -- :spread_s: due times jittered uniformly over that window (0: due now), so a bulk resurrect
+           -- of still-failing jobs does not come back as one synchronized wave (docs/api.md "spread").
+           now() + make_interval(secs => random() * CAST(:spread_s AS double precision)),
+           created_at, now(), created_by, CAST(:actor AS text)
     FROM moved m WHERE NOT EXISTS (SELECT 1 FROM hot_twins t WHERE t.id = m.id)
     RETURNING id, queue
 ),

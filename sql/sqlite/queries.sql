@@ -619,7 +619,11 @@ FROM jobs_dlq d WHERE d.id IN (SELECT id FROM staged WHERE key = 'hot');
 INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
                       due_at, created_at, updated_at, created_by, last_modified_by)
 SELECT d.id, d.queue, d.type, coalesce(s.payload, d.payload), coalesce(s.tags, d.tags), NULL,
-       coalesce(s.priority, 10), 0, 0, {{now}}, d.created_at, {{now}}, d.created_by, :actor
+       coalesce(s.priority, 10), 0, 0,
+       -- :spread_s: due times jittered uniformly over that window (0: due now), so a bulk resurrect of
+       -- still-failing jobs does not come back as one synchronized wave (docs/api.md "spread").
+       strftime('%Y-%m-%d %H:%M:%f', julianday('now') + (abs(random()) % 1000000) / 1000000.0 * :spread_s / 86400.0),
+       d.created_at, {{now}}, d.created_by, :actor
 FROM staged s JOIN jobs_dlq d ON d.id = s.id WHERE s.key IS NULL;
 INSERT INTO queues (name) SELECT DISTINCT queue FROM staged WHERE true ON CONFLICT DO NOTHING;
 {{staged_counters_failed_down}};

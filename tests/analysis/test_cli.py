@@ -14,7 +14,7 @@ import pytest
 
 from chokaq_ops.cli import main
 from chokaq_ops.client import DbClient
-from chokaq_ops.models import FailureReason
+from chokaq_ops.models import FailureReason, HotFilter
 from chokaq_ops.storage import Store
 from chokaq_ops.storage.migrate import migrate
 from tests.analysis.conftest import seed_archive, seed_dlq, table_counts
@@ -278,3 +278,23 @@ def test_workers_ls_and_set(tmp_path, capsys):
             code = exc.code
         assert code == 2
     assert main(["workers", "set", "nobody", "--concurrency", "3", "--db", url, "--actor", "bob"]) != 0
+
+
+def test_dlq_resurrect_spread_jitters_due_times(capsys, store, db_url) -> None:
+    """`chokaq dlq resurrect --spread 60s`: the plan's jobs are due over the next minute, not all at once."""
+    seed_dlq(store, 200, queue="spread", reason=FailureReason.Zombie)
+    start = store.now()
+    code, out, _ = chokaq(
+        capsys, db_url, "dlq", "resurrect", "--queue", "spread", "--spread", "60s", "--format", "json"
+    )
+    assert code == 0 and json.loads(out)["resurrected"] == 200
+    due = [
+        (j["due_at"] - start).total_seconds()
+        for j in store.list_hot(HotFilter(queue="spread"), page_size=500).items
+    ]
+    assert len(due) == 200 and max(due) > 45 and min(due) >= 0 and max(due) <= 61
+    try:
+        code = main(["dlq", "resurrect", "--queue", "spread", "--spread", "soon", "--db", db_url])
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2
