@@ -13,7 +13,7 @@ from chokaq_api import create_app
 from chokaq_ops.models import Actor
 from chokaq_ops.settings import Settings
 from crash.procs import FAST, starts, wait_for, write_config
-from crash.test_crash_kill import enqueue, hot
+from crash.test_crash_kill import hot, two_running_four_prefetched
 from tests.api.conftest import ApiClient
 
 pytestmark = pytest.mark.slow
@@ -26,15 +26,7 @@ def test_sigkill_returns_prefetched_jobs_in_seconds_with_attempts_unchanged(stor
         Recovery={**FAST["Recovery"], "FetchedJobTimeout": "10m", "ProcessingZombieTimeout": "10m"},
         Health={"WorkerHeartbeatTimeout": "2s"},
     )
-    ids = [f"b{i}" for i in range(6)]
-    enqueue(store, ids, "crash.block")
-    w1 = spawn(db_url, config, "w1", concurrency=2)
-    wait_for(
-        lambda: len(hot(store, "processing", "w1")) == 2 and len(hot(store, "fetched", "w1")) == 4,
-        30,
-        "two running and four prefetched jobs on w1",
-    )
-    wait_for(lambda: sum(starts(tmp_path).values()) == 2, 10, "two handlers started")
+    _, w1 = two_running_four_prefetched(store, db_url, config, tmp_path, spawn)
     running = sorted(r["id"] for r in hot(store, "processing"))
     waiting = sorted(r["id"] for r in hot(store, "fetched"))
     assert all(store.get_job(i)["attempt_count"] == 0 for i in waiting)
