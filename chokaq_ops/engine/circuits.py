@@ -22,7 +22,8 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from chokaq_ops.engine.execution import DEAD, OK, RETRY, Outcome, Run
-from chokaq_ops.engine.handlers import CircuitPolicy
+from chokaq_ops.engine.handlers import CircuitPolicy, Handler
+from chokaq_ops.settings import Settings
 
 if TYPE_CHECKING:
     from chokaq_ops.engine.worker import Worker
@@ -43,25 +44,10 @@ class Circuits:
     # ------------------------------------------------------------------ policy
 
     def policy(self, type_key: str) -> dict[str, Any] | None:
-        """The numbers for a type, or None when its handler turned the breaker off."""
-        c = self.w.settings.circuit
-        handler = self.w.registry.get(type_key)
-        own = handler.circuit if handler is not None else True
-        if not c.enabled or own is False:
-            return None
-        p = own if isinstance(own, CircuitPolicy) else CircuitPolicy()
-
-        def pick(name: str) -> Any:
-            value = getattr(p, name)
-            return getattr(c, name) if value is None else value
-
-        return {
-            "threshold": pick("failure_threshold"),
-            "window_s": pick("failure_window"),
-            "break_s": pick("break_duration"),
-            "half_open": pick("half_open_max_calls"),
-            "probe_timeout_s": pick("half_open_probe_timeout"),
-        }
+        """The numbers for a type, or None when its handler turned the breaker off. Each number comes from
+        `Circuits.<type>.*` in the configuration, else the handler's `@job(circuit=CircuitPolicy(...))`,
+        else `Circuit.*`: an operator can tune one type without a deploy."""
+        return _policy(self.w.settings, self.w.registry.get(type_key), type_key)
 
     # ------------------------------------------------------------------ the gate
 
@@ -185,6 +171,30 @@ class Circuits:
             label = self.w.metrics.type_label(t)
             gauge.labels(label).set(v)
             self._seen.add(label)
+
+
+def _policy(settings: Settings, handler: Handler | None, type_key: str) -> dict[str, Any] | None:
+    c = settings.circuit
+    own = handler.circuit if handler is not None else True
+    if not c.enabled or own is False:
+        return None
+    code = own if isinstance(own, CircuitPolicy) else CircuitPolicy()
+    configured = settings.circuits.get(type_key)
+
+    def pick(name: str) -> Any:
+        for layer in (configured, code):
+            value = getattr(layer, name, None) if layer is not None else None
+            if value is not None:
+                return value
+        return getattr(c, name)
+
+    return {
+        "threshold": pick("failure_threshold"),
+        "window_s": pick("failure_window"),
+        "break_s": pick("break_duration"),
+        "half_open": pick("half_open_max_calls"),
+        "probe_timeout_s": pick("half_open_probe_timeout"),
+    }
 
 
 def _left(row: dict[str, Any], now: float) -> float:
