@@ -5,6 +5,13 @@ import { get } from "../api.js";
 import { fill, fmtNum, fmtSeconds, fmtTime, h, table } from "../dom.js";
 import { errorBox } from "./common.js";
 
+// The slots a worker runs now, and an operator's target it has not applied yet (PATCH /workers/{id}).
+function concurrency(w) {
+  if (w.concurrency == null) return "—";
+  const target = w.desired_concurrency;
+  return target != null && target !== w.concurrency ? `${w.concurrency} → ${target}` : String(w.concurrency);
+}
+
 export function render(section) {
   const body = h("div");
   section.append(h("p", { class: "muted", text: "Registered workers and every worker holding claimed jobs. A worker not seen within Health.WorkerHeartbeatTimeout is marked gone." }), body);
@@ -21,7 +28,7 @@ export function render(section) {
             h("td", { text: w.queues.join(", ") || "—" }),
             h("td", { text: fmtTime(w.last_heartbeat_at) }),
             h("td", { class: "num", text: fmtSeconds(w.silent_seconds) }),
-            h("td", { class: "num", text: w.concurrency ?? "—" }))))
+            h("td", { class: "num", text: concurrency(w) }))))
         : h("p", { text: "No worker is registered or holds a job." }));
     } catch (error) {
       fill(body, errorBox(error));
