@@ -100,6 +100,11 @@ ROUTES: Mapping[tuple[str, str], Rule] = {
     # The Deck's needs: who the token is (to offer only what its role may do) and the workers.
     ("GET", "/whoami"): READER,
     ("GET", "/workers"): READER,
+    ("PATCH", "/workers/<worker_id>"): ADMIN,  # live concurrency of a registered worker
+    # The circuit breaker per job type (docs/circuits.md): forcing one stops or releases a whole type.
+    ("GET", "/circuits"): READER,
+    ("GET", "/circuits/<path:type_key>"): READER,
+    ("PATCH", "/circuits/<path:type_key>"): ADMIN,
 }
 
 

@@ -16,6 +16,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "job": "chokaq_ops.engine.handlers",
+    "CircuitPolicy": "chokaq_ops.engine.handlers",
     "JobContext": "chokaq_ops.engine.handlers",
     "connect": "chokaq_ops.client",
     "Store": "chokaq_ops.storage",
@@ -24,6 +25,7 @@ _LAZY = {
 __all__ = [
     "Actor",
     "ChokaqError",
+    "CircuitPolicy",
     "DlqFilter",
     "FailureReason",
     "FatalJobError",

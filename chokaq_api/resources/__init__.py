@@ -6,6 +6,7 @@ from chokaq_api.extensions import Api
 from chokaq_api.resources import (
     archive,
     audit,
+    circuits,
     dlq,
     events,
     health,
@@ -20,7 +21,22 @@ from chokaq_api.resources import (
 )
 from chokaq_api.resources.events.schemas import EventSchema
 
-MODULES = (index, health, jobs, dlq, archive, queues, stats, rescue, events, audit, plans, workers, whoami)
+MODULES = (
+    index,
+    health,
+    jobs,
+    dlq,
+    archive,
+    queues,
+    stats,
+    rescue,
+    events,
+    audit,
+    plans,
+    workers,
+    circuits,
+    whoami,
+)
 URL_PREFIX = "/api/v1"
 
 

@@ -43,7 +43,9 @@ class PlanBackend(Protocol):
 
     def _plan_get(self, plan_id: str) -> dict[str, Any]: ...
 
-    def _plan_chunk(self, plan_id: str) -> tuple[dict[str, Any], dict[str, Any] | None]: ...
+    def _plan_chunk(
+        self, plan_id: str, spread: float = 0.0
+    ) -> tuple[dict[str, Any], dict[str, Any] | None]: ...
 
     def _plan_items(self, plan_id: str) -> list[dict[str, Any]]: ...
 
@@ -163,6 +165,7 @@ class Plan:
         rate: float | None = None,
         guard_window: int = 5,
         poll: float = 1.0,
+        spread: float = 0.0,
     ) -> Plan:
         """Run the remaining chunks (all of them, or `max_chunks`), each in its own transaction.
 
@@ -179,6 +182,8 @@ class Plan:
           last `guard_window` chunks this call ran and halt once at least 20 of their jobs (or half,
           when fewer) have settled and too many failed again.
         - `rate`: at most this many jobs per second, waiting between chunks.
+        - `spread`: seconds over which each chunk's resurrected jobs' due times are jittered, so jobs that
+          still fail do not retry in one synchronized wave.
 
         Halting raises `errors.PlanHalted` with the outcomes it decided on; the plan stays `running`, so
         `execute()` resumes it (after a fix) and `discard()` drops the rest."""
@@ -195,7 +200,7 @@ class Plan:
         ran: list[int] = []
         try:
             while max_chunks is None or len(ran) < max_chunks:
-                data, chunk = self._backend._plan_chunk(self.id)
+                data, chunk = self._backend._plan_chunk(self.id, spread)
                 self._update(data)
                 if chunk is None:
                     break

@@ -24,6 +24,8 @@ COMMAND_MODULES = (
     "enqueue",
     "jobs",
     "queues",
+    "circuits",
+    "workers",
     "dlq",
     "archive",
     "rescue",

@@ -258,6 +258,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         b.add_argument(
             "--rate", type=per_second, metavar="JOBS_PER_S", help="at most this many jobs per second"
         )
+        if name == "resurrect":
+            b.add_argument(
+                "--spread",
+                type=duration,
+                default=0.0,
+                metavar="DURATION",
+                help="jitter the resurrected jobs' due times over this window (e.g. 60s), so jobs that still "
+                "fail do not retry in one synchronized wave",
+            )
         b.add_argument(
             "--chunk-size",
             type=positive,
@@ -409,7 +418,12 @@ def run_bulk(args: argparse.Namespace) -> int:
         before = plan.chunks_done
         pacing = {"rate": args.rate}
         if action == "resurrect":
-            pacing |= {"canary": args.canary, "watch": args.watch, "max_failure_rate": args.max_failure_rate}
+            pacing |= {
+                "canary": args.canary,
+                "watch": args.watch,
+                "max_failure_rate": args.max_failure_rate,
+                "spread": args.spread,
+            }
         try:
             plan.execute(progress=progress_wanted(), **pacing)
         except errors.PlanHalted as halted:

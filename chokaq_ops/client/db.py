@@ -317,6 +317,14 @@ class DbClient(BaseClient):
     def resume(self, name: str) -> dict[str, Any]:
         return self.store.set_queue(name, actor=self._who(), paused=False)
 
+    def set_worker_concurrency(self, worker_id: str, concurrency: int) -> dict[str, Any]:
+        """A running worker's handler slots, applied at its next heartbeat (lowering cancels nothing)."""
+        return self.store.set_worker_concurrency(worker_id, concurrency, actor=self._who())
+
+    def set_circuit(self, type_key: str, state: str) -> dict[str, Any]:
+        """Force a job type's circuit "open" (until closed) or "closed" (its failure count cleared)."""
+        return self.store.set_circuit(type_key, state, actor=self._who())
+
     def set_queue(
         self,
         name: str,
@@ -391,8 +399,8 @@ class DbClient(BaseClient):
     def _plan_get(self, plan_id: str) -> dict[str, Any]:
         return self.store.get_plan(plan_id)
 
-    def _plan_chunk(self, plan_id: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
-        return self.store.execute_plan_chunk(plan_id, actor=self._who(plan_id))
+    def _plan_chunk(self, plan_id: str, spread: float = 0.0) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        return self.store.execute_plan_chunk(plan_id, actor=self._who(plan_id), spread=spread)
 
     def _plan_items(self, plan_id: str) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []

@@ -258,6 +258,14 @@ class HttpClient(BaseClient):
     def resume(self, name: str) -> dict[str, Any]:
         return self.set_queue(name, paused=False)
 
+    def set_worker_concurrency(self, worker_id: str, concurrency: int) -> dict[str, Any]:
+        """A running worker's handler slots (admin token), applied at its next heartbeat."""
+        return self.api.patch(f"/workers/{quote(worker_id)}", {"concurrency": concurrency})
+
+    def set_circuit(self, type_key: str, state: str) -> dict[str, Any]:
+        """Force a job type's circuit "open" (until closed) or "closed" (admin token)."""
+        return self.api.patch(f"/circuits/{quote(type_key, safe='/')}", {"state": state})
+
     def set_queue(
         self,
         name: str,
@@ -330,9 +338,10 @@ class HttpClient(BaseClient):
     def _plan_get(self, plan_id: str) -> dict[str, Any]:
         return self.api.get(f"/plans/{quote(plan_id)}")
 
-    def _plan_chunk(self, plan_id: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    def _plan_chunk(self, plan_id: str, spread: float = 0.0) -> tuple[dict[str, Any], dict[str, Any] | None]:
         # One chunk per request: the client shows progress, and an interrupted client loses nothing.
-        got = self.api.post(f"/plans/{quote(plan_id)}/execute", {"max_chunks": 1})
+        body: dict[str, Any] = {"max_chunks": 1} | ({"spread": spread} if spread else {})
+        got = self.api.post(f"/plans/{quote(plan_id)}/execute", body)
         chunks = got.pop("executed", [])
         return got, (chunks[0] if chunks else None)
 

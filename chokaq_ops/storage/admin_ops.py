@@ -58,6 +58,9 @@ def filter_json(flt: Any) -> dict[str, Any]:
     }
 
 
+MAX_SPREAD_S = 7 * 86400.0  # a resurrect spread over more than a week is a mistake, not a plan
+
+
 class AdminOps(StoreCore):
     def dlq_filter_params(self, flt: DlqFilter | None) -> dict[str, Any]:
         flt = flt or DlqFilter()
@@ -163,9 +166,51 @@ class AdminOps(StoreCore):
         )
         return [r["id"] for r in rows]
 
-    def _resurrect_items(self, items: list[dict[str, Any]], actor: Actor, details: Any) -> list[str]:
-        rows = self.run("resurrect", items=items, actor=actor.name, plan_id=actor.plan_id, details=details)
+    def _resurrect_items(
+        self, items: list[dict[str, Any]], actor: Actor, details: Any, spread_s: float = 0.0
+    ) -> list[str]:
+        rows = self.run(
+            "resurrect",
+            items=items,
+            actor=actor.name,
+            plan_id=actor.plan_id,
+            details=details,
+            spread_s=spread_s,
+        )
         return resurrected(rows)
+
+    def resurrect_window(
+        self,
+        *,
+        spread: float | None = None,
+        rate: float | None = None,
+        ids: Sequence[str] | None = None,
+        flt: DlqFilter | None = None,
+        max_jobs: int | None = None,
+    ) -> float:
+        """The window, in seconds, over which a bulk resurrect's due times are spread: `spread`, or at
+        least as long as `rate` (jobs per second) needs for the jobs it will move, whichever is longer."""
+        window = 0.0
+        if spread is not None:
+            if (
+                isinstance(spread, bool)
+                or not isinstance(spread, int | float)
+                or not 0 <= spread <= MAX_SPREAD_S
+            ):
+                raise errors.ValidationError(f"spread must be 0 to {MAX_SPREAD_S:g} seconds", field="spread")
+            window = float(spread)
+        if rate is not None:
+            if isinstance(rate, bool) or not isinstance(rate, int | float) or not rate > 0:
+                raise errors.ValidationError(
+                    "rate must be a positive number of jobs per second", field="rate"
+                )
+            if ids is not None:
+                n = len(validation.ids(ids, max_count=10**7))
+            else:
+                n = self.count_dlq(flt)  # type: ignore[attr-defined]
+            n = min(n, max_jobs) if max_jobs else n
+            window = max(window, n / float(rate))
+        return min(window, MAX_SPREAD_S)
 
     def resurrect_many(
         self,
@@ -176,11 +221,16 @@ class AdminOps(StoreCore):
         max_jobs: int | None = None,
         edits: Mapping[str, Mapping[str, Any]] | None = None,
         progress: Progress | None = None,
+        spread: float | None = None,
+        rate: float | None = None,
     ) -> BulkResult:
         """Resurrect by ids or by filter in consecutive transactions of at most 1000 jobs. `edits` maps an
         id to replacement payload/tags/priority. A crash between chunks leaves each job in exactly one table.
+        `spread` (seconds) jitters the jobs' due times uniformly over that window; `rate` (jobs per second)
+        widens the window to as long as that rate needs for all of them (see `resurrect_window`).
         """
         actor = _person(actor)
+        spread_s = self.resurrect_window(spread=spread, rate=rate, ids=ids, flt=flt, max_jobs=max_jobs)
         # Every edit is checked before the first chunk commits: bad input must change no row.
         checked = {
             validation.job_id(job_id, "edits"): {
@@ -194,11 +244,16 @@ class AdminOps(StoreCore):
 
         def move(chunk: list[str], details: Any) -> list[str]:
             items = [{"id": job_id, **checked.get(job_id, unchanged)} for job_id in chunk]
-            return self._resurrect_items(items, actor, details)
+            return self._resurrect_items(items, actor, details, spread_s)
 
         def move_matching(limit: int, params: dict[str, Any]) -> list[dict[str, Any]]:
             rows = self.run(
-                "resurrect_matching", limit=limit, actor=actor.name, plan_id=actor.plan_id, **params
+                "resurrect_matching",
+                limit=limit,
+                actor=actor.name,
+                plan_id=actor.plan_id,
+                spread_s=spread_s,
+                **params,
             )
             if rows and rows[0]["twins"]:
                 log.warning(

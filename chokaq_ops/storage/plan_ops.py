@@ -326,12 +326,13 @@ class PlanOps(AdminOps):
     # ------------------------------------------------------------------ execution
 
     def execute_plan_chunk(
-        self, plan_id: str, *, actor: Actor
+        self, plan_id: str, *, actor: Actor, spread: float = 0.0
     ) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """Run the plan's next chunk in one transaction: claim its items, act on them, record the outcome.
 
         Returns (plan, chunk) where chunk is {chunk, claimed, done, skipped}, or None when nothing was left
-        to run (the plan is then done, or discarded). The audit rows carry `actor` and the plan id."""
+        to run (the plan is then done, or discarded). The audit rows carry `actor` and the plan id.
+        `spread` (seconds): a resurrect plan's jobs are due at times jittered over that window."""
         actor = _actor(actor)
         actor = Actor(actor.name, plan_id)
 
@@ -347,7 +348,7 @@ class PlanOps(AdminOps):
                 done = tx.run("plan_finish", plan_id=plan_id)
                 return (_decode(done[0]) if done else plan), None
             chunk = int(claimed[0]["chunk"])
-            moved = self._act(tx, plan, claimed, actor)
+            moved = self._act(tx, plan, claimed, actor, spread)
             after = _decode(tx.run("plan_chunk_done", plan_id=plan_id, chunk=chunk, moved=moved)[0])
             return after, {
                 "chunk": chunk,
@@ -358,7 +359,9 @@ class PlanOps(AdminOps):
 
         return self.transaction(step)
 
-    def _act(self, tx: Any, plan: dict[str, Any], claimed: list[dict[str, Any]], actor: Actor) -> list[str]:
+    def _act(
+        self, tx: Any, plan: dict[str, Any], claimed: list[dict[str, Any]], actor: Actor, spread: float = 0.0
+    ) -> list[str]:
         claimed = sorted(claimed, key=lambda r: r["ord"])
         ids = [r["job_id"] for r in claimed]
         details = {"filter": plan["filter"]} if plan.get("filter") else None
@@ -368,7 +371,7 @@ class PlanOps(AdminOps):
                 {"id": r["job_id"], "payload": r["payload"], "tags": r["tags"], "priority": r["priority"]}
                 for r in claimed
             ]
-            return resurrected(tx.run("resurrect", items=items, details=details, **common))
+            return resurrected(tx.run("resurrect", items=items, details=details, spread_s=spread, **common))
         elif plan["action"] == "purge":
             rows = tx.run("purge_dlq", ids=ids, batch=len(ids), action="purge_dlq", details=details, **common)
         else:

@@ -298,8 +298,9 @@ class ReadOps(AdminOps):
             "failed_5m": f5,
         }
 
-    def queue_stats(self, name: str | None = None) -> list[dict[str, Any]]:
-        """Per queue: control state, status counts, lag of the oldest due pending job, counters."""
+    def queue_stats(self, name: str | None = None, *, worker_gone_s: float = 30.0) -> list[dict[str, Any]]:
+        """Per queue: control state, status counts, lag of the oldest due job no live worker runs (pending,
+        or fetched by a worker whose registry row is older than `worker_gone_s`), counters."""
         if name is not None:
             name = validation.queue(name, "name")
         rows = self.run("queue_rows", write=False, name=name)
@@ -308,7 +309,7 @@ class ReadOps(AdminOps):
         counts: dict[str, dict[str, int]] = {}
         for r in self.run("hot_status_counts", write=False):
             counts.setdefault(r["queue"], {})[Status(int(r["status"])).name] = int(r["n"])
-        lags = {r["queue"]: r for r in self.run("queue_lag", write=False)}
+        lags = {r["queue"]: r for r in self.run("queue_lag", write=False, gone_s=float(worker_gone_s))}
         out = []
         for r in rows:
             c, lag = counts.get(r["name"], {}), lags.get(r["name"], {})
@@ -319,6 +320,7 @@ class ReadOps(AdminOps):
                     "fetched": c.get("fetched", 0),
                     "processing": c.get("processing", 0),
                     "due_pending": int(lag.get("due_pending") or 0),
+                    "stranded": int(lag.get("stranded") or 0),
                     "max_lag_seconds": max(0.0, float(lag.get("max_lag_s") or 0.0)),
                     "avg_lag_seconds": max(0.0, float(lag.get("avg_lag_s") or 0.0)),
                 }

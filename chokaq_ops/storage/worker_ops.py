@@ -420,6 +420,13 @@ class WorkerOps(StoreCore):
         )
         return [_moved(r) for rows in batches for r in rows]
 
+    def recover_orphaned(self, gone_s: float, *, audit: Audit | None = None) -> list[dict[str, Any]]:
+        """Fetched jobs of workers whose registry row is older than `gone_s` -> pending at once (user
+        code never ran; the attempt count is unchanged), in CleanupBatchSize transactions. `audit`: as
+        for recover_abandoned."""
+        batches = self.run_batches("recover_orphaned", each=self._audit_batches(audit), gone_s=float(gone_s))
+        return [r for rows in batches for r in rows]
+
     def archive_zombies(
         self,
         global_timeout_s: float,

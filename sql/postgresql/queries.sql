@@ -774,7 +774,11 @@ revived AS (
     INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
                           due_at, created_at, updated_at, created_by, last_modified_by)
     SELECT id, queue, type, coalesce(new_payload, payload), coalesce(new_tags, tags), NULL,
-           coalesce(new_priority, 10), 0, 0, now(), created_at, now(), created_by, CAST(:actor AS text)
+           coalesce(new_priority, 10), 0, 0,
+           -- :spread_s: due times jittered uniformly over that window (0: due now), so a bulk resurrect
+           -- of still-failing jobs does not come back as one synchronized wave (docs/api.md "spread").
+           now() + make_interval(secs => random() * CAST(:spread_s AS double precision)),
+           created_at, now(), created_by, CAST(:actor AS text)
     FROM moved m WHERE NOT EXISTS (SELECT 1 FROM hot_twins t WHERE t.id = m.id)
     RETURNING id, queue
 ),
@@ -1124,12 +1128,21 @@ WHERE CAST(:name AS text) IS NULL OR q.name = CAST(:name AS text)
 ORDER BY q.name;
 
 -- name: queue_lag
--- Due pending jobs per queue and how long the oldest has waited (seconds, database clock).
-SELECT h.queue, count(*) AS due_pending,
-       extract(epoch FROM now() - min(h.due_at)) AS max_lag_s,
-       avg(extract(epoch FROM now() - h.due_at)) AS avg_lag_s
-FROM jobs_hot h WHERE h.status = 0 AND h.due_at <= now()
-GROUP BY h.queue;
+-- Due jobs no live worker runs, per queue: pending ones, and those fetched by a worker whose registry row
+-- is older than :gone_s (it died; the sweep returns them). Their count and how long the oldest has waited
+-- (seconds, database clock). Two branches, so the pending one keeps its index.
+WITH waiting AS (
+    SELECT h.queue, h.status, h.due_at FROM jobs_hot h WHERE h.status = 0 AND h.due_at <= now()
+    UNION ALL
+    SELECT h.queue, h.status, h.due_at FROM jobs_hot h
+    WHERE h.status = 1 AND h.due_at <= now() AND h.worker_id IN (
+        SELECT id FROM workers
+        WHERE last_seen_at < now() - make_interval(secs => CAST(:gone_s AS double precision)))
+)
+SELECT queue, count(*) FILTER (WHERE status = 0) AS due_pending, count(*) FILTER (WHERE status = 1) AS stranded,
+       extract(epoch FROM now() - min(due_at)) AS max_lag_s,
+       avg(extract(epoch FROM now() - due_at)) AS avg_lag_s
+FROM waiting GROUP BY queue;
 
 -- name: throughput
 -- Outcomes over the last 1 and 5 minutes from the metric buckets.
@@ -1570,3 +1583,218 @@ WHERE i.plan_id = CAST(:plan_id AS text) AND i.outcome = 'done'
   AND i.ord BETWEEN CAST(:ord_from AS integer) AND CAST(:ord_to AS integer)
   AND i.chunk BETWEEN CAST(:from_chunk AS integer) AND CAST(:to_chunk AS integer)
 GROUP BY 1, 2;
+
+-- ---------------------------------------------------------------- circuits (docs/circuits.md)
+
+-- fragment: circuit_columns
+type, CASE state WHEN 0 THEN 'closed' WHEN 1 THEN 'open' ELSE 'half_open' END AS state,
+CASE prev_state WHEN 0 THEN 'closed' WHEN 1 THEN 'open' ELSE 'half_open' END AS prev_state,
+forced = 1 AS forced, failures, last_failure_at, opened_at, open_until, probes, successes, transitions,
+failure_threshold, failure_window_s, break_duration_s, half_open_max_calls, updated_at,
+CASE WHEN open_until IS NULL THEN NULL
+     ELSE greatest(0.0, extract(epoch FROM open_until - now()))::double precision END AS open_for_s
+
+-- fragment: circuit_items
+SELECT i->>'type' FROM jsonb_array_elements(CAST(:items AS jsonb)) i
+
+-- name: circuit_failures
+-- Counted failures of each type in :items ({type, n, threshold, window_s, break_s, half_open}). Closed:
+-- the count restarts when the previous failure is older than the window (the original's tumbling
+-- window), and reaching the threshold opens the circuit; half-open: any failure opens it again; open or
+-- forced open: only counted. Rows are taken in type order, so two workers' reports cannot deadlock.
+UPDATE circuits SET prev_state = state WHERE type IN ({{circuit_items}});
+INSERT INTO circuits AS c (type, failures, last_failure_at, failure_threshold, failure_window_s, break_duration_s,
+                           half_open_max_calls, updated_at)
+SELECT i->>'type', (i->>'n')::integer, now(), (i->>'threshold')::integer, (i->>'window_s')::double precision,
+       (i->>'break_s')::double precision, (i->>'half_open')::integer, now()
+FROM jsonb_array_elements(CAST(:items AS jsonb)) i ORDER BY i->>'type'
+ON CONFLICT (type) DO UPDATE SET
+    failures = CASE WHEN c.state = 0 AND c.last_failure_at < now() - make_interval(secs => excluded.failure_window_s)
+                    THEN excluded.failures ELSE c.failures + excluded.failures END,
+    last_failure_at = excluded.last_failure_at, failure_threshold = excluded.failure_threshold,
+    failure_window_s = excluded.failure_window_s, break_duration_s = excluded.break_duration_s,
+    half_open_max_calls = excluded.half_open_max_calls, updated_at = excluded.updated_at;
+UPDATE circuits SET state = 1, opened_at = now(), open_until = now() + make_interval(secs => break_duration_s),
+                    probes = 0, successes = 0, transitions = transitions + 1
+WHERE type IN ({{circuit_items}}) AND forced = 0 AND (state = 2 OR (state = 0 AND failures >= failure_threshold));
+INSERT INTO events (kind, message, data)
+SELECT 'circuit', 'Circuit of ' || type || ' opened after ' || failures || ' failures',
+       json_build_object('type', type, 'state', 'open', 'from', CASE prev_state WHEN 0 THEN 'closed' ELSE 'half_open' END,
+                         'failures', failures, 'open_until', open_until)::text
+FROM circuits WHERE type IN ({{circuit_items}}) AND state <> prev_state;
+SELECT {{circuit_columns}} FROM circuits WHERE type IN ({{circuit_items}});
+
+-- name: circuit_successes
+-- Successful probes of half-open circuits (:items {type, n}): as many successes as the type's
+-- half_open_max_calls close the circuit and clear its failure count.
+UPDATE circuits SET prev_state = state WHERE type IN ({{circuit_items}});
+UPDATE circuits c SET successes = c.successes + (i->>'n')::integer,
+                      probes = greatest(c.probes - (i->>'n')::integer, 0), updated_at = now()
+FROM jsonb_array_elements(CAST(:items AS jsonb)) i
+WHERE c.type = i->>'type' AND c.state = 2;
+UPDATE circuits SET state = 0, failures = 0, successes = 0, probes = 0, probe_until = NULL, open_until = NULL,
+                    transitions = transitions + 1
+WHERE type IN ({{circuit_items}}) AND state = 2 AND successes >= half_open_max_calls;
+INSERT INTO events (kind, message, data)
+SELECT 'circuit', 'Circuit of ' || type || ' closed: the half-open probe succeeded',
+       json_build_object('type', type, 'state', 'closed', 'from', 'half_open')::text
+FROM circuits WHERE type IN ({{circuit_items}}) AND state <> prev_state;
+SELECT {{circuit_columns}} FROM circuits WHERE type IN ({{circuit_items}});
+
+-- name: circuit_probe
+-- A probe permit for each type in :items ({type, probe_timeout_s}) whose circuit may let one through:
+-- open past its break (it turns half-open), or half-open with fewer than half_open_max_calls probes in
+-- flight (a probe unresolved after its timeout no longer counts). Returns the types granted one; the row
+-- lock makes two workers asking at once get one permit between them.
+UPDATE circuits SET prev_state = state WHERE type IN ({{circuit_items}});
+INSERT INTO events (kind, message, data)
+SELECT 'circuit', 'Circuit of ' || type || ' half-open: one probe may run',
+       json_build_object('type', type, 'state', 'half_open', 'from', 'open')::text
+FROM circuits WHERE type IN ({{circuit_items}}) AND forced = 0 AND state = 1 AND open_until <= now();
+UPDATE circuits c SET
+    probes = CASE WHEN c.state = 1 OR c.probe_until < now() THEN 1 ELSE c.probes + 1 END,
+    successes = CASE WHEN c.state = 1 THEN 0 ELSE c.successes END,
+    transitions = c.transitions + CASE WHEN c.state = 1 THEN 1 ELSE 0 END,
+    state = 2,
+    probe_until = now() + make_interval(secs => (i->>'probe_timeout_s')::double precision),
+    updated_at = now()
+FROM jsonb_array_elements(CAST(:items AS jsonb)) i
+WHERE c.type = i->>'type' AND c.forced = 0
+  AND ((c.state = 1 AND c.open_until <= now()) OR (c.state = 2 AND (c.probes < c.half_open_max_calls OR c.probe_until < now())))
+RETURNING c.type, 'half_open' AS state;
+
+-- name: circuit_states
+-- What a worker's gate needs: every circuit that is not closed.
+SELECT {{circuit_columns}} FROM circuits WHERE state <> 0;
+
+-- name: list_circuits
+SELECT {{circuit_columns}} FROM circuits ORDER BY type;
+
+-- name: set_circuit
+-- An operator forces a circuit open (:state 1: stays open, no probes, until closed) or closed (:state
+-- 0: counts cleared, the policy applies again). Audited with the row before and after.
+INSERT INTO audit_log (actor, action, details)
+VALUES (CAST(:actor AS text), 'set_circuit', json_build_object('type', CAST(:type AS text), 'before',
+        (SELECT json_build_object('state', state, 'forced', forced, 'failures', failures) FROM circuits
+         WHERE type = CAST(:type AS text)))::text);
+INSERT INTO circuits (type, updated_at) VALUES (CAST(:type AS text), now()) ON CONFLICT (type) DO NOTHING;
+UPDATE circuits SET prev_state = state,
+                    transitions = transitions + CASE WHEN state <> CAST(:state AS integer) THEN 1 ELSE 0 END,
+                    state = CAST(:state AS integer), forced = CAST(:state AS integer),
+                    failures = CASE WHEN CAST(:state AS integer) = 0 THEN 0 ELSE failures END,
+                    opened_at = CASE WHEN CAST(:state AS integer) = 1 THEN now() ELSE opened_at END,
+                    open_until = NULL, probes = 0, probe_until = NULL, successes = 0, updated_at = now()
+WHERE type = CAST(:type AS text);
+UPDATE audit_log SET details = (CAST(details AS jsonb) || jsonb_build_object('after',
+       (SELECT json_build_object('state', state, 'forced', forced, 'failures', failures) FROM circuits
+        WHERE type = CAST(:type AS text))))::text
+WHERE id = (SELECT max(id) FROM audit_log WHERE action = 'set_circuit');
+INSERT INTO events (kind, message, data)
+SELECT 'circuit', 'Circuit of ' || type || CASE WHEN CAST(:state AS integer) = 1 THEN ' forced open by ' ELSE ' closed by ' END
+                  || CAST(:actor AS text),
+       json_build_object('type', type, 'state', CASE WHEN CAST(:state AS integer) = 1 THEN 'open' ELSE 'closed' END,
+                         'forced', forced, 'actor', CAST(:actor AS text))::text
+FROM circuits WHERE type = CAST(:type AS text);
+SELECT {{circuit_columns}} FROM circuits WHERE type = CAST(:type AS text);
+
+-- name: defer
+-- Jobs an open circuit met at their start: back to pending after :delay_s without the attempt the start
+-- counted (user code never ran). One event per type.
+WITH moved AS (
+    UPDATE jobs_hot SET status = 0, worker_id = NULL, heartbeat_at = NULL,
+                        attempt_count = greatest(attempt_count - 1, 0),
+                        scheduled_at = now() + make_interval(secs => CAST(:delay_s AS double precision)),
+                        due_at = now() + make_interval(secs => CAST(:delay_s AS double precision)),
+                        updated_at = now()
+    WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+      AND worker_id = CAST(:worker_id AS text) AND status + 0 = 2
+    RETURNING id, type
+),
+events AS (
+    INSERT INTO events (kind, message, data)
+    SELECT 'circuit', count(*) || ' jobs of ' || type || ' deferred: its circuit is open',
+           json_build_object('type', type, 'deferred', count(*), 'delay_s', CAST(:delay_s AS double precision),
+                             'worker_id', CAST(:worker_id AS text))::text
+    FROM moved GROUP BY type
+)
+SELECT id FROM moved;
+
+-- ---------------------------------------------------------------- worker registry (docs/worker.md "Registry")
+
+-- fragment: registry_columns
+id AS worker_id, host, pid, queues, concurrency, desired_concurrency, running, prefetched, started_at, last_seen_at,
+extract(epoch FROM now() - last_seen_at)::double precision AS seen_s
+
+-- name: worker_register
+-- A worker's row, refreshed on every heartbeat; returns the operator's concurrency target.
+INSERT INTO workers AS w (id, host, pid, queues, concurrency, running, prefetched, started_at, last_seen_at)
+VALUES (CAST(:id AS text), CAST(:host AS text), CAST(:pid AS integer), CAST(:queues AS text),
+        CAST(:concurrency AS integer), CAST(:running AS integer), CAST(:prefetched AS integer), now(), now())
+ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, queues = excluded.queues,
+    concurrency = excluded.concurrency, running = excluded.running, prefetched = excluded.prefetched,
+    last_seen_at = excluded.last_seen_at,
+    started_at = CASE WHEN w.pid = excluded.pid AND w.host = excluded.host THEN w.started_at
+                      ELSE excluded.started_at END
+RETURNING desired_concurrency;
+
+-- name: worker_unregister
+DELETE FROM workers WHERE id = CAST(:id AS text);
+
+-- name: list_registry
+SELECT {{registry_columns}} FROM workers ORDER BY id;
+
+-- name: set_worker_concurrency
+-- An operator's concurrency target for a registered worker; audited with the value before and after.
+WITH before AS (SELECT * FROM workers WHERE id = CAST(:id AS text) FOR UPDATE),
+changed AS (
+    UPDATE workers SET desired_concurrency = CAST(:concurrency AS integer)
+    WHERE id = (SELECT id FROM before) RETURNING *
+),
+audit AS (
+    INSERT INTO audit_log (actor, action, details)
+    SELECT CAST(:actor AS text), 'set_worker',
+           json_build_object('worker_id', b.id, 'before', json_build_object('concurrency', b.concurrency,
+                             'desired_concurrency', b.desired_concurrency),
+                             'after', json_build_object('desired_concurrency', CAST(:concurrency AS integer)))::text
+    FROM before b
+),
+events AS (
+    INSERT INTO events (kind, message, data)
+    SELECT 'worker', 'Worker ' || c.id || ' concurrency set to ' || c.desired_concurrency || ' by ' || CAST(:actor AS text),
+           json_build_object('worker_id', c.id, 'desired_concurrency', c.desired_concurrency,
+                             'actor', CAST(:actor AS text))::text
+    FROM changed c
+)
+SELECT id AS worker_id, host, pid, queues, concurrency, desired_concurrency, running, prefetched, started_at,
+       last_seen_at, extract(epoch FROM now() - last_seen_at)::double precision AS seen_s
+FROM changed;
+
+-- name: prune_workers
+-- Registry rows of workers not seen for :older_than_s (they crashed or were killed: a stopping worker
+-- deletes its own row). A small table: one statement.
+WITH gone AS (
+    DELETE FROM workers WHERE last_seen_at < now() - make_interval(secs => CAST(:older_than_s AS double precision))
+    RETURNING 1
+)
+SELECT count(*) AS n FROM gone;
+
+-- name: recover_orphaned
+-- Rescue phase 1b, one batch: fetched rows of workers whose registry row was not refreshed for :gone_s
+-- (Health.WorkerHeartbeatTimeout: the worker died) go back to pending at once; user code never ran.
+WITH victims AS (
+    SELECT h.id FROM jobs_hot h
+    WHERE h.status = 1 AND h.worker_id IN (
+        SELECT id FROM workers
+        WHERE last_seen_at < now() - make_interval(secs => CAST(:gone_s AS double precision)))
+    LIMIT CAST(:batch AS integer) FOR UPDATE OF h SKIP LOCKED
+),
+moved AS (
+    UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = now()
+    WHERE id = ANY (ARRAY(SELECT id FROM victims)) AND status = 1
+    RETURNING id, queue
+)
+SELECT id, queue FROM moved;
+
+-- name: gone_workers
+-- Registered workers not seen for :gone_s: their jobs are shown as "worker gone".
+SELECT id FROM workers WHERE last_seen_at < now() - make_interval(secs => CAST(:gone_s AS double precision));

@@ -619,7 +619,11 @@ FROM jobs_dlq d WHERE d.id IN (SELECT id FROM staged WHERE key = 'hot');
 INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
                       due_at, created_at, updated_at, created_by, last_modified_by)
 SELECT d.id, d.queue, d.type, coalesce(s.payload, d.payload), coalesce(s.tags, d.tags), NULL,
-       coalesce(s.priority, 10), 0, 0, {{now}}, d.created_at, {{now}}, d.created_by, :actor
+       coalesce(s.priority, 10), 0, 0,
+       -- :spread_s: due times jittered uniformly over that window (0: due now), so a bulk resurrect of
+       -- still-failing jobs does not come back as one synchronized wave (docs/api.md "spread").
+       strftime('%Y-%m-%d %H:%M:%f', julianday('now') + (abs(random()) % 1000000) / 1000000.0 * :spread_s / 86400.0),
+       d.created_at, {{now}}, d.created_by, :actor
 FROM staged s JOIN jobs_dlq d ON d.id = s.id WHERE s.key IS NULL;
 INSERT INTO queues (name) SELECT DISTINCT queue FROM staged WHERE true ON CONFLICT DO NOTHING;
 {{staged_counters_failed_down}};
@@ -912,10 +916,18 @@ WHERE :name IS NULL OR q.name = :name
 ORDER BY q.name;
 
 -- name: queue_lag
-SELECT h.queue, count(*) AS due_pending,
+-- Due jobs no live worker runs, per queue: pending ones, and those fetched by a worker whose registry row
+-- is older than :gone_s (it died; the sweep returns them). Their count and how long the oldest has waited.
+SELECT h.queue, sum(CASE WHEN h.status = 0 THEN 1 ELSE 0 END) AS due_pending,
+       sum(CASE WHEN h.status = 1 THEN 1 ELSE 0 END) AS stranded,
        (julianday('now') - julianday(min(h.due_at))) * 86400.0 AS max_lag_s,
        (julianday('now') - avg(julianday(h.due_at))) * 86400.0 AS avg_lag_s
-FROM jobs_hot h WHERE h.status = 0 AND h.due_at <= {{now}}
+FROM jobs_hot h
+WHERE h.due_at <= {{now}}
+  AND (h.status = 0
+       OR (h.status = 1 AND h.worker_id IN (
+           SELECT id FROM workers
+           WHERE last_seen_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :gone_s || ' seconds'))))
 GROUP BY h.queue;
 
 -- name: throughput
@@ -1240,3 +1252,190 @@ WHERE i.plan_id = :plan_id AND i.outcome = 'done'
   AND i.ord BETWEEN :ord_from AND :ord_to
   AND i.chunk BETWEEN :from_chunk AND :to_chunk
 GROUP BY 1, 2;
+
+-- ---------------------------------------------------------------- circuits (docs/circuits.md)
+
+-- fragment: circuit_columns
+type, CASE state WHEN 0 THEN 'closed' WHEN 1 THEN 'open' ELSE 'half_open' END AS state,
+CASE prev_state WHEN 0 THEN 'closed' WHEN 1 THEN 'open' ELSE 'half_open' END AS prev_state,
+forced = 1 AS forced, failures, last_failure_at, opened_at, open_until, probes, successes, transitions,
+failure_threshold, failure_window_s, break_duration_s, half_open_max_calls, updated_at,
+CASE WHEN open_until IS NULL THEN NULL
+     ELSE max(0.0, (julianday(open_until) - julianday('now')) * 86400.0) END AS open_for_s
+
+-- fragment: circuit_items
+SELECT json_extract(value, '$.type') FROM json_each(:items)
+
+-- name: circuit_failures
+-- Counted failures of each type in :items ({type, n, threshold, window_s, break_s, half_open}). Closed:
+-- the count restarts when the previous failure is older than the window (the original's tumbling
+-- window), and reaching the threshold opens the circuit; half-open: any failure opens it again; open or
+-- forced open: only counted.
+UPDATE circuits SET prev_state = state WHERE type IN ({{circuit_items}});
+INSERT INTO circuits (type, failures, last_failure_at, failure_threshold, failure_window_s, break_duration_s,
+                      half_open_max_calls, updated_at)
+SELECT json_extract(value, '$.type'), json_extract(value, '$.n'), {{now}}, json_extract(value, '$.threshold'),
+       json_extract(value, '$.window_s'), json_extract(value, '$.break_s'), json_extract(value, '$.half_open'), {{now}}
+FROM json_each(:items) WHERE true
+ON CONFLICT (type) DO UPDATE SET
+    failures = CASE WHEN state = 0 AND last_failure_at
+                         < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || excluded.failure_window_s || ' seconds')
+                    THEN excluded.failures ELSE failures + excluded.failures END,
+    last_failure_at = excluded.last_failure_at, failure_threshold = excluded.failure_threshold,
+    failure_window_s = excluded.failure_window_s, break_duration_s = excluded.break_duration_s,
+    half_open_max_calls = excluded.half_open_max_calls, updated_at = excluded.updated_at;
+UPDATE circuits SET state = 1, opened_at = {{now}},
+                    open_until = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || break_duration_s || ' seconds'),
+                    probes = 0, successes = 0, transitions = transitions + 1
+WHERE type IN ({{circuit_items}}) AND forced = 0 AND (state = 2 OR (state = 0 AND failures >= failure_threshold));
+INSERT INTO events (kind, message, data)
+SELECT 'circuit', 'Circuit of ' || type || ' opened after ' || failures || ' failures',
+       json_object('type', type, 'state', 'open', 'from', CASE prev_state WHEN 0 THEN 'closed' ELSE 'half_open' END,
+                   'failures', failures, 'open_until', open_until)
+FROM circuits WHERE type IN ({{circuit_items}}) AND state <> prev_state;
+SELECT {{circuit_columns}} FROM circuits WHERE type IN ({{circuit_items}});
+
+-- name: circuit_successes
+-- Successful probes of half-open circuits (:items {type, n}): as many successes as the type's
+-- half_open_max_calls close the circuit and clear its failure count.
+UPDATE circuits SET prev_state = state WHERE type IN ({{circuit_items}});
+UPDATE circuits SET successes = successes + (SELECT json_extract(value, '$.n') FROM json_each(:items)
+                                             WHERE json_extract(value, '$.type') = circuits.type),
+                    probes = max(probes - (SELECT json_extract(value, '$.n') FROM json_each(:items)
+                                           WHERE json_extract(value, '$.type') = circuits.type), 0),
+                    updated_at = {{now}}
+WHERE type IN ({{circuit_items}}) AND state = 2;
+UPDATE circuits SET state = 0, failures = 0, successes = 0, probes = 0, probe_until = NULL, open_until = NULL,
+                    transitions = transitions + 1
+WHERE type IN ({{circuit_items}}) AND state = 2 AND successes >= half_open_max_calls;
+INSERT INTO events (kind, message, data)
+SELECT 'circuit', 'Circuit of ' || type || ' closed: the half-open probe succeeded',
+       json_object('type', type, 'state', 'closed', 'from', 'half_open')
+FROM circuits WHERE type IN ({{circuit_items}}) AND state <> prev_state;
+SELECT {{circuit_columns}} FROM circuits WHERE type IN ({{circuit_items}});
+
+-- name: circuit_probe
+-- A probe permit for each type in :items ({type, probe_timeout_s}) whose circuit may let one through:
+-- open past its break (it turns half-open), or half-open with fewer than half_open_max_calls probes in
+-- flight (a probe unresolved after its timeout no longer counts). Returns the types granted one.
+UPDATE circuits SET prev_state = state WHERE type IN ({{circuit_items}});
+INSERT INTO events (kind, message, data)
+SELECT 'circuit', 'Circuit of ' || type || ' half-open: one probe may run', json_object('type', type, 'state', 'half_open', 'from', 'open')
+FROM circuits WHERE type IN ({{circuit_items}}) AND forced = 0 AND state = 1 AND open_until <= {{now}};
+UPDATE circuits SET
+    probes = CASE WHEN state = 1 OR probe_until < {{now}} THEN 1 ELSE probes + 1 END,
+    successes = CASE WHEN state = 1 THEN 0 ELSE successes END,
+    transitions = transitions + (state = 1),
+    state = 2,
+    probe_until = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || (SELECT json_extract(value, '$.probe_timeout_s')
+                  FROM json_each(:items) WHERE json_extract(value, '$.type') = circuits.type) || ' seconds'),
+    updated_at = {{now}}
+WHERE type IN ({{circuit_items}}) AND forced = 0
+  AND ((state = 1 AND open_until <= {{now}}) OR (state = 2 AND (probes < half_open_max_calls OR probe_until < {{now}})))
+RETURNING {{circuit_columns}};
+
+-- name: circuit_states
+-- What a worker's gate needs: every circuit that is not closed.
+SELECT {{circuit_columns}} FROM circuits WHERE state <> 0;
+
+-- name: list_circuits
+SELECT {{circuit_columns}} FROM circuits ORDER BY type;
+
+-- name: set_circuit
+-- An operator forces a circuit open (:state 1: stays open, no probes, until closed) or closed (:state
+-- 0: counts cleared, the policy applies again). Audited with the row before and after.
+INSERT INTO audit_log (actor, action, details)
+VALUES (:actor, 'set_circuit', json_object('type', :type, 'before',
+        (SELECT json_object('state', state, 'forced', forced, 'failures', failures) FROM circuits WHERE type = :type)));
+INSERT INTO circuits (type, updated_at) VALUES (:type, {{now}}) ON CONFLICT (type) DO NOTHING;
+UPDATE circuits SET prev_state = state,
+                    transitions = transitions + (state <> :state),
+                    state = :state, forced = :state,
+                    failures = CASE WHEN :state = 0 THEN 0 ELSE failures END,
+                    opened_at = CASE WHEN :state = 1 THEN {{now}} ELSE opened_at END,
+                    open_until = NULL, probes = 0, probe_until = NULL, successes = 0, updated_at = {{now}}
+WHERE type = :type;
+UPDATE audit_log SET details = json_set(details, '$.after',
+       (SELECT json_object('state', state, 'forced', forced, 'failures', failures) FROM circuits WHERE type = :type))
+WHERE id = (SELECT max(id) FROM audit_log WHERE action = 'set_circuit');
+INSERT INTO events (kind, message, data)
+SELECT 'circuit', 'Circuit of ' || type || CASE WHEN :state = 1 THEN ' forced open by ' ELSE ' closed by ' END || :actor,
+       json_object('type', type, 'state', CASE WHEN :state = 1 THEN 'open' ELSE 'closed' END, 'forced', forced, 'actor', :actor)
+FROM circuits WHERE type = :type;
+SELECT {{circuit_columns}} FROM circuits WHERE type = :type;
+
+-- name: defer
+-- Jobs an open circuit met at their start: back to pending after :delay_s without the attempt the start
+-- counted (user code never ran). One event per type.
+{{staging}};
+DELETE FROM staged;
+INSERT INTO staged (id, queue, key)
+SELECT h.id, h.queue, h.type FROM jobs_hot h
+WHERE h.id IN (SELECT value FROM json_each(:ids)) AND h.worker_id = :worker_id AND h.status = 2;
+UPDATE jobs_hot SET status = 0, worker_id = NULL, heartbeat_at = NULL, attempt_count = max(attempt_count - 1, 0),
+                    scheduled_at = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'),
+                    due_at = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'),
+                    updated_at = {{now}}
+WHERE id IN (SELECT id FROM staged);
+INSERT INTO events (kind, message, data)
+SELECT 'circuit', count(*) || ' jobs of ' || key || ' deferred: its circuit is open',
+       json_object('type', key, 'deferred', count(*), 'delay_s', :delay_s, 'worker_id', :worker_id)
+FROM staged WHERE true GROUP BY key;
+SELECT id FROM staged;
+
+-- ---------------------------------------------------------------- worker registry (docs/worker.md "Registry")
+
+-- fragment: registry_columns
+id AS worker_id, host, pid, queues, concurrency, desired_concurrency, running, prefetched, started_at, last_seen_at,
+(julianday('now') - julianday(last_seen_at)) * 86400.0 AS seen_s
+
+-- name: worker_register
+-- A worker's row, refreshed on every heartbeat; returns the operator's concurrency target.
+INSERT INTO workers (id, host, pid, queues, concurrency, running, prefetched, started_at, last_seen_at)
+VALUES (:id, :host, :pid, :queues, :concurrency, :running, :prefetched, {{now}}, {{now}})
+ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, queues = excluded.queues,
+    concurrency = excluded.concurrency, running = excluded.running, prefetched = excluded.prefetched,
+    last_seen_at = excluded.last_seen_at,
+    started_at = CASE WHEN workers.pid = excluded.pid AND workers.host = excluded.host THEN workers.started_at
+                      ELSE excluded.started_at END
+RETURNING desired_concurrency;
+
+-- name: worker_unregister
+DELETE FROM workers WHERE id = :id;
+
+-- name: list_registry
+SELECT {{registry_columns}} FROM workers ORDER BY id;
+
+-- name: set_worker_concurrency
+-- An operator's concurrency target for a registered worker; audited with the value before and after.
+INSERT INTO audit_log (actor, action, details)
+SELECT :actor, 'set_worker', json_object('worker_id', id, 'before', json_object('concurrency', concurrency,
+       'desired_concurrency', desired_concurrency), 'after', json_object('desired_concurrency', :concurrency))
+FROM workers WHERE id = :id;
+UPDATE workers SET desired_concurrency = :concurrency WHERE id = :id;
+INSERT INTO events (kind, message, data)
+SELECT 'worker', 'Worker ' || id || ' concurrency set to ' || :concurrency || ' by ' || :actor,
+       json_object('worker_id', id, 'desired_concurrency', :concurrency, 'actor', :actor)
+FROM workers WHERE id = :id;
+SELECT {{registry_columns}} FROM workers WHERE id = :id;
+
+-- name: prune_workers
+-- Registry rows of workers not seen for :older_than_s (they crashed or were killed: a stopping worker
+-- deletes its own row). A small table: one statement.
+DELETE FROM workers WHERE last_seen_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :older_than_s || ' seconds');
+SELECT changes() AS n;
+
+-- name: recover_orphaned
+-- Rescue phase 1b, one batch: fetched rows of workers whose registry row was not refreshed for :gone_s
+-- (Health.WorkerHeartbeatTimeout: the worker died) go back to pending at once; user code never ran.
+UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = {{now}}
+WHERE id IN (SELECT h.id FROM jobs_hot h
+             WHERE h.status = 1 AND h.worker_id IN (
+                 SELECT id FROM workers
+                 WHERE last_seen_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :gone_s || ' seconds'))
+             LIMIT :batch)
+RETURNING id, queue;
+
+-- name: gone_workers
+-- Registered workers not seen for :gone_s: their jobs are shown as "worker gone".
+SELECT id FROM workers WHERE last_seen_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :gone_s || ' seconds');

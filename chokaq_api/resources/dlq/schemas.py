@@ -12,6 +12,7 @@ from chokaq_api.extensions import Schema
 from chokaq_api.resources.jobs.schemas import ORDERS, JobSchema
 from chokaq_ops import validation
 from chokaq_ops.models import DlqFilter, dead_job_evidence
+from chokaq_ops.storage.admin_ops import MAX_SPREAD_S
 from chokaq_ops.storage.read_ops import DLQ_SORTS
 
 ALL_DESCRIPTION = (
@@ -120,6 +121,34 @@ class BulkSchema(SelectionSchema):
     @ma.post_load
     def to_call(self, data: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         return {"ids": data.get("ids"), "flt": data.get("filter"), "max_jobs": data.get("max_jobs")}
+
+
+class BulkResurrectSchema(BulkSchema):
+    """A bulk resurrect can spread the jobs' due times, so still-failing jobs do not come back as one wave."""
+
+    spread = ma.fields.Float(
+        validate=ma.validate.Range(0, MAX_SPREAD_S),
+        metadata={
+            "description": "Seconds: due times jittered uniformly over this window (default 0: due now)"
+        },
+    )
+    rate = ma.fields.Float(
+        validate=ma.validate.Range(min=0, min_inclusive=False),
+        metadata={
+            "description": "Jobs per second: the window is widened to as long as this rate needs for all of "
+            "them (due-time pacing; the call itself returns at once)"
+        },
+    )
+
+    @ma.post_load
+    def to_call(self, data: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return {
+            "ids": data.get("ids"),
+            "flt": data.get("filter"),
+            "max_jobs": data.get("max_jobs"),
+            "spread": data.get("spread"),
+            "rate": data.get("rate"),
+        }
 
 
 class ResurrectedSchema(ma.Schema):

@@ -31,6 +31,16 @@ def submit(job: NewJob) -> tuple[dict[str, Any], int]:
     return store().get_job(result.id), 201 if result.created else 200
 
 
+def with_worker_state(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mark hot jobs held by a dead worker (one read of the small registry table per request)."""
+    held = [r for r in rows if r.get("location") == "hot" and r.get("worker_id")]
+    if held:
+        gone = store().gone_workers(ctx().settings.health.worker_heartbeat_timeout)
+        for r in held:
+            r["worker_gone"] = r["worker_id"] in gone
+    return rows
+
+
 @blp.route("")
 class Jobs(MethodView):
     @blp.arguments(JobListQuery, location="query")
@@ -42,7 +52,7 @@ class Jobs(MethodView):
             **args, page=pagination_parameters.page, page_size=pagination_parameters.page_size
         )
         pagination_parameters.item_count = page.total
-        return page.items
+        return with_worker_state(page.items)
 
     @blp.arguments(EnqueueSchema)
     @blp.response(201, JobSchema, description="The new job.")
@@ -70,7 +80,7 @@ class JobById(MethodView):
     @blp.alt_response(404, response="NOT_FOUND")
     def get(self, job_id: str) -> Any:
         """Get any job by id: hot, archive or DLQ (see `location`)"""
-        return store().get_job(job_id)
+        return with_worker_state([store().get_job(job_id)])[0]
 
     @blp.arguments(EditJobSchema)
     @blp.response(200, JobSchema)

@@ -50,6 +50,15 @@ class JobSchema(ma.Schema):
     attempt_count = ma.fields.Integer(required=True)
     idempotency_key = _str()
     worker_id = _str()
+    worker_gone = ma.fields.Boolean(
+        allow_none=True,
+        metadata={
+            "description": "Null unless a worker holds the job. True: a fetched or processing job whose "
+            "worker's registry row is older than "
+            "Health.WorkerHeartbeatTimeout: the worker died. Its fetched jobs go back to pending at the next "
+            "sweep; processing ones reach the DLQ as Zombie only after the zombie timeout."
+        },
+    )
     heartbeat_at = _time()
     scheduled_at = _time()
     due_at = _time(metadata={"description": "When a hot job becomes eligible to run."})
