@@ -109,6 +109,23 @@ class WorkerOps(StoreCore):
                     r.update(status="new", id=items[r["ord"]]["id"])
         return self._results(self.run, items, rows)
 
+    def enqueue_on(self, conn: Any, jobs: Iterable[NewJob]) -> list[EnqueueResult]:
+        """Enqueue inside the caller's own open transaction on `conn` (a sqlite3 connection to this
+        store's file, or a pyodbc connection to this store's PostgreSQL database): the jobs commit or roll
+        back with the caller's transaction, which this call neither commits nor rolls back. The same
+        named statements as `enqueue`; nothing is retried here (a failure fails the caller's
+        transaction, which the caller retries whole)."""
+        jobs = list(jobs)
+        items = [self._enqueue_item(i, job) for i, job in enumerate(jobs)]
+        if not items:
+            return []
+        if len({i["id"] for i in items}) < len(items):
+            raise errors.ValidationError("the same job id appears twice in one enqueue", field="id")
+        self.dialect.join_transaction(conn)
+        tx = Tx(self, conn)
+        explicit = {item["id"] for item, job in zip(items, jobs, strict=True) if job.id is not None}
+        return self._results(tx.run, items, self._enqueue_in(tx, items, explicit))
+
     def _results(
         self, run: Any, items: list[dict[str, Any]], rows: list[dict[str, Any]]
     ) -> list[EnqueueResult]:
