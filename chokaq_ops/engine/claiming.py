@@ -67,6 +67,8 @@ class Claiming:
                 start, limit = plan
                 self._free -= start  # held for the jobs this claim starts
                 exact_caps = self._exact_caps
+                # A wake-up from here on may be for a job this claim misses: it keeps the idle wait short.
+                self._wake_fetch = False
             began = time.perf_counter()
             try:
                 rows = self.db(
@@ -89,7 +91,25 @@ class Claiming:
             failures = 0
             self._claimed(rows, start)
             if len(rows) < limit:
-                self._idle(w.polling_interval)
+                self._idle(self._until_due(w.polling_interval))
+
+    def _until_due(self, polling: float) -> float:
+        """How long an idle loop waits: the polling interval, or less when a delayed job of this worker's
+        queues falls due sooner (woken a millisecond after, so that the claim finds it due)."""
+        if self.watcher is None:
+            return polling
+        try:
+            wait = self.db(self.store.next_due, self.queues)
+        except Exception as exc:
+            log.warning("cannot read the next due time (polling instead): %s", exc)
+            return polling
+        return polling if wait is None else min(polling, wait + 0.001)
+
+    def _wake(self) -> None:
+        """Jobs may have become claimable (engine/wakeup.py): end the idle wait."""
+        with self._lock:
+            self._wake_fetch = True
+            self._cv_fetch.notify()
 
     def _next_claim(self, timeout: float) -> tuple[int, int] | object | None:
         """(lock held) Wait for something to claim; (jobs to start, jobs to claim), `_WAIT` after
@@ -193,13 +213,13 @@ class Claiming:
         """Wait after a short fetch; wakes early on stop or when a capped queue freed a slot."""
         end = time.monotonic() + seconds
         with self._lock:
-            self._wake_fetch = False
             while not self._stopping and not self._wake_fetch:
                 left = end - time.monotonic()
                 if left <= 0:
                     return
                 self._cv_fetch.wait(min(left, 1.0))
                 self._loop_stamp = time.monotonic()
+            self._wake_fetch = False
 
     def _refresh_queues(self, now: float) -> None:
         """Re-read queue control rows: pause state and caps; release what must not stay buffered."""

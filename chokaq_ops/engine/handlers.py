@@ -28,9 +28,9 @@ from chokaq_ops import errors
 
 __all__ = [
     "Handler",
-    "Producer",
     "JobCancelled",
     "JobContext",
+    "Producer",
     "Registry",
     "job",
     "load_handler_modules",

@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 from chokaq_ops import ids
 from chokaq_ops.engine import handlers as handler_registry
+from chokaq_ops.engine import wakeup
 from chokaq_ops.engine.claiming import Claiming
 from chokaq_ops.engine.completer import TRANSITION, Completer
 from chokaq_ops.engine.execution import (
@@ -52,7 +53,7 @@ from chokaq_ops.engine.heartbeat import Heartbeats
 from chokaq_ops.engine.metrics import Metrics
 from chokaq_ops.engine.starting import Starting
 from chokaq_ops.settings import Settings
-from chokaq_ops.storage import Store
+from chokaq_ops.storage import Store, signals
 from chokaq_ops.storage.deadline import DeadlineExceeded
 
 log = logging.getLogger("chokaq.worker")
@@ -119,6 +120,7 @@ class Worker(Claiming, Starting, Heartbeats):
         self.completer = Completer(self)
         self._threads: list[threading.Thread] = []
         self._executors: list[threading.Thread] = []
+        self.watcher: wakeup.Watcher | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -136,6 +138,11 @@ class Worker(Claiming, Starting, Heartbeats):
             threading.Thread(target=self._exec_loop, name=f"chokaq-exec-{i}-{name}", daemon=True)
             for i in range(self.concurrency)
         ]
+        if self.settings.worker.instant_pickup:
+            signals.subscribe(self.store.dialect.url, self._wake)
+            self.watcher = wakeup.acquire(
+                self.store, change_check_interval=self.settings.worker.change_check_interval
+            )
         self.completer.thread.start()
         for t in [*self._threads, *self._executors]:
             t.start()
@@ -163,6 +170,9 @@ class Worker(Claiming, Starting, Heartbeats):
             self._stopping = True
             self._cv_start.notify_all()
             self._cv_fetch.notify_all()
+        if self.watcher is not None:
+            signals.unsubscribe(self.store.dialect.url, self._wake)
+            wakeup.release(self.watcher)
         for t in self._threads[:2]:  # fetcher and starter may sit in a database call
             t.join(max(grace, 5.0))
         with self._lock:

@@ -251,6 +251,25 @@ class PostgresDialect(Dialect):
     # said jobs_hot was too small to make generic plans from when it last looked).
     _plain_until: dict[int, float] = field(default_factory=dict, repr=False)
 
+    def libpq_params(self) -> dict[str, Any]:
+        """The URL's server, database and login as libpq keywords (psycopg): for the worker's listening
+        connection (engine/wakeup.py), the one connection that does not go through ODBC."""
+        parts = urlsplit(self.url)
+        return {
+            "host": parts.hostname or "127.0.0.1",
+            "port": parts.port or 5432,
+            "dbname": unquote(parts.path.lstrip("/")) or "postgres",
+            "user": unquote(parts.username or "postgres"),
+            "password": unquote(parts.password or "") or None,
+            "connect_timeout": max(1, math.ceil(self.connect_timeout)) if self.connect_timeout > 0 else 10,
+            "keepalives": 1,
+            "keepalives_idle": KEEPALIVE_IDLE_S,
+            "keepalives_interval": KEEPALIVE_INTERVAL_S,
+            "keepalives_count": KEEPALIVE_COUNT,
+            "tcp_user_timeout": TCP_USER_TIMEOUT_MS,
+            "application_name": "chokaq-listener",
+        }
+
     @property
     def driver_prepares(self) -> bool:
         return "useserversideprepare=1" in self.odbc.lower().replace(" ", "")

@@ -10,6 +10,7 @@ from typing import Any
 
 from chokaq_ops import errors, ids, validation
 from chokaq_ops.models import EnqueueResult, FailureReason, NewJob
+from chokaq_ops.storage import signals
 from chokaq_ops.storage.core import StoreCore, Tx
 
 log = logging.getLogger("chokaq.storage")
@@ -107,7 +108,15 @@ class WorkerOps(StoreCore):
             for r in rows:
                 if r["status"] != "new" and items[r["ord"]]["id"] in mine:
                     r.update(status="new", id=items[r["ord"]]["id"])
+        if any(r["status"] == "new" for r in rows):
+            signals.publish(self.dialect.url)
         return self._results(self.run, items, rows)
+
+    def next_due(self, queues: Sequence[str] | None = None) -> float | None:
+        """Seconds (database clock) until the next pending job of `queues` (None: any) that is not due
+        yet becomes due; None when no such job waits."""
+        rows = self.run("next_due", write=False, queues=list(queues) if queues else None)
+        return max(0.0, float(rows[0]["wait_s"])) if rows else None
 
     def enqueue_on(self, conn: Any, jobs: Iterable[NewJob]) -> list[EnqueueResult]:
         """Enqueue inside the caller's own open transaction on `conn` (a sqlite3 connection to this

@@ -130,6 +130,13 @@ FROM (SELECT queue, count(*) AS n FROM moved GROUP BY queue) m WHERE s.queue = m
 
 -- ---------------------------------------------------------------- schema ledger
 
+-- fragment: wake_workers
+-- Wakes listening workers (engine/wakeup.py) once per statement that made jobs claimable, however many:
+-- at most one pg_notify call, from the first row of `moved_rows` (a CTE the statement defines just
+-- before), delivered when the transaction commits (never on rollback). Identical notifications of one
+-- transaction are folded into one by PostgreSQL.
+signal AS (SELECT pg_notify('chokaq_jobs', '') FROM (SELECT 1 FROM moved_rows LIMIT 1) x)
+
 -- name: migrations_lock
 -- Serialises concurrent `chokaq migrate` runs for the rest of the transaction. An index build over a large
 -- table may outlast Storage.CommandTimeout: the migration's own transaction has no statement timeout.
@@ -156,6 +163,14 @@ SELECT count(*) AS n FROM information_schema.tables WHERE table_schema = current
 -- name: schema_ledger_exists
 SELECT count(*) AS n FROM information_schema.tables
 WHERE table_schema = current_schema() AND table_name = 'schema_migrations';
+
+-- name: next_due
+-- Seconds from now (the database clock) until the earliest pending job that is not due yet is due, of
+-- the named queues (:queues, null for every queue); no row when none waits. The idle worker's timer.
+SELECT EXTRACT(EPOCH FROM (h.due_at - now())) AS wait_s FROM jobs_hot h
+WHERE h.status = 0 AND h.scheduled_at IS NOT NULL AND h.due_at > now()
+  AND (CAST(:queues AS jsonb) IS NULL OR h.queue IN (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb))))
+ORDER BY h.due_at LIMIT 1;
 
 -- name: db_now
 SELECT now() AS now_at;
@@ -197,7 +212,9 @@ counters AS (
     SELECT queue, count(*), now() FROM ins GROUP BY queue ORDER BY queue
     ON CONFLICT (queue) DO UPDATE SET enqueued_total = stats_summary.enqueued_total + excluded.enqueued_total,
                                       last_activity_at = excluded.last_activity_at
-)
+),
+moved_rows AS (SELECT id FROM ins),
+{{wake_workers}}
 SELECT i.ord, coalesce(ins.id, h.id) AS id,
        CASE WHEN ins.id IS NOT NULL THEN 'new'
             WHEN i.idempotency_key IS NOT NULL AND (h.id IS NOT NULL OR NOT EXISTS (
@@ -207,6 +224,8 @@ SELECT i.ord, coalesce(ins.id, h.id) AS id,
 FROM items i
 LEFT JOIN ins ON ins.id = i.id
 LEFT JOIN jobs_hot h ON ins.id IS NULL AND h.idempotency_key = i.idempotency_key
+-- A SELECT-only CTE runs only when read: this reads it once.
+WHERE (SELECT count(*) FROM signal) >= 0
 ORDER BY i.ord;
 
 -- name: find_idempotency_keys
@@ -436,19 +455,27 @@ SELECT m.id, (b.id IS NOT NULL) AS beat FROM mine m LEFT JOIN beat b ON b.id = m
 
 -- name: release
 -- Returns prefetched (never started) jobs to pending; attempts unchanged.
-UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = now()
-WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
-  AND worker_id = CAST(:worker_id AS text) AND status + 0 = 1
-RETURNING id;
+WITH moved_rows AS (
+    UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = now()
+    WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+      AND worker_id = CAST(:worker_id AS text) AND status + 0 = 1
+    RETURNING id
+),
+{{wake_workers}}
+SELECT id FROM moved_rows WHERE (SELECT count(*) FROM signal) >= 0;
 
 -- name: release_unstarted
 -- Jobs a start marked processing although its reply was lost and the worker never ran them: back to
 -- pending, the attempt that start counted taken back.
-UPDATE jobs_hot SET status = 0, worker_id = NULL, attempt_count = greatest(attempt_count - 1, 0),
-                    heartbeat_at = NULL, updated_at = now()
-WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
-  AND worker_id = CAST(:worker_id AS text) AND status + 0 = 2
-RETURNING id;
+WITH moved_rows AS (
+    UPDATE jobs_hot SET status = 0, worker_id = NULL, attempt_count = greatest(attempt_count - 1, 0),
+                        heartbeat_at = NULL, updated_at = now()
+    WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+      AND worker_id = CAST(:worker_id AS text) AND status + 0 = 2
+    RETURNING id
+),
+{{wake_workers}}
+SELECT id FROM moved_rows WHERE (SELECT count(*) FROM signal) >= 0;
 
 -- name: recover_claims
 -- Rows a claim of this worker committed although its reply was lost: held by :worker_id (fetched or
@@ -604,8 +631,10 @@ counters AS (
     SELECT queue, count(*), now() FROM moved GROUP BY queue ORDER BY queue
     ON CONFLICT (queue) DO UPDATE SET retried_total = stats_summary.retried_total + excluded.retried_total,
                                       last_activity_at = excluded.last_activity_at
-)
-SELECT id, queue, scheduled_at FROM moved;
+),
+moved_rows AS (SELECT id FROM moved),
+{{wake_workers}}
+SELECT id, queue, scheduled_at FROM moved WHERE (SELECT count(*) FROM signal) >= 0;
 
 -- ---------------------------------------------------------------- rescue
 
@@ -625,8 +654,11 @@ moved AS (
     UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = now()
     WHERE id = ANY (ARRAY(SELECT id FROM victims)) AND status = 1
     RETURNING id, queue
-)
-SELECT id, queue, (SELECT max(updated_at) FROM victims) AS last_at FROM moved;
+),
+moved_rows AS (SELECT id FROM moved),
+{{wake_workers}}
+SELECT id, queue, (SELECT max(updated_at) FROM victims) AS last_at FROM moved
+WHERE (SELECT count(*) FROM signal) >= 0;
 
 -- name: archive_zombies
 -- Phase 2, one batch: the :batch stalest processing rows whose heartbeat (or last update) is older than
@@ -779,6 +811,8 @@ revived AS (
 new_queues AS (
     INSERT INTO queues (name) SELECT DISTINCT queue FROM moved ORDER BY queue ON CONFLICT DO NOTHING
 ),
+moved_rows AS (SELECT id FROM revived),
+{{wake_workers}},
 counters AS ({{counters_failed_down}}),
 audit AS (
     INSERT INTO audit_log (actor, action, job_id, plan_id, details)
@@ -809,7 +843,7 @@ moved AS (
     RETURNING d.*, i.payload AS new_payload, i.tags AS new_tags, i.priority AS new_priority
 ),
 {{resurrect_rest}}
-SELECT id, queue, CAST(NULL AS text) AS twin FROM revived
+SELECT id, queue, CAST(NULL AS text) AS twin FROM revived WHERE (SELECT count(*) FROM signal) >= 0
 UNION ALL
 SELECT id, queue, 'hot' FROM hot_twins;
 
@@ -835,6 +869,7 @@ moved AS (
 ),
 {{resurrect_rest}}
 SELECT (SELECT count(*) FROM revived) AS n, (SELECT count(*) FROM hot_twins) AS twins,
+       (SELECT count(*) FROM signal) AS signalled,
        c.failed_at AS cursor_at, c.id AS cursor_id
 FROM (SELECT failed_at, id FROM moved ORDER BY failed_at, id DESC LIMIT 1) c;
 

@@ -41,6 +41,7 @@ CREATE INDEX ix_jobs_hot_processing ON jobs_hot ((coalesce(heartbeat_at, updated
 CREATE UNIQUE INDEX ux_jobs_hot_idempotency ON jobs_hot (idempotency_key) WHERE idempotency_key IS NOT NULL;
 -- Operator listing, newest first.
 CREATE INDEX ix_jobs_hot_created ON jobs_hot (created_at, id);
+CREATE INDEX ix_jobs_hot_due ON jobs_hot (due_at) WHERE status = 0 AND scheduled_at IS NOT NULL;
 
 -- Succeeded jobs.
 CREATE TABLE jobs_archive (
