@@ -25,10 +25,14 @@ TINY = {
     "sweep": ["--rows", "300", "--zombies", "12", "--abandoned", "5", "--live", "10"],
     "claim": ["--rows", "400", "--batch", "5", "--claims", "6", "--queues", "3"],
     "maintenance": ["--rows", "60", "--keep", "5", "--jobs", "4", "--every", "2"],
+    "enqueue": ["--rows", "40", "--batch", "10"],
+    # A worker process of its own; idle pickups of a few milliseconds (never 0: a claim takes longer).
+    "latency": ["--rows", "6", "--gap", "5", "--mode", "idle"],
 }
 EXTRA = {  # other paths through the same benches
     "claim": [["--queue-filter"], ["--max-workers", "1000"]],
     "maintenance": [["--work", "freeze"], ["--work", "sweep"]],
+    "latency": [["--mode", "load", "--rate", "200"]],
 }
 MACHINE_KEYS = {"cpu_count", "platform", "cpu_model"}
 
