@@ -121,6 +121,7 @@ class Worker(Claiming, Starting, Heartbeats):
         self._threads: list[threading.Thread] = []
         self._executors: list[threading.Thread] = []
         self.watcher: wakeup.Watcher | None = None
+        self._idle_since: float | None = None  # monotonic time of this worker's idle mark (PostgreSQL)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -175,6 +176,8 @@ class Worker(Claiming, Starting, Heartbeats):
             wakeup.release(self.watcher)
         for t in self._threads[:2]:  # fetcher and starter may sit in a database call
             t.join(max(grace, 5.0))
+        if self._idle_since is not None:
+            self._unmark_idle()
         with self._lock:
             rows = [entry[3] for entry in self._buffer]
             self._buffer = []

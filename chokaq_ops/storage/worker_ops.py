@@ -133,7 +133,9 @@ class WorkerOps(StoreCore):
         self.dialect.join_transaction(conn)
         tx = Tx(self, conn)
         explicit = {item["id"] for item, job in zip(items, jobs, strict=True) if job.id is not None}
-        return self._results(tx.run, items, self._enqueue_in(tx, items, explicit))
+        # Always NOTIFY: the application's transaction may have begun before a worker went idle, so the
+        # idle-worker gate (see the enqueue SQL) could miss that worker.
+        return self._results(tx.run, items, self._enqueue_in(tx, items, explicit, notify=True))
 
     def _results(
         self, run: Any, items: list[dict[str, Any]], rows: list[dict[str, Any]]
@@ -161,12 +163,14 @@ class WorkerOps(StoreCore):
         transaction, the ids it inserted that a move committed into the archive or the DLQ meanwhile;
         those answer `conflict`. Generated ids are new by construction and keep the one-statement path."""
         if not explicit or not self.dialect.snapshot_per_statement:
-            return self.run("enqueue", items=items)
+            return self.run("enqueue", items=items, notify=False)
         return self.transaction(lambda tx: self._enqueue_in(tx, items, explicit))
 
-    def _enqueue_in(self, tx: Tx, items: list[dict[str, Any]], explicit: set[str]) -> list[dict[str, Any]]:
+    def _enqueue_in(
+        self, tx: Tx, items: list[dict[str, Any]], explicit: set[str], *, notify: bool = False
+    ) -> list[dict[str, Any]]:
         """The enqueue statement (and its re-check, see _enqueue_rows) inside an open transaction."""
-        rows = tx.run("enqueue", items=items)
+        rows = tx.run("enqueue", items=items, notify=notify)
         if explicit and self.dialect.snapshot_per_statement:
             inserted = [items[r["ord"]]["id"] for r in rows if r["status"] == "new"]
             inserted = [i for i in inserted if i in explicit]

@@ -10,6 +10,7 @@ SELECT 'PostgreSQL ' || current_setting('server_version') AS version;
 TRUNCATE jobs_hot, jobs_archive, jobs_dlq, audit_log, events, metric_buckets, plan_items, plans;
 DELETE FROM queues WHERE name LIKE 'bench.%';
 DELETE FROM stats_summary WHERE queue LIKE 'bench.%';
+DELETE FROM enqueue_counts WHERE queue LIKE 'bench.%';
 
 -- name: bench_vacuum
 -- Fresh statistics and visibility map after a bulk seed, as autovacuum would leave a settled table.

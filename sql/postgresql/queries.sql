@@ -130,12 +130,25 @@ FROM (SELECT queue, count(*) AS n FROM moved GROUP BY queue) m WHERE s.queue = m
 
 -- ---------------------------------------------------------------- schema ledger
 
+-- fragment: count_enqueued
+-- Adds the new jobs of `ins` to their queues' enqueue counters: this connection's shard of each.
+INSERT INTO enqueue_counts (queue, shard, n, at)
+SELECT queue, pg_backend_pid() % 64, count(*), now() FROM ins GROUP BY queue ORDER BY queue
+ON CONFLICT (queue, shard) DO UPDATE SET n = enqueue_counts.n + excluded.n, at = excluded.at
+
 -- fragment: wake_workers
 -- Wakes listening workers (engine/wakeup.py) once per statement that made jobs claimable, however many:
 -- at most one pg_notify call, from the first row of `moved_rows` (a CTE the statement defines just
 -- before), delivered when the transaction commits (never on rollback). Identical notifications of one
--- transaction are folded into one by PostgreSQL.
-signal AS (SELECT pg_notify('chokaq_jobs', '') FROM (SELECT 1 FROM moved_rows LIMIT 1) x)
+-- transaction are folded into one by PostgreSQL. Sent only while a worker is marked idle (a notifying
+-- commit holds a database-wide lock until it is flushed: notifying producers commit one at a time), or
+-- when :notify says so (an enqueue in the application's own transaction, which may have begun before
+-- the worker marked itself).
+signal AS (
+    SELECT pg_notify('chokaq_jobs', '') FROM (SELECT 1 FROM moved_rows LIMIT 1) x
+    WHERE CAST(:notify AS boolean)
+       OR EXISTS (SELECT 1 FROM idle_workers w WHERE w.seen_at > now() - interval '1 minute')
+)
 
 -- name: migrations_lock
 -- Serialises concurrent `chokaq migrate` runs for the rest of the transaction. An index build over a large
@@ -163,6 +176,14 @@ SELECT count(*) AS n FROM information_schema.tables WHERE table_schema = current
 -- name: schema_ledger_exists
 SELECT count(*) AS n FROM information_schema.tables
 WHERE table_schema = current_schema() AND table_name = 'schema_migrations';
+
+-- name: mark_idle
+-- This worker waits for work: enqueues NOTIFY while it is marked (see the enqueue's moved_rows).
+INSERT INTO idle_workers (worker_id, seen_at) VALUES (CAST(:worker_id AS text), now())
+ON CONFLICT (worker_id) DO UPDATE SET seen_at = excluded.seen_at;
+
+-- name: unmark_idle
+DELETE FROM idle_workers WHERE worker_id = CAST(:worker_id AS text);
 
 -- name: next_due
 -- Seconds from now (the database clock) until the earliest pending job that is not due yet is due, of
@@ -204,15 +225,13 @@ ins AS (
     ON CONFLICT DO NOTHING
     RETURNING id, queue
 ),
+-- Only queues not seen before are inserted: a known queue's row is not even probed for a conflict.
 new_queues AS (
-    INSERT INTO queues (name) SELECT DISTINCT queue FROM ins ORDER BY queue ON CONFLICT DO NOTHING
+    INSERT INTO queues (name)
+    SELECT DISTINCT queue FROM ins WHERE NOT EXISTS (SELECT 1 FROM queues q WHERE q.name = ins.queue)
+    ORDER BY queue ON CONFLICT DO NOTHING
 ),
-counters AS (
-    INSERT INTO stats_summary (queue, enqueued_total, last_activity_at)
-    SELECT queue, count(*), now() FROM ins GROUP BY queue ORDER BY queue
-    ON CONFLICT (queue) DO UPDATE SET enqueued_total = stats_summary.enqueued_total + excluded.enqueued_total,
-                                      last_activity_at = excluded.last_activity_at
-),
+counters AS ({{count_enqueued}}),
 moved_rows AS (SELECT id FROM ins),
 {{wake_workers}}
 SELECT i.ord, coalesce(ins.id, h.id) AS id,
@@ -247,8 +266,9 @@ undone AS (
     DELETE FROM jobs_hot h WHERE h.id = ANY(ARRAY(SELECT id FROM raced)) RETURNING h.id, h.queue
 ),
 counters AS (
-    UPDATE stats_summary s SET enqueued_total = s.enqueued_total - c.n
-    FROM (SELECT queue, count(*) AS n FROM undone GROUP BY queue) c WHERE s.queue = c.queue
+    INSERT INTO enqueue_counts (queue, shard, n, at)
+    SELECT queue, pg_backend_pid() % 64, -count(*), now() FROM undone GROUP BY queue ORDER BY queue
+    ON CONFLICT (queue, shard) DO UPDATE SET n = enqueue_counts.n + excluded.n
 )
 SELECT id FROM undone;
 
@@ -1131,9 +1151,10 @@ FROM jobs_hot h WHERE (h.status = 1 OR h.status = 2) AND h.worker_id IS NOT NULL
 GROUP BY h.worker_id ORDER BY h.worker_id;
 
 -- name: stats_totals
-SELECT coalesce(sum(enqueued_total), 0) AS enqueued_total, coalesce(sum(succeeded_total), 0) AS succeeded_total,
+SELECT coalesce(sum(enqueued_total), 0) + (SELECT coalesce(sum(n), 0) FROM enqueue_counts) AS enqueued_total,
+       coalesce(sum(succeeded_total), 0) AS succeeded_total,
        coalesce(sum(failed_total), 0) AS failed_total, coalesce(sum(retried_total), 0) AS retried_total,
-       max(last_activity_at) AS last_activity_at
+       greatest(max(last_activity_at), (SELECT max(at) FROM enqueue_counts)) AS last_activity_at
 FROM stats_summary;
 
 -- name: hot_status_counts
@@ -1149,10 +1170,12 @@ SELECT count(*) AS n FROM audit_log;
 
 -- name: queue_rows
 SELECT q.name, q.paused, q.active, q.zombie_timeout_seconds, q.max_workers, q.updated_at,
-       coalesce(s.enqueued_total, 0) AS enqueued_total, coalesce(s.succeeded_total, 0) AS succeeded_total,
+       coalesce(s.enqueued_total, 0) + coalesce(e.n, 0) AS enqueued_total,
+       coalesce(s.succeeded_total, 0) AS succeeded_total,
        coalesce(s.failed_total, 0) AS failed_total, coalesce(s.retried_total, 0) AS retried_total,
-       s.last_activity_at
+       greatest(s.last_activity_at, e.at) AS last_activity_at
 FROM queues q LEFT JOIN stats_summary s ON s.queue = q.name
+LEFT JOIN LATERAL (SELECT sum(c.n) AS n, max(c.at) AS at FROM enqueue_counts c WHERE c.queue = q.name) e ON true
 WHERE CAST(:name AS text) IS NULL OR q.name = CAST(:name AS text)
 ORDER BY q.name;
 

@@ -199,6 +199,22 @@ CREATE TABLE stats_summary (
 );
 INSERT INTO stats_summary (queue) VALUES ('default');
 
+-- Enqueue counters sharded by server process (see migration 0005): no row every producer waits for.
+CREATE TABLE enqueue_counts (
+    queue  varchar(255) NOT NULL,
+    shard  smallint     NOT NULL,
+    n      bigint       NOT NULL DEFAULT 0,
+    at     timestamptz,
+    CONSTRAINT pk_enqueue_counts PRIMARY KEY (queue, shard)
+);
+
+-- Workers waiting for work: enqueues NOTIFY only while one is marked (engine/wakeup.py).
+CREATE TABLE idle_workers (
+    worker_id  varchar(100) NOT NULL,
+    seen_at    timestamptz  NOT NULL,
+    CONSTRAINT pk_idle_workers PRIMARY KEY (worker_id)
+);
+
 -- One-second outcome counts, written with every terminal move; never rewritten by resurrect/purge.
 CREATE TABLE metric_buckets (
     bucket_start       timestamptz      NOT NULL,

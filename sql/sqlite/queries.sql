@@ -181,6 +181,13 @@ SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'jobs_ho
 -- name: schema_ledger_exists
 SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations';
 
+-- name: mark_idle
+-- PostgreSQL's NOTIFY gate; SQLite workers watch the file instead (PRAGMA data_version): nothing to mark.
+SELECT :worker_id AS worker_id;
+
+-- name: unmark_idle
+SELECT :worker_id AS worker_id;
+
 -- name: next_due
 -- Seconds from now until the earliest pending job that is not due yet is due, of the named queues
 -- (:queues, null for every queue); no row when none waits. The idle worker's timer.

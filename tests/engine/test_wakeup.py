@@ -14,6 +14,7 @@ from dbprobe import is_pg, sql
 from worker_support import enqueue, fast_settings, hosted, settled, wait_for
 
 from chokaq_ops.engine.handlers import Registry
+from chokaq_ops.models import NewJob
 from chokaq_ops.storage import Store
 
 SLOW_POLL = {"worker__polling_interval": 60.0}
@@ -125,3 +126,43 @@ def test_a_killed_listener_reconnects_and_wakes_again(store) -> None:
         job_id = _enqueue_elsewhere(store)
         settled(store, job_id, "archive", timeout=10)
         assert started == [job_id]
+
+
+def test_enqueues_notify_once_per_statement_and_only_while_a_worker_waits(store) -> None:
+    if not is_pg(store):
+        pytest.skip("NOTIFY is PostgreSQL's")
+    import psycopg
+    import pyodbc
+
+    listener = psycopg.connect(autocommit=True, **store.dialect.libpq_params())
+    listener.execute("LISTEN chokaq_jobs")
+
+    def heard() -> int:
+        return sum(1 for _ in listener.notifies(timeout=0.3))
+
+    try:
+        # Every worker busy (none marked idle): a notifying commit would serialize producers for nothing.
+        enqueue(store, "quick")
+        assert heard() == 0
+        store.run("mark_idle", worker_id="w-idle")
+        store.enqueue([NewJob(type="quick") for _ in range(50)])
+        assert heard() == 1  # one statement, fifty jobs: one notification
+        enqueue(store, "quick")
+        assert heard() == 1
+        store.run("unmark_idle", worker_id="w-idle")
+        enqueue(store, "quick")
+        assert heard() == 0
+        # In the application's transaction it always notifies, at its commit and never on rollback.
+        app = pyodbc.connect(store.dialect.odbc, autocommit=False)
+        try:
+            store.enqueue_on(app, [NewJob(type="quick")])
+            assert heard() == 0
+            app.rollback()
+            assert heard() == 0
+            store.enqueue_on(app, [NewJob(type="quick")])
+            app.commit()
+            assert heard() == 1
+        finally:
+            app.close()
+    finally:
+        listener.close()
