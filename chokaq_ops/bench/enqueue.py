@@ -13,13 +13,11 @@ The ratio `single / plain` is the enqueue's overhead over a bare INSERT.
 from __future__ import annotations
 
 import argparse
-import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from chokaq_ops import ids
-from chokaq_ops.bench.harness import BenchDb, expect
+from chokaq_ops.bench.harness import BenchDb, expect, spread
 from chokaq_ops.models import NewJob
 
 QUEUE = "bench.enqueue"
@@ -86,25 +84,4 @@ def _timed(db: BenchDb, kind: str, total: int, threads: int, batch: int) -> floa
             store.enqueue([NewJob(type=TYPE, queue=QUEUE, payload='{"n":1}')])
 
         calls = total
-    return _spread(one, calls, threads)
-
-
-def _spread(one: Callable[[int], None], calls: int, threads: int) -> float:
-    counter = iter(range(calls))
-    lock = threading.Lock()
-
-    def work() -> None:
-        while True:
-            with lock:
-                i = next(counter, None)
-            if i is None:
-                return
-            one(i)
-
-    workers = [threading.Thread(target=work) for _ in range(threads)]
-    start = time.perf_counter()
-    for t in workers:
-        t.start()
-    for t in workers:
-        t.join()
-    return time.perf_counter() - start
+    return spread(one, calls, threads)

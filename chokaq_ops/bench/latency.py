@@ -16,12 +16,11 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
-from chokaq_ops.bench.harness import BenchDb, expect, percentile
+from chokaq_ops.bench.harness import BenchDb, expect, percentile, spread
 from chokaq_ops.models import NewJob
 
 QUEUE = "bench.latency"
@@ -96,25 +95,14 @@ def _idle(db: BenchDb, rows: int, gap: float) -> None:
 
 def _load(db: BenchDb, rows: int, rate: float) -> None:
     began = time.perf_counter()
-    counter = iter(range(rows))
-    lock = threading.Lock()
 
-    def produce() -> None:
-        while True:
-            with lock:
-                i = next(counter, None)
-            if i is None:
-                return
-            pause = began + i / rate - time.perf_counter()
-            if pause > 0:
-                time.sleep(pause)
-            db.store.enqueue([NewJob(type=TYPE, queue=QUEUE)])
+    def one(i: int) -> None:
+        pause = began + i / rate - time.perf_counter()
+        if pause > 0:
+            time.sleep(pause)
+        db.store.enqueue([NewJob(type=TYPE, queue=QUEUE)])
 
-    threads = [threading.Thread(target=produce) for _ in range(PRODUCERS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    spread(one, rows, PRODUCERS)
 
 
 def _settled(db: BenchDb, rows: int, timeout: float = 120.0) -> list[float]:

@@ -306,36 +306,14 @@ def audit_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 class BaseClient:
     """The methods both clients implement the same way on top of their transport."""
 
-    def enqueue(
-        self,
-        type: str,
-        payload: Any = None,
-        *,
-        queue: str = DEFAULT_QUEUE,
-        priority: int = DEFAULT_PRIORITY,
-        tags: str | Sequence[str] | None = None,
-        delay: float | timedelta | None = None,
-        at: Any = None,
-        idempotency_key: str | None = None,
-        id: str | None = None,
-        connection: Any = None,
-    ) -> str:
-        """Enqueue one job; returns its id. With an `idempotency_key` an active job already holds, nothing
-        is inserted and that job's id is returned. An `id` already used by another job raises Conflict.
-        `connection` (database clients only): the application's own open sqlite3 / pyodbc connection;
-        the job is inserted in its open transaction and exists only if the application commits it."""
-        job = new_job(
-            type,
-            payload,
-            queue=queue,
-            priority=priority,
-            tags=tags,
-            delay=delay,
-            at=at,
-            idempotency_key=idempotency_key,
-            id=id,
-        )
-        return self.enqueue_many([job], connection=connection)[0]
+    def enqueue(self, type: str, payload: Any = None, *, connection: Any = None, **options: Any) -> str:
+        """Enqueue one job; returns its id. `options`: queue, priority, tags, delay or at,
+        idempotency_key, id (see `new_job`). With an `idempotency_key` an active job already holds,
+        nothing is inserted and that job's id is returned. An `id` already used by another job raises
+        Conflict. `connection` (database clients only): the application's own open sqlite3 / pyodbc
+        connection; the job is inserted in its open transaction and exists only if the application
+        commits it."""
+        return self.enqueue_many([{**options, "type": type, "payload": payload}], connection=connection)[0]
 
     def enqueue_many(
         self, jobs: Iterable[Mapping[str, Any] | NewJob], *, connection: Any = None

@@ -83,13 +83,9 @@ class WorkerOps(StoreCore):
         An enqueue whose earlier attempt may have committed unseen (retried inside this call, or an
         explicit id whose last enqueue raised a transient error) reports the jobs that attempt created
         as `new`, not as a conflict with themselves."""
-        jobs = list(jobs)
-        items = [self._enqueue_item(i, job) for i, job in enumerate(jobs)]
+        items, explicit = self._enqueue_items(jobs)
         if not items:
             return []
-        if len({i["id"] for i in items}) < len(items):
-            raise errors.ValidationError("the same job id appears twice in one enqueue", field="id")
-        explicit = {item["id"] for item, job in zip(items, jobs, strict=True) if job.id is not None}
         retries = self.thread_retries()
         try:
             rows = self._enqueue_rows(items, explicit)
@@ -124,15 +120,11 @@ class WorkerOps(StoreCore):
         back with the caller's transaction, which this call neither commits nor rolls back. The same
         named statements as `enqueue`; nothing is retried here (a failure fails the caller's
         transaction, which the caller retries whole)."""
-        jobs = list(jobs)
-        items = [self._enqueue_item(i, job) for i, job in enumerate(jobs)]
+        items, explicit = self._enqueue_items(jobs)
         if not items:
             return []
-        if len({i["id"] for i in items}) < len(items):
-            raise errors.ValidationError("the same job id appears twice in one enqueue", field="id")
         self.dialect.join_transaction(conn)
         tx = Tx(self, conn)
-        explicit = {item["id"] for item, job in zip(items, jobs, strict=True) if job.id is not None}
         # Always NOTIFY: the application's transaction may have begun before a worker went idle, so the
         # idle-worker gate (see the enqueue SQL) could miss that worker.
         return self._results(tx.run, items, self._enqueue_in(tx, items, explicit, notify=True))
@@ -188,6 +180,14 @@ class WorkerOps(StoreCore):
                 self._uncertain_enqueues[i] = None
             while len(self._uncertain_enqueues) > MAX_UNCERTAIN_ENQUEUES:
                 del self._uncertain_enqueues[next(iter(self._uncertain_enqueues))]
+
+    def _enqueue_items(self, jobs: Iterable[NewJob]) -> tuple[list[dict[str, Any]], set[str]]:
+        """The statement's items (validated) and the ids among them the producer chose."""
+        jobs = list(jobs)
+        items = [self._enqueue_item(i, job) for i, job in enumerate(jobs)]
+        if len({i["id"] for i in items}) < len(items):
+            raise errors.ValidationError("the same job id appears twice in one enqueue", field="id")
+        return items, {item["id"] for item, job in zip(items, jobs, strict=True) if job.id is not None}
 
     def _enqueue_item(self, ord_: int, job: NewJob) -> dict[str, Any]:
         if job.delay_seconds is not None and job.scheduled_at is not None:

@@ -52,6 +52,9 @@ def test_db_and_http_clients_enqueue_the_same_way(over, api, client, store) -> N
     with pytest.raises(errors.ValidationError) as bad:
         producer.enqueue("report.v1", {"x": float("nan")})
     assert bad.value.field == "payload"
+    with pytest.raises(errors.ValidationError) as bad:
+        producer.enqueue("report.v1", {}, qeueu="mail")
+    assert bad.value.field == "qeueu"
     assert len(client.load_hot()) == 4
 
 
