@@ -76,6 +76,11 @@ class WorkerSettings:
     prefetch: int = field(default=100, metadata=_limit(1))
     fetch_batch_size: int = field(default=20, metadata=_limit(1))
     polling_interval: float = 1.0
+    # Wake idle workers at once when jobs become claimable (NOTIFY on PostgreSQL, PRAGMA data_version on
+    # SQLite, and in-process); off, they are found by polling alone (engine/wakeup.py).
+    instant_pickup: bool = True
+    # SQLite: how often the worker process looks for commits of other processes (a PRAGMA, no I/O).
+    change_check_interval: float = field(default=0.002, metadata=_limit(0.0005, 10))
     no_queues_sleep_interval: float = 5.0
     shutdown_grace_period: float = 30.0
     queues: tuple[str, ...] = ()  # empty: every queue

@@ -12,7 +12,15 @@ import pandas as pd
 
 from chokaq_ops import errors
 from chokaq_ops.analysis.plans import Plan
-from chokaq_ops.models import DlqFilter, FailureReason, HotFilter, Status
+from chokaq_ops.models import (
+    DEFAULT_PRIORITY,
+    DEFAULT_QUEUE,
+    DlqFilter,
+    FailureReason,
+    HotFilter,
+    NewJob,
+    Status,
+)
 
 DLQ_FILTER_FIELDS = tuple(DlqFilter.__dataclass_fields__)
 HOT_FILTER_FIELDS = tuple(HotFilter.__dataclass_fields__)
@@ -67,6 +75,85 @@ def parse_time(value: Any, field: str) -> datetime | None:
     if not isinstance(value, datetime):
         raise errors.ValidationError(f"{field} must be a time, got {type(value).__name__}", field=field)
     return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+ENQUEUE_FIELDS = ("type", "payload", "queue", "priority", "tags", "delay", "at", "idempotency_key", "id")
+
+
+def new_job(
+    type: str,
+    payload: Any = None,
+    *,
+    queue: str = DEFAULT_QUEUE,
+    priority: int = DEFAULT_PRIORITY,
+    tags: str | Sequence[str] | None = None,
+    delay: float | timedelta | None = None,
+    at: Any = None,
+    idempotency_key: str | None = None,
+    id: str | None = None,
+) -> NewJob:
+    """A producer's arguments as a NewJob. `payload`: a string is stored exactly as given (JSON text, or
+    anything the handler parses itself); any other value is stored as its JSON; None is ``{}``. `tags`: a
+    comma-separated string or a list of tags. `delay` (seconds or a timedelta) or `at` (a time, as for
+    `parse_time`; a time without a zone is UTC) schedules the job; give one of them."""
+    if delay is not None and at is not None:
+        raise errors.ValidationError("give delay or at, not both", field="delay")
+    if isinstance(delay, timedelta):
+        delay = delay.total_seconds()
+    if delay is not None and (isinstance(delay, bool) or not isinstance(delay, int | float)):
+        raise errors.ValidationError(f"delay must be seconds or a timedelta, got {delay!r}", field="delay")
+    if isinstance(at, timedelta):
+        raise errors.ValidationError("at is a point in time; use delay= for a timedelta", field="at")
+    if not isinstance(tags, str | None):
+        tags = ",".join(str(t) for t in tags)
+    if payload is None:
+        payload = "{}"
+    elif not isinstance(payload, str):
+        try:
+            payload = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise errors.ValidationError(f"payload is not a JSON value: {exc}", field="payload") from None
+    return NewJob(
+        type=type,
+        payload=payload,
+        queue=queue,
+        priority=priority,
+        tags=tags,
+        idempotency_key=idempotency_key,
+        id=id,
+        delay_seconds=None if delay is None else float(delay),
+        scheduled_at=parse_time(at, "at"),
+    )
+
+
+def new_jobs(jobs: Iterable[Mapping[str, Any] | NewJob]) -> list[NewJob]:
+    """`enqueue_many`'s items: mappings with `enqueue`'s argument names (``type`` required), or NewJobs."""
+    out = []
+    for n, item in enumerate(jobs):
+        if isinstance(item, NewJob):
+            out.append(item)
+            continue
+        if not isinstance(item, Mapping):
+            raise errors.ValidationError(f"jobs[{n}] must be a mapping or a NewJob", field=f"jobs[{n}]")
+        unknown = sorted(set(item) - set(ENQUEUE_FIELDS))
+        if unknown:
+            raise errors.ValidationError(
+                f"jobs[{n}] has unknown field {unknown[0]!r}; use {', '.join(ENQUEUE_FIELDS)}",
+                field=unknown[0],
+            )
+        if "type" not in item:
+            raise errors.ValidationError(f"jobs[{n}] has no type", field="type")
+        out.append(new_job(**item))
+    return out
+
+
+def ids_or_conflict(results: Sequence[Any]) -> list[str]:
+    """Enqueue results as ids; items refused because their id is used by another job raise Conflict."""
+    used = [r.id for r in results if r.status == "conflict"]
+    if used:
+        shown = ", ".join(used[:10]) + (f" and {len(used) - 10} more" if len(used) > 10 else "")
+        raise errors.Conflict(f"job id(s) used by another job already: {shown}", field="id")
+    return [r.id for r in results]
 
 
 def _check_fields(filters: Mapping[str, Any], allowed: Sequence[str], what: str) -> None:
@@ -218,6 +305,23 @@ def audit_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 class BaseClient:
     """The methods both clients implement the same way on top of their transport."""
+
+    def enqueue(self, type: str, payload: Any = None, *, connection: Any = None, **options: Any) -> str:
+        """Enqueue one job; returns its id. `options`: queue, priority, tags, delay or at,
+        idempotency_key, id (see `new_job`). With an `idempotency_key` an active job already holds,
+        nothing is inserted and that job's id is returned. An `id` already used by another job raises
+        Conflict. `connection` (database clients only): the application's own open sqlite3 / pyodbc
+        connection; the job is inserted in its open transaction and exists only if the application
+        commits it."""
+        return self.enqueue_many([{**options, "type": type, "payload": payload}], connection=connection)[0]
+
+    def enqueue_many(
+        self, jobs: Iterable[Mapping[str, Any] | NewJob], *, connection: Any = None
+    ) -> list[str]:
+        """Enqueue jobs given as mappings with `enqueue`'s argument names (``type`` required) or NewJobs;
+        returns their ids in order (an active duplicate's id for a repeated idempotency key). Items whose
+        `id` is used by another job raise Conflict naming them; the other items are enqueued."""
+        return self._enqueue(new_jobs(jobs), connection)  # type: ignore[attr-defined]
 
     def plan(self, plan_id: str) -> Plan:
         """An existing plan by id (to inspect, execute or resume it)."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import pandas as pd
@@ -18,10 +19,11 @@ from chokaq_ops.client.base import (
     audit_frame,
     dlq_filter,
     hot_filter,
+    ids_or_conflict,
     parse_time,
     records_frame,
 )
-from chokaq_ops.models import Actor, ArchiveFilter, DlqFilter, HotFilter
+from chokaq_ops.models import Actor, ArchiveFilter, DlqFilter, HotFilter, NewJob
 from chokaq_ops.settings import Settings
 from chokaq_ops.storage import Store
 from chokaq_ops.storage.admin_ops import UNSET
@@ -299,6 +301,18 @@ class DbClient(BaseClient):
         return self.store.edit_pending(
             job_id, actor=self._who(), payload=payload, tags=tags, priority=priority
         )
+
+    # ------------------------------------------------------------------ producing
+
+    def _enqueue(self, jobs: list[NewJob], connection: Any) -> list[str]:
+        # A producer's enqueue is the application's own write, like a worker's, not an operator's change:
+        # it needs no actor and writes no audit row; the actor, when given, is the jobs' created_by.
+        jobs = [replace(j, created_by=j.created_by or self._actor_name) for j in jobs]
+        if connection is None:
+            results = self.store.enqueue(jobs)
+        else:
+            results = self.store.enqueue_on(connection, jobs)
+        return ids_or_conflict(results)
 
     # ------------------------------------------------------------------ queues, stats, audit
 

@@ -25,11 +25,12 @@ from chokaq_ops.client.base import (
     audit_frame,
     dlq_filter,
     hot_filter,
+    ids_or_conflict,
     parse_time,
     records_frame,
 )
 from chokaq_ops.client.transport import PAGE, UNSET, Transport, filter_json, quote, time_text, times
-from chokaq_ops.models import DlqFilter, HotFilter
+from chokaq_ops.models import DlqFilter, EnqueueResult, HotFilter, NewJob
 
 
 class HttpClient(BaseClient):
@@ -61,6 +62,33 @@ class HttpClient(BaseClient):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _enqueue(self, jobs: list[NewJob], connection: Any) -> list[str]:
+        if connection is not None:
+            raise errors.ValidationError(
+                "a transactional enqueue needs the database: connect() to its URL, not to the API",
+                field="connection",
+            )
+        # One POST /jobs per job, each audited by the API under the token's name like any enqueue there.
+        results = []
+        for job in jobs:
+            body = {
+                "type": job.type,
+                "payload": job.payload,
+                "queue": job.queue,
+                "priority": job.priority,
+                "tags": job.tags,
+                "idempotency_key": job.idempotency_key,
+                "id": job.id,
+                "delay_seconds": job.delay_seconds,
+                "scheduled_at": time_text(job.scheduled_at) if job.scheduled_at else None,
+            }
+            try:
+                created = self.api.post("/jobs", {k: v for k, v in body.items() if v is not None})
+                results.append(EnqueueResult(id=created["id"], created=True, status="new"))
+            except errors.InvalidState:  # the API's 409 on POST /jobs: the id is used by another job
+                results.append(EnqueueResult(id=str(job.id), created=False, status="conflict"))
+        return ids_or_conflict(results)
 
     def _frame(
         self,

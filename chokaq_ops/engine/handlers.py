@@ -15,6 +15,7 @@ the decorators, which register into the module-level `registry`. Tests and embed
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
@@ -30,6 +31,7 @@ __all__ = [
     "Handler",
     "JobCancelled",
     "JobContext",
+    "Producer",
     "Registry",
     "job",
     "load_handler_modules",
@@ -130,6 +132,40 @@ class JobContext:
             raise JobCancelled(f"job {self.job_id} cancelled: {reason}", reason=reason)
 
 
+class Producer:
+    """`handler.enqueue(payload, ...)`: enqueue jobs of one handler's type.
+
+    `using` is a client (``chokaq_ops.connect(...)``); without it, the process's default client, made
+    once from the environment as ``connect()`` makes it (CHOKAQ_API_URL, else CHOKAQ_DB / the config
+    file). The other arguments are those of the client's `enqueue`, `connection=` included."""
+
+    def __init__(self, type_key: str) -> None:
+        self.type = type_key
+
+    def enqueue(self, payload: Any = None, *, using: Any = None, **options: Any) -> str:
+        return (using or _default_client()).enqueue(self.type, payload, **options)
+
+    def enqueue_many(
+        self, payloads: Iterable[Any], *, using: Any = None, connection: Any = None, **options: Any
+    ) -> list[str]:
+        """One job per payload, every one with the same `options` (queue, priority, tags, delay...)."""
+        jobs = [{**options, "type": self.type, "payload": p} for p in payloads]
+        return (using or _default_client()).enqueue_many(jobs, connection=connection)
+
+
+_default: list[Any] = []
+_default_lock = threading.Lock()
+
+
+def _default_client() -> Any:
+    with _default_lock:
+        if not _default:
+            from chokaq_ops.client import connect
+
+            _default.append(connect())
+        return _default[0]
+
+
 class Registry:
     """Job type -> Handler. Registering the same type twice with a different function is an error
     (two modules claiming one type key is a deployment bug); re-registering the same function, as a
@@ -161,6 +197,11 @@ class Registry:
             if not callable(fn):
                 raise errors.ConfigError(f"@job({type_key!r}) must decorate a function", field="type")
             self.add(Handler(spec[0], fn, spec[1], spec[2], spec[3], spec[4], bool(idempotent), circuit))
+            # A callable that takes no attributes (a bound method) still registers; it just has no
+            # `.enqueue` (Producer(type) gives the same).
+            with contextlib.suppress(AttributeError, TypeError):
+                fn.enqueue = Producer(spec[0]).enqueue  # type: ignore[attr-defined]
+                fn.enqueue_many = Producer(spec[0]).enqueue_many  # type: ignore[attr-defined]
             return fn
 
         return register

@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 
 from chokaq_ops import ids
 from chokaq_ops.engine import handlers as handler_registry
+from chokaq_ops.engine import wakeup
 from chokaq_ops.engine.circuits import Circuits
 from chokaq_ops.engine.claiming import Claiming
 from chokaq_ops.engine.completer import TRANSITION, Completer
@@ -56,7 +57,7 @@ from chokaq_ops.engine.heartbeat import Heartbeats
 from chokaq_ops.engine.metrics import Metrics
 from chokaq_ops.engine.starting import Starting
 from chokaq_ops.settings import Settings
-from chokaq_ops.storage import Store
+from chokaq_ops.storage import Store, signals
 from chokaq_ops.storage.deadline import DeadlineExceeded
 
 log = logging.getLogger("chokaq.worker")
@@ -127,6 +128,8 @@ class Worker(Claiming, Starting, Heartbeats):
         self.pid = os.getpid()
         self._threads: list[threading.Thread] = []
         self._executors: list[threading.Thread] = []
+        self.watcher: wakeup.Watcher | None = None
+        self._idle_since: float | None = None  # monotonic time of this worker's idle mark (PostgreSQL)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -144,6 +147,11 @@ class Worker(Claiming, Starting, Heartbeats):
             threading.Thread(target=self._exec_loop, name=f"chokaq-exec-{i}-{name}", daemon=True)
             for i in range(self.concurrency)
         ]
+        if self.settings.worker.instant_pickup:
+            signals.subscribe(self.store.dialect.url, self._wake)
+            self.watcher = wakeup.acquire(
+                self.store, change_check_interval=self.settings.worker.change_check_interval
+            )
         self.completer.thread.start()
         for t in [*self._threads, *self._executors]:
             t.start()
@@ -172,8 +180,13 @@ class Worker(Claiming, Starting, Heartbeats):
             self._stopping = True
             self._cv_start.notify_all()
             self._cv_fetch.notify_all()
+        if self.watcher is not None:
+            signals.unsubscribe(self.store.dialect.url, self._wake)
+            wakeup.release(self.watcher)
         for t in self._threads[:2]:  # fetcher and starter may sit in a database call
             t.join(max(grace, 5.0))
+        if self._idle_since is not None:
+            self._unmark_idle()
         with self._lock:
             rows = [entry[3] for entry in self._buffer]
             self._buffer = []

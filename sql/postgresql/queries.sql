@@ -132,6 +132,26 @@ FROM (SELECT queue, count(*) AS n FROM moved GROUP BY queue) m WHERE s.queue = m
 
 -- ---------------------------------------------------------------- schema ledger
 
+-- fragment: count_enqueued
+-- Adds the new jobs of `ins` to their queues' enqueue counters: this connection's shard of each.
+INSERT INTO enqueue_counts (queue, shard, n, at)
+SELECT queue, pg_backend_pid() % 64, count(*), now() FROM ins GROUP BY queue ORDER BY queue
+ON CONFLICT (queue, shard) DO UPDATE SET n = enqueue_counts.n + excluded.n, at = excluded.at
+
+-- fragment: wake_workers
+-- Wakes listening workers (engine/wakeup.py) once per statement that made jobs claimable, however many:
+-- at most one pg_notify call, from the first row of `moved_rows` (a CTE the statement defines just
+-- before), delivered when the transaction commits (never on rollback). Identical notifications of one
+-- transaction are folded into one by PostgreSQL. Sent only while a worker is marked idle (a notifying
+-- commit holds a database-wide lock until it is flushed: notifying producers commit one at a time), or
+-- when :notify says so (an enqueue in the application's own transaction, which may have begun before
+-- the worker marked itself).
+signal AS (
+    SELECT pg_notify('chokaq_jobs', '') FROM (SELECT 1 FROM moved_rows LIMIT 1) x
+    WHERE CAST(:notify AS boolean)
+       OR EXISTS (SELECT 1 FROM idle_workers w WHERE w.seen_at > now() - interval '1 minute')
+)
+
 -- name: migrations_lock
 -- Serialises concurrent `chokaq migrate` runs for the rest of the transaction. An index build over a large
 -- table may outlast Storage.CommandTimeout: the migration's own transaction has no statement timeout.
@@ -158,6 +178,22 @@ SELECT count(*) AS n FROM information_schema.tables WHERE table_schema = current
 -- name: schema_ledger_exists
 SELECT count(*) AS n FROM information_schema.tables
 WHERE table_schema = current_schema() AND table_name = 'schema_migrations';
+
+-- name: mark_idle
+-- This worker waits for work: enqueues NOTIFY while it is marked (see the enqueue's moved_rows).
+INSERT INTO idle_workers (worker_id, seen_at) VALUES (CAST(:worker_id AS text), now())
+ON CONFLICT (worker_id) DO UPDATE SET seen_at = excluded.seen_at;
+
+-- name: unmark_idle
+DELETE FROM idle_workers WHERE worker_id = CAST(:worker_id AS text);
+
+-- name: next_due
+-- Seconds from now (the database clock) until the earliest pending job that is not due yet is due, of
+-- the named queues (:queues, null for every queue); no row when none waits. The idle worker's timer.
+SELECT EXTRACT(EPOCH FROM (h.due_at - now())) AS wait_s FROM jobs_hot h
+WHERE h.status = 0 AND h.scheduled_at IS NOT NULL AND h.due_at > now()
+  AND (CAST(:queues AS jsonb) IS NULL OR h.queue IN (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb))))
+ORDER BY h.due_at LIMIT 1;
 
 -- name: db_now
 SELECT now() AS now_at;
@@ -191,15 +227,15 @@ ins AS (
     ON CONFLICT DO NOTHING
     RETURNING id, queue
 ),
+-- Only queues not seen before are inserted: a known queue's row is not even probed for a conflict.
 new_queues AS (
-    INSERT INTO queues (name) SELECT DISTINCT queue FROM ins ORDER BY queue ON CONFLICT DO NOTHING
+    INSERT INTO queues (name)
+    SELECT DISTINCT queue FROM ins WHERE NOT EXISTS (SELECT 1 FROM queues q WHERE q.name = ins.queue)
+    ORDER BY queue ON CONFLICT DO NOTHING
 ),
-counters AS (
-    INSERT INTO stats_summary (queue, enqueued_total, last_activity_at)
-    SELECT queue, count(*), now() FROM ins GROUP BY queue ORDER BY queue
-    ON CONFLICT (queue) DO UPDATE SET enqueued_total = stats_summary.enqueued_total + excluded.enqueued_total,
-                                      last_activity_at = excluded.last_activity_at
-)
+counters AS ({{count_enqueued}}),
+moved_rows AS (SELECT id FROM ins),
+{{wake_workers}}
 SELECT i.ord, coalesce(ins.id, h.id) AS id,
        CASE WHEN ins.id IS NOT NULL THEN 'new'
             WHEN i.idempotency_key IS NOT NULL AND (h.id IS NOT NULL OR NOT EXISTS (
@@ -209,6 +245,8 @@ SELECT i.ord, coalesce(ins.id, h.id) AS id,
 FROM items i
 LEFT JOIN ins ON ins.id = i.id
 LEFT JOIN jobs_hot h ON ins.id IS NULL AND h.idempotency_key = i.idempotency_key
+-- A SELECT-only CTE runs only when read: this reads it once.
+WHERE (SELECT count(*) FROM signal) >= 0
 ORDER BY i.ord;
 
 -- name: find_idempotency_keys
@@ -230,8 +268,9 @@ undone AS (
     DELETE FROM jobs_hot h WHERE h.id = ANY(ARRAY(SELECT id FROM raced)) RETURNING h.id, h.queue
 ),
 counters AS (
-    UPDATE stats_summary s SET enqueued_total = s.enqueued_total - c.n
-    FROM (SELECT queue, count(*) AS n FROM undone GROUP BY queue) c WHERE s.queue = c.queue
+    INSERT INTO enqueue_counts (queue, shard, n, at)
+    SELECT queue, pg_backend_pid() % 64, -count(*), now() FROM undone GROUP BY queue ORDER BY queue
+    ON CONFLICT (queue, shard) DO UPDATE SET n = enqueue_counts.n + excluded.n
 )
 SELECT id FROM undone;
 
@@ -438,19 +477,27 @@ SELECT m.id, (b.id IS NOT NULL) AS beat FROM mine m LEFT JOIN beat b ON b.id = m
 
 -- name: release
 -- Returns prefetched (never started) jobs to pending; attempts unchanged.
-UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = now()
-WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
-  AND worker_id = CAST(:worker_id AS text) AND status + 0 = 1
-RETURNING id;
+WITH moved_rows AS (
+    UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = now()
+    WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+      AND worker_id = CAST(:worker_id AS text) AND status + 0 = 1
+    RETURNING id
+),
+{{wake_workers}}
+SELECT id FROM moved_rows WHERE (SELECT count(*) FROM signal) >= 0;
 
 -- name: release_unstarted
 -- Jobs a start marked processing although its reply was lost and the worker never ran them: back to
 -- pending, the attempt that start counted taken back.
-UPDATE jobs_hot SET status = 0, worker_id = NULL, attempt_count = greatest(attempt_count - 1, 0),
-                    heartbeat_at = NULL, updated_at = now()
-WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
-  AND worker_id = CAST(:worker_id AS text) AND status + 0 = 2
-RETURNING id;
+WITH moved_rows AS (
+    UPDATE jobs_hot SET status = 0, worker_id = NULL, attempt_count = greatest(attempt_count - 1, 0),
+                        heartbeat_at = NULL, updated_at = now()
+    WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+      AND worker_id = CAST(:worker_id AS text) AND status + 0 = 2
+    RETURNING id
+),
+{{wake_workers}}
+SELECT id FROM moved_rows WHERE (SELECT count(*) FROM signal) >= 0;
 
 -- name: recover_claims
 -- Rows a claim of this worker committed although its reply was lost: held by :worker_id (fetched or
@@ -606,8 +653,10 @@ counters AS (
     SELECT queue, count(*), now() FROM moved GROUP BY queue ORDER BY queue
     ON CONFLICT (queue) DO UPDATE SET retried_total = stats_summary.retried_total + excluded.retried_total,
                                       last_activity_at = excluded.last_activity_at
-)
-SELECT id, queue, scheduled_at FROM moved;
+),
+moved_rows AS (SELECT id FROM moved),
+{{wake_workers}}
+SELECT id, queue, scheduled_at FROM moved WHERE (SELECT count(*) FROM signal) >= 0;
 
 -- ---------------------------------------------------------------- rescue
 
@@ -627,8 +676,11 @@ moved AS (
     UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = now()
     WHERE id = ANY (ARRAY(SELECT id FROM victims)) AND status = 1
     RETURNING id, queue
-)
-SELECT id, queue, (SELECT max(updated_at) FROM victims) AS last_at FROM moved;
+),
+moved_rows AS (SELECT id FROM moved),
+{{wake_workers}}
+SELECT id, queue, (SELECT max(updated_at) FROM victims) AS last_at FROM moved
+WHERE (SELECT count(*) FROM signal) >= 0;
 
 -- name: archive_zombies
 -- Phase 2, one batch: the :batch stalest processing rows whose heartbeat (or last update) is older than
@@ -785,6 +837,8 @@ revived AS (
 new_queues AS (
     INSERT INTO queues (name) SELECT DISTINCT queue FROM moved ORDER BY queue ON CONFLICT DO NOTHING
 ),
+moved_rows AS (SELECT id FROM revived),
+{{wake_workers}},
 counters AS ({{counters_failed_down}}),
 audit AS (
     INSERT INTO audit_log (actor, action, job_id, plan_id, details)
@@ -815,7 +869,7 @@ moved AS (
     RETURNING d.*, i.payload AS new_payload, i.tags AS new_tags, i.priority AS new_priority
 ),
 {{resurrect_rest}}
-SELECT id, queue, CAST(NULL AS text) AS twin FROM revived
+SELECT id, queue, CAST(NULL AS text) AS twin FROM revived WHERE (SELECT count(*) FROM signal) >= 0
 UNION ALL
 SELECT id, queue, 'hot' FROM hot_twins;
 
@@ -841,6 +895,7 @@ moved AS (
 ),
 {{resurrect_rest}}
 SELECT (SELECT count(*) FROM revived) AS n, (SELECT count(*) FROM hot_twins) AS twins,
+       (SELECT count(*) FROM signal) AS signalled,
        c.failed_at AS cursor_at, c.id AS cursor_id
 FROM (SELECT failed_at, id FROM moved ORDER BY failed_at, id DESC LIMIT 1) c;
 
@@ -1102,9 +1157,10 @@ FROM jobs_hot h WHERE (h.status = 1 OR h.status = 2) AND h.worker_id IS NOT NULL
 GROUP BY h.worker_id ORDER BY h.worker_id;
 
 -- name: stats_totals
-SELECT coalesce(sum(enqueued_total), 0) AS enqueued_total, coalesce(sum(succeeded_total), 0) AS succeeded_total,
+SELECT coalesce(sum(enqueued_total), 0) + (SELECT coalesce(sum(n), 0) FROM enqueue_counts) AS enqueued_total,
+       coalesce(sum(succeeded_total), 0) AS succeeded_total,
        coalesce(sum(failed_total), 0) AS failed_total, coalesce(sum(retried_total), 0) AS retried_total,
-       max(last_activity_at) AS last_activity_at
+       greatest(max(last_activity_at), (SELECT max(at) FROM enqueue_counts)) AS last_activity_at
 FROM stats_summary;
 
 -- name: hot_status_counts
@@ -1120,10 +1176,12 @@ SELECT count(*) AS n FROM audit_log;
 
 -- name: queue_rows
 SELECT q.name, q.paused, q.active, q.zombie_timeout_seconds, q.max_workers, q.updated_at,
-       coalesce(s.enqueued_total, 0) AS enqueued_total, coalesce(s.succeeded_total, 0) AS succeeded_total,
+       coalesce(s.enqueued_total, 0) + coalesce(e.n, 0) AS enqueued_total,
+       coalesce(s.succeeded_total, 0) AS succeeded_total,
        coalesce(s.failed_total, 0) AS failed_total, coalesce(s.retried_total, 0) AS retried_total,
-       s.last_activity_at
+       greatest(s.last_activity_at, e.at) AS last_activity_at
 FROM queues q LEFT JOIN stats_summary s ON s.queue = q.name
+LEFT JOIN LATERAL (SELECT sum(c.n) AS n, max(c.at) AS at FROM enqueue_counts c WHERE c.queue = q.name) e ON true
 WHERE CAST(:name AS text) IS NULL OR q.name = CAST(:name AS text)
 ORDER BY q.name;
 

@@ -41,6 +41,7 @@ CREATE INDEX ix_jobs_hot_processing ON jobs_hot ((coalesce(heartbeat_at, updated
 CREATE UNIQUE INDEX ux_jobs_hot_idempotency ON jobs_hot (idempotency_key) WHERE idempotency_key IS NOT NULL;
 -- Operator listing, newest first.
 CREATE INDEX ix_jobs_hot_created ON jobs_hot (created_at, id);
+CREATE INDEX ix_jobs_hot_due ON jobs_hot (due_at) WHERE status = 0 AND scheduled_at IS NOT NULL;
 
 -- Succeeded jobs.
 CREATE TABLE jobs_archive (
@@ -197,6 +198,22 @@ CREATE TABLE stats_summary (
     CONSTRAINT pk_stats_summary PRIMARY KEY (queue)
 );
 INSERT INTO stats_summary (queue) VALUES ('default');
+
+-- Enqueue counters sharded by server process (see migration 0005): no row every producer waits for.
+CREATE TABLE enqueue_counts (
+    queue  varchar(255) NOT NULL,
+    shard  smallint     NOT NULL,
+    n      bigint       NOT NULL DEFAULT 0,
+    at     timestamptz,
+    CONSTRAINT pk_enqueue_counts PRIMARY KEY (queue, shard)
+);
+
+-- Workers waiting for work: enqueues NOTIFY only while one is marked (engine/wakeup.py).
+CREATE TABLE idle_workers (
+    worker_id  varchar(100) NOT NULL,
+    seen_at    timestamptz  NOT NULL,
+    CONSTRAINT pk_idle_workers PRIMARY KEY (worker_id)
+);
 
 -- One-second outcome counts, written with every terminal move; never rewritten by resurrect/purge.
 CREATE TABLE metric_buckets (

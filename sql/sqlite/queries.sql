@@ -181,6 +181,21 @@ SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'jobs_ho
 -- name: schema_ledger_exists
 SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations';
 
+-- name: mark_idle
+-- PostgreSQL's NOTIFY gate; SQLite workers watch the file instead (PRAGMA data_version): nothing to mark.
+SELECT :worker_id AS worker_id;
+
+-- name: unmark_idle
+SELECT :worker_id AS worker_id;
+
+-- name: next_due
+-- Seconds from now until the earliest pending job that is not due yet is due, of the named queues
+-- (:queues, null for every queue); no row when none waits. The idle worker's timer.
+SELECT (julianday(h.due_at) - julianday({{now}})) * 86400.0 AS wait_s FROM jobs_hot h INDEXED BY ix_jobs_hot_due
+WHERE h.status = 0 AND h.scheduled_at IS NOT NULL AND h.due_at > {{now}}
+  AND (:queues IS NULL OR h.queue IN (SELECT value FROM json_each(:queues)))
+ORDER BY h.due_at LIMIT 1;
+
 -- name: db_now
 SELECT {{now}} AS now_at;
 

@@ -31,6 +31,7 @@ CREATE INDEX ix_jobs_hot_fetched ON jobs_hot (updated_at) WHERE status = 1;
 CREATE INDEX ix_jobs_hot_processing ON jobs_hot (coalesce(heartbeat_at, updated_at)) WHERE status = 2;
 CREATE UNIQUE INDEX ux_jobs_hot_idempotency ON jobs_hot (idempotency_key) WHERE idempotency_key IS NOT NULL;
 CREATE INDEX ix_jobs_hot_created ON jobs_hot (created_at, id);
+CREATE INDEX ix_jobs_hot_due ON jobs_hot (due_at) WHERE status = 0 AND scheduled_at IS NOT NULL;
 
 CREATE TABLE jobs_archive (
     id                TEXT    NOT NULL PRIMARY KEY,

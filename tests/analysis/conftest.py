@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 
 import matplotlib
 import pytest
+from werkzeug.serving import make_server
 
-from chokaq_ops.models import FailureReason, NewJob
+from chokaq_api import create_app
+from chokaq_ops.models import Actor, FailureReason, NewJob
+from chokaq_ops.settings import Settings
 from chokaq_ops.storage import Dead, Store
 
 matplotlib.use("Agg")  # tests draw without a display
@@ -102,3 +106,21 @@ def client(store: Store):
 
     with DbClient(store, actor="alice") as c:
         yield c
+
+
+@pytest.fixture
+def api(store, db_url) -> Iterator[tuple[str, dict[str, str]]]:
+    """The real API served on a socket over `store`: its URL and a token per role."""
+    app = create_app(Settings().with_overrides({"storage.url": db_url}), store=store)
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    tokens = {
+        role: store.create_token(f"{role}-token", role, actor=Actor("setup"))
+        for role in ("reader", "operator", "admin")
+    }
+    try:
+        yield f"http://127.0.0.1:{server.port}", tokens
+    finally:
+        server.shutdown()
+        thread.join(5)
