@@ -65,6 +65,8 @@ ROUTES: Mapping[tuple[str, str], Rule] = {
     ("POST", "/jobs/cancel"): OPERATOR,
     ("GET", "/jobs/<job_id>"): READER,
     ("PATCH", "/jobs/<job_id>"): OPERATOR,
+    ("GET", "/jobs/<job_id>/failures"): READER,
+    ("GET", "/failures"): READER,
     ("GET", "/dlq"): READER,
     ("GET", "/dlq/summary"): READER,
     ("POST", "/dlq/preview"): READER,  # reads only: a dry run of a bulk operation

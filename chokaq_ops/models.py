@@ -173,3 +173,21 @@ def dead_job_evidence(job: dict[str, Any]) -> dict[str, float | None]:
         else between(job.get("failed_at"), job.get("started_at")),
         "heartbeat_age_seconds": between(job.get("failed_at"), job.get("heartbeat_at")),
     }
+
+
+@dataclass(frozen=True, slots=True)
+class FailureFilter:
+    """Which failure-history rows to read. Tuples are "any of"; `not_*` tuples exclude. Times are
+    timezone-aware and half-open: failed_from <= failed_at < failed_to."""
+
+    ids: tuple[str, ...] | None = None
+    queues: tuple[str, ...] | None = None
+    not_queues: tuple[str, ...] | None = None
+    types: tuple[str, ...] | None = None
+    not_types: tuple[str, ...] | None = None
+    reasons: tuple[FailureReason, ...] | None = None
+    not_reasons: tuple[FailureReason, ...] | None = None
+    fingerprints: tuple[str, ...] | None = None
+    outcome: str | None = None
+    failed_from: datetime | None = None
+    failed_to: datetime | None = None

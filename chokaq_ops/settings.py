@@ -87,6 +87,8 @@ class RetentionSettings:
     dlq: float | None = None  # the DLQ waits for a human unless told otherwise
     metric_buckets: float = 7 * _DAY
     events: float = 7 * _DAY  # the live stream's outbox; readers reconnect within minutes, not weeks
+    # Failed attempts outlive their job's DLQ row (a resurrect deletes it): long enough for a post-mortem.
+    failure_history: float = 30 * _DAY
     interval: float = 3600.0
 
 

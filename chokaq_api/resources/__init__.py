@@ -8,6 +8,7 @@ from chokaq_api.resources import (
     audit,
     dlq,
     events,
+    failures,
     health,
     index,
     jobs,
@@ -20,7 +21,22 @@ from chokaq_api.resources import (
 )
 from chokaq_api.resources.events.schemas import EventSchema
 
-MODULES = (index, health, jobs, dlq, archive, queues, stats, rescue, events, audit, plans, workers, whoami)
+MODULES = (
+    index,
+    health,
+    jobs,
+    dlq,
+    archive,
+    queues,
+    stats,
+    rescue,
+    events,
+    audit,
+    plans,
+    workers,
+    whoami,
+    failures,
+)
 URL_PREFIX = "/api/v1"
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -12,7 +13,8 @@ import pandas as pd
 
 from chokaq_ops import errors
 from chokaq_ops.analysis.plans import Plan
-from chokaq_ops.models import DlqFilter, FailureReason, HotFilter, Status
+from chokaq_ops.filters import failure_filter
+from chokaq_ops.models import DlqFilter, FailureFilter, FailureReason, HotFilter, Status
 
 DLQ_FILTER_FIELDS = tuple(DlqFilter.__dataclass_fields__)
 HOT_FILTER_FIELDS = tuple(HotFilter.__dataclass_fields__)
@@ -216,6 +218,30 @@ def audit_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return frame.astype({"id": "int64", "count": "int64"})
 
 
+FAILURE_COLUMNS = [
+    "seq",
+    "job_id",
+    "queue",
+    "type",
+    "attempt",
+    "outcome",
+    "failure_reason",
+    "fingerprint",
+    "error_line",
+    "error_details",
+    "worker_id",
+    "failed_at",
+]
+
+
+def failures_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    frame = records_frame(rows, FAILURE_COLUMNS, ("failed_at",))
+    return frame.astype({"seq": "int64", "attempt": "int64"})
+
+
+IDS_PER_REQUEST = 200
+
+
 class BaseClient:
     """The methods both clients implement the same way on top of their transport."""
 
@@ -284,6 +310,48 @@ class BaseClient:
             action, ids=ids, flt=flt, edits=plan_edits or None, max_jobs=max_jobs, chunk_size=chunk_size
         )
         return Plan(self, data)  # type: ignore[arg-type]
+
+    def failure_history(self, selection: Any = None, *, limit: int = 100_000, **filters: Any) -> pd.DataFrame:
+        """Every failed attempt (retried or dead-lettered) of the selected jobs, oldest first, kept after
+        a resurrect and a success (until Retention.FailureHistory). `selection`: a frame (its `id`
+        column), a Series or a list of ids; or keyword filters of `chokaq_ops.filters`: ``ids``,
+        ``queue``, ``type``, ``reason``, ``fingerprint`` (lists, ``!`` excludes), ``outcome`` (retry or
+        dead), ``failed_from``/``failed_to`` (half-open).
+
+        Columns: seq (int64, the history's order), job_id, queue, type, attempt (int64, the attempt that
+        failed), outcome, failure_reason (Transient for a retried attempt), fingerprint, error_line (the
+        first line), error_details, worker_id, failed_at (UTC)."""
+        ids = ids_of(selection)
+        if ids is not None:
+            if "ids" in filters:
+                raise errors.ValidationError("give a selection or ids=, not both", field="ids")
+            filters = {**filters, "ids": ids}
+        elif selection is not None:
+            raise errors.ValidationError("the selection must be a frame, a Series or ids", field="ids")
+        flt = failure_filter(filters)
+        if flt.ids is None:
+            return failures_frame(self._failure_pages(flt, limit))
+        rows: list[dict[str, Any]] = []
+        # Ids go in chunks: an API query string holds a few hundred of them, not a frame's worth.
+        for start in range(0, len(flt.ids), IDS_PER_REQUEST):
+            part = replace(flt, ids=flt.ids[start : start + IDS_PER_REQUEST])
+            rows.extend(self._failure_pages(part, limit - len(rows)))
+            if len(rows) >= limit:
+                break
+        rows.sort(key=lambda r: int(r["seq"]))
+        return failures_frame(rows)
+
+    def _failure_pages(self, flt: FailureFilter, limit: int) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        after: int | None = None
+        while len(rows) < limit:
+            size = min(5000, limit - len(rows))
+            got = self._failure_rows(flt, size, after)  # type: ignore[attr-defined]
+            rows.extend(got)
+            if len(got) < size:
+                break
+            after = int(got[-1]["seq"])
+        return rows
 
     def plans(self, *, state: str | None = None, action: str | None = None, limit: int = 100) -> pd.DataFrame:
         """Recent plans, newest first. Columns: id, action, actor, state, total, done, skipped, remaining,

@@ -21,7 +21,7 @@ from chokaq_ops.client.base import (
     parse_time,
     records_frame,
 )
-from chokaq_ops.models import Actor, ArchiveFilter, DlqFilter, HotFilter
+from chokaq_ops.models import Actor, ArchiveFilter, DlqFilter, FailureFilter, HotFilter
 from chokaq_ops.settings import Settings
 from chokaq_ops.storage import Store
 from chokaq_ops.storage.admin_ops import UNSET
@@ -371,6 +371,9 @@ class DbClient(BaseClient):
                 break
             page += 1
         return audit_frame(rows)
+
+    def _failure_rows(self, flt: FailureFilter, limit: int, after: int | None) -> list[dict[str, Any]]:
+        return self.store.failure_history(flt, limit=limit, after_seq=after)
 
     # ------------------------------------------------------------------ plans
 

@@ -120,6 +120,7 @@ class Outcome:
         reason: FailureReason | None = None,
         error: str | None = None,
         delay: float = 0.0,
+        fingerprint: str | None = None,
     ) -> None:
         self.run = run
         self.kind = kind
@@ -127,7 +128,7 @@ class Outcome:
         self.reason = reason
         self.error = error
         self.delay = delay
-        self.fingerprint = fingerprint_text(error).id if kind == DEAD else None
+        self.fingerprint = fingerprint or (fingerprint_text(error).id if kind == DEAD else None)
 
 
 def execute(run: Run, policy: RetrySettings) -> Outcome:
@@ -163,7 +164,16 @@ def failed(run: Run, exc: BaseException, duration_ms: float, policy: RetrySettin
     trace = format_exception(exc)
     if decision.retry:
         summary = f"{type(exc).__name__}: {exc}"
-        return Outcome(run, RETRY, duration_ms, delay=decision.delay, error=clip(summary, 4000))
+        # Fingerprinted from the traceback, as the dead-lettering of the same error will be: the failure
+        # history groups a job's retried attempts with its final failure.
+        return Outcome(
+            run,
+            RETRY,
+            duration_ms,
+            delay=decision.delay,
+            error=clip(summary, 4000),
+            fingerprint=fingerprint_text(trace).id,
+        )
     if decision.reason is FailureReason.Fatal:
         text = f"FATAL: {type(exc).__name__}: {exc}\n{trace}"
     elif decision.reason is FailureReason.RetryLifetimeExpired:

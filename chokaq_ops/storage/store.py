@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from chokaq_ops import errors, validation
 from chokaq_ops.models import Actor, EnqueueResult, NewJob
 from chokaq_ops.storage.admin_ops import _person, audit_in
+from chokaq_ops.storage.failure_ops import FailureOps
 from chokaq_ops.storage.plan_ops import PlanOps
 from chokaq_ops.storage.read_ops import ReadOps
 from chokaq_ops.storage.worker_ops import WorkerOps
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
     from chokaq_ops.settings import Settings
 
 
-class Store(ReadOps, WorkerOps, PlanOps):
+class Store(ReadOps, WorkerOps, PlanOps, FailureOps):
     """Producer, worker, rescue, operator, read and bulk-plan operations; safe to share between threads."""
 
     @classmethod

@@ -120,6 +120,14 @@ SELECT id, queue, type, payload, tags, idempotency_key, priority, failure_reason
        attempt_count, worker_id, heartbeat_at, created_at, started_at, now(), run_ms, created_by, last_modified_by
 FROM moved WHERE (SELECT count(*) FROM displaced) >= 0
 
+-- fragment: failures_moved
+-- The failure history row of every `moved` row going to the DLQ (see job_failures in schema.sql).
+INSERT INTO job_failures (job_id, queue, type, attempt, outcome, failure_reason, fingerprint, error_line,
+                          error_details, worker_id, failed_at)
+SELECT id, queue, type, attempt_count, 'dead', failure_reason, fingerprint,
+       left(split_part(error_details, E'\n', 1), 500), error_details, worker_id, now()
+FROM moved
+
 -- fragment: audit_moved
 INSERT INTO audit_log (actor, action, job_id, plan_id, details)
 SELECT CAST(:actor AS text), CAST(:action AS text), id, CAST(:plan_id AS text), CAST(:details AS text) FROM moved
@@ -515,9 +523,11 @@ moved AS (
 -- archive_succeeded after `moved` and `displaced`.
 archived AS (
     INSERT INTO jobs_archive (id, queue, type, payload, tags, idempotency_key, priority, attempt_count, worker_id,
-                              created_at, started_at, finished_at, duration_ms, created_by, last_modified_by)
+                              created_at, started_at, finished_at, duration_ms, created_by, last_modified_by,
+                              failure_count)
     SELECT id, queue, type, payload, tags, idempotency_key, priority, attempt_count, worker_id, created_at,
-           started_at, now(), run_ms, created_by, last_modified_by FROM moved
+           started_at, now(), run_ms, created_by, last_modified_by,
+           (SELECT count(*) FROM job_failures f WHERE f.job_id = moved.id) FROM moved
     WHERE (SELECT count(*) FROM displaced) >= 0
 ),
 deltas (queue, ok, dead) AS (SELECT queue, 1, 0 FROM moved UNION ALL {{displaced_deltas}}),
@@ -561,6 +571,7 @@ moved AS (
 -- fragment: dead_rest
 -- move_to_dlq after `moved` and `displaced`.
 dead AS ({{dlq_insert_moved}}),
+failures AS ({{failures_moved}}),
 {{counters_failed}},
 buckets AS ({{buckets_failed}}),
 events AS (
@@ -587,7 +598,8 @@ SELECT m.id, m.queue, m.failure_reason, {{moved_twin}} FROM moved m
 -- name: reschedule
 -- Retry: back to pending after delay_s seconds on the database clock; attempts keep their count.
 WITH items AS (
-    SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, delay_s double precision, error text)
+    SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, delay_s double precision, error text,
+                                                                  fingerprint text)
 ),
 moved AS (
     UPDATE jobs_hot h SET status = 0, worker_id = NULL, heartbeat_at = NULL,
@@ -597,7 +609,15 @@ moved AS (
     FROM items i
     WHERE h.id = ANY(ARRAY(SELECT id FROM items)) AND h.id = i.id
       AND h.worker_id = CAST(:worker_id AS text) AND h.status + 0 = 2
-    RETURNING h.id, h.queue, h.scheduled_at
+    RETURNING h.id, h.queue, h.type, h.attempt_count, h.scheduled_at, i.error, i.fingerprint
+),
+-- A retried attempt is a failure too (reason Transient): the history keeps it after the job succeeds.
+failures AS (
+    INSERT INTO job_failures (job_id, queue, type, attempt, outcome, failure_reason, fingerprint, error_line,
+                              error_details, worker_id, failed_at)
+    SELECT id, queue, type, attempt_count, 'retry', 8, fingerprint, left(split_part(error, E'\n', 1), 500), error,
+           CAST(:worker_id AS text), now()
+    FROM moved
 ),
 counters AS (
     INSERT INTO stats_summary (queue, retried_total, last_activity_at)
@@ -676,6 +696,7 @@ moved AS (
 ),
 {{displace_twins}},
 dead AS ({{dlq_insert_moved}}),
+failures AS ({{failures_moved}}),
 {{counters_failed}},
 buckets AS ({{buckets_failed}})
 SELECT m.id, m.queue, m.worker_id, {{moved_twin}}, coalesce(m.heartbeat_at, m.updated_at) AS last_at FROM moved m;
@@ -856,6 +877,7 @@ dead AS (
            CAST(:actor AS text)
     FROM moved WHERE (SELECT count(*) FROM displaced) >= 0
 ),
+failures AS ({{failures_moved}}),
 {{counters_failed}},
 buckets AS ({{buckets_failed}}),
 audit AS ({{audit_moved}}),
@@ -1568,3 +1590,43 @@ WHERE i.plan_id = CAST(:plan_id AS text) AND i.outcome = 'done'
   AND i.ord BETWEEN CAST(:ord_from AS integer) AND CAST(:ord_to AS integer)
   AND i.chunk BETWEEN CAST(:from_chunk AS integer) AND CAST(:to_chunk AS integer)
 GROUP BY 1, 2;
+
+-- ---------------------------------------------------------------- failure history
+
+-- name: failure_history
+-- Failed attempts (see job_failures), oldest first, after the :after_seq of the previous page. List
+-- filters are JSON arrays (or null): :ids, :queues/:not_queues, :types/:not_types, :reasons/:not_reasons
+-- (codes), :fingerprints; times are half-open [:failed_from, :failed_to).
+SELECT f.seq, f.job_id, f.queue, f.type, f.attempt, f.outcome,
+       coalesce(r.name, 'reason ' || f.failure_reason) AS failure_reason, f.fingerprint, f.error_line,
+       f.error_details, f.worker_id, f.failed_at
+FROM job_failures f LEFT JOIN failure_reasons r ON r.code = f.failure_reason
+WHERE f.seq > coalesce(CAST(:after_seq AS bigint), 0)
+  AND (CAST(:ids AS jsonb) IS NULL OR f.job_id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+  AND (CAST(:queues AS jsonb) IS NULL OR f.queue IN (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb))))
+  AND (CAST(:not_queues AS jsonb) IS NULL
+       OR f.queue NOT IN (SELECT jsonb_array_elements_text(CAST(:not_queues AS jsonb))))
+  AND (CAST(:types AS jsonb) IS NULL OR f.type IN (SELECT jsonb_array_elements_text(CAST(:types AS jsonb))))
+  AND (CAST(:not_types AS jsonb) IS NULL
+       OR f.type NOT IN (SELECT jsonb_array_elements_text(CAST(:not_types AS jsonb))))
+  AND (CAST(:reasons AS jsonb) IS NULL
+       OR f.failure_reason IN (SELECT CAST(jsonb_array_elements_text(CAST(:reasons AS jsonb)) AS smallint)))
+  AND (CAST(:not_reasons AS jsonb) IS NULL
+       OR f.failure_reason NOT IN (SELECT CAST(jsonb_array_elements_text(CAST(:not_reasons AS jsonb)) AS smallint)))
+  AND (CAST(:fingerprints AS jsonb) IS NULL
+       OR f.fingerprint IN (SELECT jsonb_array_elements_text(CAST(:fingerprints AS jsonb))))
+  AND (CAST(:outcome AS text) IS NULL OR f.outcome = CAST(:outcome AS text))
+  AND (CAST(:failed_from AS timestamptz) IS NULL OR f.failed_at >= CAST(:failed_from AS timestamptz))
+  AND (CAST(:failed_to AS timestamptz) IS NULL OR f.failed_at < CAST(:failed_to AS timestamptz))
+ORDER BY f.seq LIMIT CAST(:limit AS integer);
+
+-- name: prune_failures
+-- One batch: the :batch oldest failure-history rows older than :older_than_s, from :after_at on.
+WITH victims AS (
+    SELECT seq FROM job_failures
+    WHERE failed_at < now() - make_interval(secs => CAST(:older_than_s AS double precision))
+      AND failed_at >= coalesce(CAST(:after_at AS timestamptz), '-infinity')
+    ORDER BY failed_at LIMIT CAST(:batch AS integer) FOR UPDATE SKIP LOCKED
+),
+gone AS (DELETE FROM job_failures f WHERE f.seq = ANY (ARRAY(SELECT seq FROM victims)) RETURNING f.failed_at)
+SELECT count(*) AS n, max(failed_at) AS last_at FROM gone;

@@ -73,6 +73,19 @@ INSERT INTO jobs_dlq (id, queue, type, payload, tags, idempotency_key, priority,
 SELECT h.id, h.queue, h.type, h.payload, h.tags, h.idempotency_key, h.priority, s.reason, s.error, s.fingerprint,
        h.attempt_count, h.worker_id, h.heartbeat_at, h.created_at, h.started_at, {{now}}, s.num, h.created_by,
        coalesce(s.payload, h.last_modified_by)
+FROM staged s JOIN jobs_hot h ON h.id = s.id;
+{{failures_dead}}
+
+-- fragment: failure_line
+-- The first line of an error (at most 500 characters): what a failure-history listing shows.
+substr(s.error, 1, min(500, instr(s.error || char(10), char(10)) - 1))
+
+-- fragment: failures_dead
+-- The failure history row of every staged row going to the DLQ (see job_failures in schema.sql).
+INSERT INTO job_failures (job_id, queue, type, attempt, outcome, failure_reason, fingerprint, error_line,
+                          error_details, worker_id, failed_at)
+SELECT h.id, h.queue, h.type, h.attempt_count, 'dead', s.reason, s.fingerprint, {{failure_line}}, s.error,
+       h.worker_id, {{now}}
 FROM staged s JOIN jobs_hot h ON h.id = s.id
 
 -- fragment: staged_counters_failed
@@ -430,9 +443,11 @@ WHERE h.worker_id = :worker_id AND h.status = 2
 
 -- fragment: archive_rest
 INSERT INTO jobs_archive (id, queue, type, payload, tags, idempotency_key, priority, attempt_count, worker_id,
-                          created_at, started_at, finished_at, duration_ms, created_by, last_modified_by)
+                          created_at, started_at, finished_at, duration_ms, created_by, last_modified_by,
+                          failure_count)
 SELECT h.id, h.queue, h.type, h.payload, h.tags, h.idempotency_key, h.priority, h.attempt_count, h.worker_id,
-       h.created_at, h.started_at, {{now}}, s.num, h.created_by, h.last_modified_by
+       h.created_at, h.started_at, {{now}}, s.num, h.created_by, h.last_modified_by,
+       (SELECT count(*) FROM job_failures f WHERE f.job_id = h.id)
 FROM staged s JOIN jobs_hot h ON h.id = s.id;
 INSERT INTO stats_summary (queue, succeeded_total, last_activity_at)
 SELECT queue, count(*), {{now}} FROM staged WHERE true GROUP BY queue
@@ -497,10 +512,17 @@ SELECT id, queue, reason AS failure_reason, ref AS twin FROM staged
 -- name: reschedule
 {{staging}};
 DELETE FROM staged;
-INSERT INTO staged (id, queue, num, error)
-SELECT h.id, h.queue, json_extract(j.value, '$.delay_s'), json_extract(j.value, '$.error')
+INSERT INTO staged (id, queue, num, error, fingerprint)
+SELECT h.id, h.queue, json_extract(j.value, '$.delay_s'), json_extract(j.value, '$.error'),
+       json_extract(j.value, '$.fingerprint')
 FROM json_each(:items) j JOIN jobs_hot h ON h.id = json_extract(j.value, '$.id')
 WHERE h.worker_id = :worker_id AND h.status = 2;
+-- A retried attempt is a failure too (reason Transient): the history keeps it after the job succeeds.
+INSERT INTO job_failures (job_id, queue, type, attempt, outcome, failure_reason, fingerprint, error_line,
+                          error_details, worker_id, failed_at)
+SELECT h.id, h.queue, h.type, h.attempt_count, 'retry', 8, s.fingerprint, {{failure_line}}, s.error,
+       h.worker_id, {{now}}
+FROM staged s JOIN jobs_hot h ON h.id = s.id;
 UPDATE jobs_hot SET status = 0, worker_id = NULL, heartbeat_at = NULL,
     scheduled_at = (SELECT strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || s.num || ' seconds') FROM staged s WHERE s.id = jobs_hot.id),
     due_at = (SELECT strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || s.num || ' seconds') FROM staged s WHERE s.id = jobs_hot.id),
@@ -1240,3 +1262,35 @@ WHERE i.plan_id = :plan_id AND i.outcome = 'done'
   AND i.ord BETWEEN :ord_from AND :ord_to
   AND i.chunk BETWEEN :from_chunk AND :to_chunk
 GROUP BY 1, 2;
+
+-- ---------------------------------------------------------------- failure history
+
+-- name: failure_history
+-- Failed attempts (see job_failures), oldest first, after the :after_seq of the previous page. List
+-- filters are JSON arrays (or null): :ids, :queues/:not_queues, :types/:not_types, :reasons/:not_reasons
+-- (codes), :fingerprints; times are half-open [:failed_from, :failed_to).
+SELECT f.seq, f.job_id, f.queue, f.type, f.attempt, f.outcome,
+       coalesce(r.name, 'reason ' || f.failure_reason) AS failure_reason, f.fingerprint, f.error_line,
+       f.error_details, f.worker_id, f.failed_at
+FROM job_failures f LEFT JOIN failure_reasons r ON r.code = f.failure_reason
+WHERE f.seq > coalesce(:after_seq, 0)
+  AND (:ids IS NULL OR f.job_id IN (SELECT value FROM json_each(:ids)))
+  AND (:queues IS NULL OR f.queue IN (SELECT value FROM json_each(:queues)))
+  AND (:not_queues IS NULL OR f.queue NOT IN (SELECT value FROM json_each(:not_queues)))
+  AND (:types IS NULL OR f.type IN (SELECT value FROM json_each(:types)))
+  AND (:not_types IS NULL OR f.type NOT IN (SELECT value FROM json_each(:not_types)))
+  AND (:reasons IS NULL OR f.failure_reason IN (SELECT value FROM json_each(:reasons)))
+  AND (:not_reasons IS NULL OR f.failure_reason NOT IN (SELECT value FROM json_each(:not_reasons)))
+  AND (:fingerprints IS NULL OR f.fingerprint IN (SELECT value FROM json_each(:fingerprints)))
+  AND (:outcome IS NULL OR f.outcome = :outcome)
+  AND (:failed_from IS NULL OR f.failed_at >= :failed_from)
+  AND (:failed_to IS NULL OR f.failed_at < :failed_to)
+ORDER BY f.seq LIMIT :limit;
+
+-- name: prune_failures
+-- One batch: the :batch oldest failure-history rows older than :older_than_s, through ix_job_failures_failed.
+DELETE FROM job_failures WHERE seq IN (
+    SELECT seq FROM job_failures
+    WHERE failed_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :older_than_s || ' seconds')
+    ORDER BY failed_at LIMIT :batch);
+SELECT changes() AS n, NULL AS last_at;

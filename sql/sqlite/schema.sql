@@ -47,11 +47,31 @@ CREATE TABLE jobs_archive (
     finished_at       TEXT    NOT NULL,
     duration_ms       REAL,
     created_by        TEXT,
-    last_modified_by  TEXT
+    last_modified_by  TEXT,
+    failure_count     INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX ix_jobs_archive_finished ON jobs_archive (finished_at, id);
 CREATE INDEX ix_jobs_archive_queue ON jobs_archive (queue, finished_at, id);
 CREATE INDEX ix_jobs_archive_type ON jobs_archive (type, finished_at, id);
+
+-- Failure history: one row per failed attempt (retried or dead-lettered), written in the transaction of
+-- the failure; survives resurrects. Pruned by Retention.FailureHistory.
+CREATE TABLE job_failures (
+    seq             INTEGER NOT NULL PRIMARY KEY,
+    job_id          TEXT    NOT NULL,
+    queue           TEXT    NOT NULL,
+    type            TEXT    NOT NULL,
+    attempt         INTEGER NOT NULL,
+    outcome         TEXT    NOT NULL CHECK (outcome IN ('retry', 'dead')),
+    failure_reason  INTEGER NOT NULL,
+    fingerprint     TEXT,
+    error_line      TEXT,
+    error_details   TEXT,
+    worker_id       TEXT,
+    failed_at       TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now'))
+);
+CREATE INDEX ix_job_failures_job ON job_failures (job_id, seq);
+CREATE INDEX ix_job_failures_failed ON job_failures (failed_at, seq);
 
 CREATE TABLE jobs_dlq (
     id                TEXT    NOT NULL PRIMARY KEY,

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import matplotlib
 import pytest
+from werkzeug.serving import make_server
 
-from chokaq_ops.models import FailureReason, NewJob
+from chokaq_api import create_app
+from chokaq_ops import connect
+from chokaq_ops.client import DbClient
+from chokaq_ops.models import Actor, FailureReason, NewJob
+from chokaq_ops.settings import Settings
 from chokaq_ops.storage import Dead, Store
 
 matplotlib.use("Agg")  # tests draw without a display
@@ -102,3 +109,21 @@ def client(store: Store):
 
     with DbClient(store, actor="alice") as c:
         yield c
+
+
+@pytest.fixture(params=["db", "http"])
+def any_client(request, store, db_url) -> Iterator[Any]:
+    """The same scenario through DbClient and through HttpClient over a real served app."""
+    if request.param == "db":
+        yield DbClient(store, actor="admin-token")
+        return
+    app = create_app(Settings().with_overrides({"storage.url": db_url}), store=store)
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    token = store.create_token("admin-token", "admin", actor=Actor("setup"))
+    try:
+        yield connect(f"http://127.0.0.1:{server.port}/", token)
+    finally:
+        server.shutdown()
+        thread.join(5)

@@ -1,0 +1,55 @@
+"""The failure history: every failed attempt of a job (retried or dead-lettered), kept after the job is
+resurrected and succeeds. The rows are written by the failing statements themselves (move_to_dlq,
+reschedule, archive_zombies, cancel) in the failure's transaction; this module only reads and prunes."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from chokaq_ops import errors
+from chokaq_ops.models import FailureFilter, FailureReason
+from chokaq_ops.storage.core import StoreCore
+
+MAX_FAILURE_PAGE = 10_000
+OUTCOMES = ("retry", "dead")
+
+
+def _json_list(values: tuple[Any, ...] | None) -> str | None:
+    return (
+        None
+        if values is None
+        else json.dumps([int(v) if isinstance(v, FailureReason) else v for v in values])
+    )
+
+
+class FailureOps(StoreCore):
+    def failure_history(
+        self, flt: FailureFilter, *, limit: int = 1000, after_seq: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Up to `limit` failed attempts matching `flt`, oldest first (by `seq`), after `after_seq`."""
+        if not 1 <= int(limit) <= MAX_FAILURE_PAGE:
+            raise errors.ValidationError(f"limit must be between 1 and {MAX_FAILURE_PAGE}", field="limit")
+        if flt.outcome is not None and flt.outcome not in OUTCOMES:
+            raise errors.ValidationError("outcome must be retry or dead", field="outcome")
+        for name in ("failed_from", "failed_to"):
+            value = getattr(flt, name)
+            if value is not None and value.tzinfo is None:
+                raise errors.ValidationError(f"{name} must carry a timezone", field=name)
+        return self.run(
+            "failure_history",
+            write=False,
+            ids=_json_list(flt.ids),
+            queues=_json_list(flt.queues),
+            not_queues=_json_list(flt.not_queues),
+            types=_json_list(flt.types),
+            not_types=_json_list(flt.not_types),
+            reasons=_json_list(flt.reasons),
+            not_reasons=_json_list(flt.not_reasons),
+            fingerprints=_json_list(flt.fingerprints),
+            outcome=flt.outcome,
+            failed_from=flt.failed_from,
+            failed_to=flt.failed_to,
+            after_seq=after_seq,
+            limit=int(limit),
+        )
