@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from chokaq_ops import errors
-from chokaq_ops.models import FailureFilter, FailureReason
+from chokaq_ops.models import DlqFilter, FailureFilter, FailureReason
 from chokaq_ops.settings import parse_duration
 
 __all__ = [
@@ -40,6 +40,8 @@ TIME_HELP = (
     "yesterday"
 )
 _AGO = re.compile(r"\s+ago$", re.IGNORECASE)
+# An unencoded "+" of an offset in a pasted URL arrives as a space: "2026-01-01T10:00:00 02:00".
+_PLUS_AS_SPACE = re.compile(r"^(\d{4}-\d{2}-\d{2}T[\d:.]+) (\d{2}:?\d{2})$")
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +150,7 @@ def _parse_text(text: str, field: str, now: datetime) -> datetime:
     word = body.lower()
     if word in ("now", "today", "yesterday"):
         return now if word == "now" else _midnight(now, 0 if word == "today" else 1)
+    body = _PLUS_AS_SPACE.sub(r"\1+\2", body)
     try:
         value = datetime.fromisoformat(body.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
@@ -226,4 +229,82 @@ def filter_query(flt: FailureFilter) -> dict[str, str]:
         "failed_from": flt.failed_from.isoformat() if flt.failed_from else None,
         "failed_to": flt.failed_to.isoformat() if flt.failed_to else None,
     }
+    return {k: v for k, v in out.items() if v is not None}
+
+
+DLQ_FIELDS = (
+    "ids",
+    "queue",
+    "type",
+    "reason",
+    "fingerprint",
+    "search",
+    "tag",
+    "failed_from",
+    "failed_to",
+    "created_from",
+    "created_to",
+)
+
+
+def _split(choice: Choice) -> tuple[Any, tuple[Any, ...] | None, tuple[Any, ...] | None]:
+    """One plain value (the indexed, counted path) or the any-of list, and the exclusions."""
+    if choice.include is not None and len(choice.include) == 1:
+        return choice.include[0], None, choice.exclude
+    return None, choice.include, choice.exclude
+
+
+def dlq_filter(values: Mapping[str, Any] | DlqFilter | None = None, **more: Any) -> DlqFilter:
+    """A DlqFilter from the grammar's words (see the module docstring); a DlqFilter passes through."""
+    if isinstance(values, DlqFilter):
+        if more:
+            raise errors.ValidationError("give a DlqFilter or keyword filters, not both", field="filter")
+        return values
+    values = {k: v for k, v in {**(values or {}), **more}.items() if v is not None}
+    check_fields(values, DLQ_FIELDS, "DLQ")
+    queue, queues, not_queues = _split(parse_choice(values.get("queue"), "queue"))
+    type_, types, not_types = _split(parse_choice(values.get("type"), "type"))
+    reason, reasons, not_reasons = _split(parse_reasons(values.get("reason")))
+    fingerprint, fingerprints, not_fingerprints = _split(
+        parse_choice(values.get("fingerprint"), "fingerprint")
+    )
+    if not_fingerprints:
+        raise errors.ValidationError("fingerprint cannot be excluded with '!'", field="fingerprint")
+    return DlqFilter(
+        queue=queue,
+        type=type_,
+        reason=reason,
+        fingerprint=fingerprint,
+        search=values.get("search"),
+        tag=values.get("tag"),
+        failed_from=parse_time(values.get("failed_from"), "failed_from"),
+        failed_to=parse_time(values.get("failed_to"), "failed_to"),
+        created_from=parse_time(values.get("created_from"), "created_from"),
+        created_to=parse_time(values.get("created_to"), "created_to"),
+        ids=parse_ids(values.get("ids")),
+        queues=queues,
+        not_queues=not_queues,
+        types=types,
+        not_types=not_types,
+        reasons=reasons,
+        not_reasons=not_reasons,
+        fingerprints=fingerprints,
+    )
+
+
+def dlq_query(flt: DlqFilter) -> dict[str, str]:
+    """A DlqFilter as the grammar's text (API query parameters, CLI options); parsing it back gives the
+    same filter."""
+    out = {
+        "ids": ",".join(flt.ids) if flt.ids is not None else None,
+        "queue": _words((flt.queue,) if flt.queue else flt.queues, flt.not_queues),
+        "type": _words((flt.type,) if flt.type else flt.types, flt.not_types),
+        "reason": _words((flt.reason,) if flt.reason is not None else flt.reasons, flt.not_reasons),
+        "fingerprint": _words((flt.fingerprint,) if flt.fingerprint else flt.fingerprints, None),
+        "search": flt.search,
+        "tag": flt.tag,
+    }
+    for key in ("failed_from", "failed_to", "created_from", "created_to"):
+        value = getattr(flt, key)
+        out[key] = value.isoformat() if value is not None else None
     return {k: v for k, v in out.items() if v is not None}

@@ -16,11 +16,12 @@ import argparse
 import getpass
 import os
 import sys
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from chokaq_ops import errors
 from chokaq_ops.cli import common
+from chokaq_ops.filters import TIME_HELP, parse_time
 from chokaq_ops.fingerprint import fingerprint_text
 from chokaq_ops.models import FailureReason, dead_job_evidence
 from chokaq_ops.settings import parse_duration
@@ -93,25 +94,18 @@ def client_of(args: argparse.Namespace) -> DbClient:
     return client
 
 
-WHEN_HELP = "an ISO 8601 time (UTC unless it has a zone), or how long ago: 24h, 24h ago, 7d, 90m, 1h30m"
+WHEN_HELP = TIME_HELP
 
 
 def when(text: str) -> datetime:
-    """An ISO 8601 time (UTC when it has no zone) or a duration meaning that long ago (24h, 7d, 90m),
-    optionally followed by `ago` ("24h ago"). A negative duration would be in the future: refused."""
+    """A time in the one filter grammar (chokaq_ops.filters): ISO 8601 with a zone, 24h, 24h ago, 7d,
+    now, today, yesterday. A time without a zone is refused: exit 2 with the message."""
     try:
-        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        body = text.strip()
-        body = body[:-3].rstrip() if body.lower().endswith(" ago") else body
-        try:
-            seconds = parse_duration(body) if body and not body.startswith(("-", "+")) else None
-        except errors.ConfigError:
-            seconds = None
-        if seconds is None:
-            raise argparse.ArgumentTypeError(f"expected {WHEN_HELP}; got {text!r}") from None
-        return datetime.now(UTC) - timedelta(seconds=seconds)
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        value = parse_time(text, "time")
+    except errors.ValidationError as exc:
+        raise argparse.ArgumentTypeError(str(exc).replace("time: ", "", 1)) from None
+    assert value is not None
+    return value
 
 
 def positive(text: str) -> int:
@@ -160,24 +154,21 @@ def progress_wanted() -> bool:
 
 def add_filters(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("filters (every one given narrows the match)")
-    g.add_argument("--queue")
-    g.add_argument("--type")
-    g.add_argument("--reason", help=f"one of {', '.join(r.name for r in FailureReason)}")
-    g.add_argument("--fingerprint", help="an error group id (see `chokaq dlq summary`)")
+    lists = "comma-separated; !VALUE excludes"
+    g.add_argument("--queue", help=lists)
+    g.add_argument("--type", help=lists)
+    g.add_argument("--reason", help=f"{', '.join(r.name for r in FailureReason)}; {lists}")
+    g.add_argument("--fingerprint", help="error group ids, comma-separated (see `chokaq dlq summary`)")
     g.add_argument("--search", help="substring of id, type, tags or error details")
     g.add_argument("--tag")
     for name in TIMES:
-        g.add_argument("--" + name.replace("_", "-"), type=when, metavar="TIME", help=WHEN_HELP)
+        end = "inclusive" if name.endswith("_from") else "exclusive"
+        g.add_argument("--" + name.replace("_", "-"), type=when, metavar="TIME", help=f"{WHEN_HELP} ({end})")
 
 
 def filters_of(args: argparse.Namespace) -> dict[str, Any]:
-    out = {k: getattr(args, k) for k in (*FILTERS, *TIMES) if getattr(args, k, None) is not None}
-    if "reason" in out:
-        try:
-            out["reason"] = FailureReason.parse(out["reason"])
-        except ValueError as exc:
-            raise errors.ValidationError(str(exc), field="reason") from None
-    return out
+    """The filter options as the grammar's words (chokaq_ops.filters parses them, as for Python and API)."""
+    return {k: getattr(args, k) for k in (*FILTERS, *TIMES) if getattr(args, k, None) is not None}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -194,6 +185,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     common.add_common(ls)
     common.add_format(ls)
     add_filters(ls)
+    ls.add_argument("--ids", help="only these job ids, comma-separated")
     ls.add_argument("--sort", choices=DLQ_SORTS, default="failed_at")
     ls.add_argument("--order", choices=("asc", "desc"), default="desc")
     ls.add_argument("--limit", type=positive, default=50, help="jobs per page (default 50, at most 1000)")
@@ -281,7 +273,7 @@ def run_ls(args: argparse.Namespace) -> int:
         from chokaq_ops.client.base import dlq_filter
 
         page = client.store.list_dlq(
-            dlq_filter(**filters_of(args)),
+            dlq_filter(**filters_of(args), ids=args.ids),
             sort=args.sort,
             descending=args.order == "desc",
             page=args.page,

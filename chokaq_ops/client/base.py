@@ -6,15 +6,16 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from typing import Any
 
 import pandas as pd
 
 from chokaq_ops import errors
+from chokaq_ops import filters as filters_module
 from chokaq_ops.analysis.plans import Plan
 from chokaq_ops.filters import failure_filter
-from chokaq_ops.models import DlqFilter, FailureFilter, FailureReason, HotFilter, Status
+from chokaq_ops.models import DlqFilter, FailureFilter, HotFilter, Status
 
 DLQ_FILTER_FIELDS = tuple(DlqFilter.__dataclass_fields__)
 HOT_FILTER_FIELDS = tuple(HotFilter.__dataclass_fields__)
@@ -51,24 +52,12 @@ QUEUE_COLUMNS = [
 
 
 def parse_time(value: Any, field: str) -> datetime | None:
-    """A point in time from a datetime, date, pandas Timestamp, ISO 8601 text, or a timedelta meaning
-    "that long ago". Times without a zone are taken as UTC (as the API does)."""
-    if value is None:
-        return None
-    if isinstance(value, timedelta):
-        return datetime.now(UTC) - value
-    if isinstance(value, pd.Timestamp):
-        value = value.to_pydatetime()
-    elif isinstance(value, str):
-        try:
-            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise errors.ValidationError(f"{field} is not an ISO 8601 time: {value!r}", field=field) from None
-    elif isinstance(value, date) and not isinstance(value, datetime):
-        value = datetime(value.year, value.month, value.day)
-    if not isinstance(value, datetime):
-        raise errors.ValidationError(f"{field} must be a time, got {type(value).__name__}", field=field)
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    """A point in time in the one filter grammar (`chokaq_ops.filters.parse_time`: aware datetimes,
+    pandas/numpy timestamps, ISO 8601 with a zone, 24h / 7d / yesterday, a timedelta meaning "that long
+    ago"); a `date` is that day's midnight UTC. A time without a zone is refused."""
+    if isinstance(value, date) and not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day, tzinfo=UTC)
+    return filters_module.parse_time(value, field)
 
 
 def _check_fields(filters: Mapping[str, Any], allowed: Sequence[str], what: str) -> None:
@@ -80,23 +69,9 @@ def _check_fields(filters: Mapping[str, Any], allowed: Sequence[str], what: str)
 
 
 def dlq_filter(filters: Mapping[str, Any] | DlqFilter | None = None, **more: Any) -> DlqFilter:
-    """A DlqFilter from keyword filters: reason by name or number, times as for `parse_time`."""
-    if isinstance(filters, DlqFilter):
-        if more:
-            raise errors.ValidationError("give a DlqFilter or keyword filters, not both", field="filter")
-        return filters
-    values = {**(filters or {}), **more}
-    values = {k: v for k, v in values.items() if v is not None}
-    _check_fields(values, DLQ_FILTER_FIELDS, "DLQ")
-    if "reason" in values and not isinstance(values["reason"], FailureReason):
-        try:
-            values["reason"] = FailureReason.parse(values["reason"])
-        except ValueError as exc:
-            raise errors.ValidationError(str(exc), field="reason") from None
-    for key in ("failed_from", "failed_to", "created_from", "created_to"):
-        if key in values:
-            values[key] = parse_time(values[key], key)
-    return DlqFilter(**values)
+    """A DlqFilter from keyword filters in the one grammar of `chokaq_ops.filters` (lists, ``!``
+    exclusions, ``ids``, relative times, naive times refused, half-open windows)."""
+    return filters_module.dlq_filter(filters, **more)
 
 
 def hot_filter(filters: Mapping[str, Any] | HotFilter | None = None, **more: Any) -> HotFilter:

@@ -4,23 +4,15 @@ reschedule, archive_zombies, cancel) in the failure's transaction; this module o
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from chokaq_ops import errors
-from chokaq_ops.models import FailureFilter, FailureReason
+from chokaq_ops.models import FailureFilter
+from chokaq_ops.storage.admin_ops import json_list
 from chokaq_ops.storage.core import StoreCore
 
 MAX_FAILURE_PAGE = 10_000
 OUTCOMES = ("retry", "dead")
-
-
-def _json_list(values: tuple[Any, ...] | None) -> str | None:
-    return (
-        None
-        if values is None
-        else json.dumps([int(v) if isinstance(v, FailureReason) else v for v in values])
-    )
 
 
 class FailureOps(StoreCore):
@@ -39,14 +31,14 @@ class FailureOps(StoreCore):
         return self.run(
             "failure_history",
             write=False,
-            ids=_json_list(flt.ids),
-            queues=_json_list(flt.queues),
-            not_queues=_json_list(flt.not_queues),
-            types=_json_list(flt.types),
-            not_types=_json_list(flt.not_types),
-            reasons=_json_list(flt.reasons),
-            not_reasons=_json_list(flt.not_reasons),
-            fingerprints=_json_list(flt.fingerprints),
+            ids=json_list(flt.ids),
+            queues=json_list(flt.queues),
+            not_queues=json_list(flt.not_queues),
+            types=json_list(flt.types),
+            not_types=json_list(flt.not_types),
+            reasons=json_list(flt.reasons),
+            not_reasons=json_list(flt.not_reasons),
+            fingerprints=json_list(flt.fingerprints),
             outcome=flt.outcome,
             failed_from=flt.failed_from,
             failed_to=flt.failed_to,

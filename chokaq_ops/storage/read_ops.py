@@ -162,7 +162,7 @@ class ReadOps(AdminOps):
             return  # the list changed under us; plain OFFSET is still right
         hour = rows[0]["hour_at"]
         if descending:
-            params["failed_to"] = hour + timedelta(hours=1) - timedelta(microseconds=1)
+            params["failed_to"] = hour + timedelta(hours=1)  # half-open: the hour's end is excluded
         else:
             params["failed_from"] = hour
         paging["offset"] = int(rows[0]["skip"])

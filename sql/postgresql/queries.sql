@@ -15,13 +15,27 @@ h.due_at, h.idempotency_key, h.created_by, h.status, h.started_at
 AND (CAST(:type AS text) IS NULL OR d.type = CAST(:type AS text))
 AND (CAST(:reason AS integer) IS NULL OR d.failure_reason = CAST(:reason AS integer))
 AND (CAST(:fingerprint AS text) IS NULL OR d.fingerprint = CAST(:fingerprint AS text))
+-- Times are half-open [from, to). List filters (chokaq_ops/filters.py) are JSON arrays or null.
 AND (CAST(:failed_from AS timestamptz) IS NULL OR d.failed_at >= CAST(:failed_from AS timestamptz))
-AND (CAST(:failed_to AS timestamptz) IS NULL OR d.failed_at <= CAST(:failed_to AS timestamptz))
+AND (CAST(:failed_to AS timestamptz) IS NULL OR d.failed_at < CAST(:failed_to AS timestamptz))
 AND (CAST(:created_from AS timestamptz) IS NULL OR d.created_at >= CAST(:created_from AS timestamptz))
-AND (CAST(:created_to AS timestamptz) IS NULL OR d.created_at <= CAST(:created_to AS timestamptz))
+AND (CAST(:created_to AS timestamptz) IS NULL OR d.created_at < CAST(:created_to AS timestamptz))
 AND (CAST(:tag_like AS text) IS NULL OR (',' || replace(coalesce(d.tags, ''), ' ', '') || ',') LIKE CAST(:tag_like AS text))
 AND (CAST(:search_like AS text) IS NULL OR d.id ILIKE CAST(:search_like AS text) OR d.type ILIKE CAST(:search_like AS text)
      OR d.tags ILIKE CAST(:search_like AS text) OR d.error_details ILIKE CAST(:search_like AS text))
+AND (CAST(:ids AS jsonb) IS NULL OR d.id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+AND (CAST(:queues AS jsonb) IS NULL OR d.queue IN (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb))))
+AND (CAST(:not_queues AS jsonb) IS NULL
+     OR d.queue NOT IN (SELECT jsonb_array_elements_text(CAST(:not_queues AS jsonb))))
+AND (CAST(:types AS jsonb) IS NULL OR d.type IN (SELECT jsonb_array_elements_text(CAST(:types AS jsonb))))
+AND (CAST(:not_types AS jsonb) IS NULL
+     OR d.type NOT IN (SELECT jsonb_array_elements_text(CAST(:not_types AS jsonb))))
+AND (CAST(:reasons AS jsonb) IS NULL
+     OR d.failure_reason IN (SELECT CAST(jsonb_array_elements_text(CAST(:reasons AS jsonb)) AS smallint)))
+AND (CAST(:not_reasons AS jsonb) IS NULL
+     OR d.failure_reason NOT IN (SELECT CAST(jsonb_array_elements_text(CAST(:not_reasons AS jsonb)) AS smallint)))
+AND (CAST(:fingerprints AS jsonb) IS NULL
+     OR d.fingerprint IN (SELECT jsonb_array_elements_text(CAST(:fingerprints AS jsonb))))
 
 -- fragment: archive_where
 (CAST(:queue AS text) IS NULL OR a.queue = CAST(:queue AS text))

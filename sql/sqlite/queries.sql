@@ -39,13 +39,22 @@ RETURNING {{claimed_columns}}
 AND (:type IS NULL OR d.type = :type)
 AND (:reason IS NULL OR d.failure_reason = :reason)
 AND (:fingerprint IS NULL OR d.fingerprint = :fingerprint)
+-- Times are half-open [from, to). List filters (chokaq_ops/filters.py) are JSON arrays or null.
 AND (:failed_from IS NULL OR d.failed_at >= :failed_from)
-AND (:failed_to IS NULL OR d.failed_at <= :failed_to)
+AND (:failed_to IS NULL OR d.failed_at < :failed_to)
 AND (:created_from IS NULL OR d.created_at >= :created_from)
-AND (:created_to IS NULL OR d.created_at <= :created_to)
+AND (:created_to IS NULL OR d.created_at < :created_to)
 AND (:tag_like IS NULL OR (',' || replace(coalesce(d.tags, ''), ' ', '') || ',') LIKE :tag_like ESCAPE '\')
 AND (:search_like IS NULL OR d.id LIKE :search_like ESCAPE '\' OR d.type LIKE :search_like ESCAPE '\'
      OR d.tags LIKE :search_like ESCAPE '\' OR d.error_details LIKE :search_like ESCAPE '\')
+AND (:ids IS NULL OR d.id IN (SELECT value FROM json_each(:ids)))
+AND (:queues IS NULL OR d.queue IN (SELECT value FROM json_each(:queues)))
+AND (:not_queues IS NULL OR d.queue NOT IN (SELECT value FROM json_each(:not_queues)))
+AND (:types IS NULL OR d.type IN (SELECT value FROM json_each(:types)))
+AND (:not_types IS NULL OR d.type NOT IN (SELECT value FROM json_each(:not_types)))
+AND (:reasons IS NULL OR d.failure_reason IN (SELECT value FROM json_each(:reasons)))
+AND (:not_reasons IS NULL OR d.failure_reason NOT IN (SELECT value FROM json_each(:not_reasons)))
+AND (:fingerprints IS NULL OR d.fingerprint IN (SELECT value FROM json_each(:fingerprints)))
 
 -- fragment: archive_where
 (:queue IS NULL OR a.queue = :queue)
