@@ -15,18 +15,22 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
+import signal
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from chokaq_ops import errors
 from chokaq_ops.cli import common
+from chokaq_ops.client.base import dlq_filter
 from chokaq_ops.filters import TIME_HELP, parse_time
 from chokaq_ops.fingerprint import fingerprint_text
-from chokaq_ops.models import FailureReason, dead_job_evidence
+from chokaq_ops.models import Actor, DlqFilter, FailureReason, dead_job_evidence
 from chokaq_ops.settings import parse_duration
 from chokaq_ops.storage.migrate import require_current
-from chokaq_ops.storage.plan_ops import error_line
+from chokaq_ops.storage.plan_ops import PLAN_CHUNK, error_line
 from chokaq_ops.storage.read_ops import DLQ_SORTS
 
 if TYPE_CHECKING:
@@ -219,6 +223,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         b.add_argument("--max-jobs", type=positive, metavar="N", help="at most N jobs")
         b.add_argument("--dry-run", action="store_true", help="show what would be touched; change nothing")
         b.add_argument("--resume", metavar="PLAN_ID", help="finish an interrupted run (its plan id)")
+        b.add_argument(
+            "--label",
+            metavar="NAME",
+            help="name the plan; a re-run with the same label resumes its unfinished plan instead of "
+            "freezing a new one (cron-safe)",
+        )
         if name == "resurrect":
             b.add_argument("--payload", help="replacement payload (JSON) for every job of --ids")
             b.add_argument(
@@ -270,8 +280,6 @@ def run_ls(args: argparse.Namespace) -> int:
     if args.limit > 1000:
         raise errors.ValidationError("--limit is at most 1000", field="limit")
     with client_of(args) as client:
-        from chokaq_ops.client.base import dlq_filter
-
         page = client.store.list_dlq(
             dlq_filter(**filters_of(args), ids=args.ids),
             sort=args.sort,
@@ -366,6 +374,8 @@ def run_bulk(args: argparse.Namespace) -> int:
         )
     if edits and ids is None:
         raise errors.ValidationError("--payload/--set-tags/--priority need --ids", field="payload")
+    if args.label and args.resume:
+        raise errors.ValidationError("give --label or --resume, not both", field="label")
     with client_of(args) as client:
         if args.dry_run:
             if args.resume:
@@ -376,67 +386,131 @@ def run_bulk(args: argparse.Namespace) -> int:
                 if args.max_jobs is not None:
                     out["matched"] = min(out["matched"], args.max_jobs)
             return _print_result(args, out, dry_run=True)
+        who = Actor(actor_of(args))
+        plan = None
+        resumed = False
         if args.resume:
             plan = client.plan(args.resume)
+        elif args.label:
+            found = client.store.plan_by_label(action, args.label)
+            plan = client.plan(found["id"]) if found else None
+        if plan is not None:
             if plan.action != action:
                 raise errors.ValidationError(
                     f"plan {plan.id} is a {plan.action} plan, not {action}", field="resume"
                 )
+            resumed = True
+            client.store.note_plan(plan.id, "plan_resume", actor=who, details={"by": "cli"})
         else:
-            selection = ids if ids is not None else None
+            selection: Any = ids
+            if ids is None:
+                matched = client.store.count_dlq(dlq_filter(**filters)) if filters else None
+                if matched == 0:  # nothing to do is not trouble, and leaves no empty plan behind
+                    if args.format == "json":
+                        common.print_json_line({"matched": 0, "plan_id": None})
+                    else:
+                        print(f"no dead job matches: nothing to {action}", file=sys.stderr)
+                    return 0
+                selection = dlq_filter(**filters) if filters else DlqFilter()
             plan_edits = dict.fromkeys(ids, edits) if edits and ids is not None else None
-            make = client.plan_resurrect if action == "resurrect" else client.plan_purge
-            kwargs: dict[str, Any] = {"max_jobs": args.max_jobs}
-            if args.chunk_size is not None:
-                kwargs["chunk_size"] = args.chunk_size
-            if plan_edits:
-                kwargs["edits"] = plan_edits
-            if selection is None and not filters:
-                from chokaq_ops.models import DlqFilter
-
-                selection = DlqFilter()
-            plan = make(selection, **kwargs, **({} if ids is not None or not filters else filters))
-            if args.format != "json":
-                print(f"plan {plan.id}: {plan.total} job(s) in {plan.chunks} chunk(s)", file=sys.stderr)
-        before = plan.chunks_done
+            created = client.store.create_plan(
+                action,
+                actor=who,
+                ids=selection if ids is not None else None,
+                flt=None if ids is not None else selection,
+                edits=plan_edits,
+                max_jobs=args.max_jobs,
+                chunk_size=args.chunk_size or PLAN_CHUNK,
+                label=args.label,
+            )
+            plan = client.plan(created["id"])
+        # The plan id first, before any work: whatever ends this run, a script has it.
+        head = {"event": "plan", "plan_id": plan.id, "label": args.label, "resumed": resumed}
+        head |= {"total": plan.total, "remaining": plan.remaining}
+        if args.format == "json":
+            common.print_json_line(head)
+        else:
+            verb = "resuming" if resumed else "plan"
+            print(f"{verb} {plan.id}: {plan.remaining} of {plan.total} job(s) left", file=sys.stderr)
+        before_done, before_chunks = plan.done, plan.chunks_done
         pacing = {"rate": args.rate}
         if action == "resurrect":
             pacing |= {"canary": args.canary, "watch": args.watch, "max_failure_rate": args.max_failure_rate}
-        try:
-            plan.execute(progress=progress_wanted(), **pacing)
-        except errors.PlanHalted as halted:
-            return _print_halted(args, halted, before)
-        except KeyboardInterrupt:
-            print(
-                f"\ninterrupted; finish with: chokaq dlq {action} --resume {plan.id}",
-                file=sys.stderr,
-            )
-            return 130
-        key = "resurrected" if action == "resurrect" else "purged"
-        out = {
-            key: plan.done,
-            "batches": plan.chunks_done - before,
-            "skipped": plan.skipped,
-            "plan_id": plan.id,
-        }
+        with interruptible() as stopped:
+            try:
+                plan.execute(progress=progress_wanted(), **pacing)
+            except errors.PlanHalted as halted:
+                client.store.note_plan(plan.id, "plan_halt", actor=who, details={"reason": str(halted)})
+                return _print_halted(args, halted, before_done, before_chunks)
+            except KeyboardInterrupt:
+                plan.refresh()
+                signame = stopped.get("signal", "SIGINT")
+                client.store.note_plan(plan.id, "plan_interrupt", actor=who, details={"signal": signame})
+                out = _counts(plan, action, before_done, before_chunks) | {
+                    "event": "interrupted",
+                    "signal": signame,
+                }
+                if args.format == "json":
+                    common.print_json_line(out)
+                else:
+                    print(
+                        f"\ninterrupted ({signame}); finish with: chokaq dlq {action} --resume {plan.id}"
+                        + (f" (or re-run with --label {args.label})" if args.label else ""),
+                        file=sys.stderr,
+                    )
+                return EXIT_INTERRUPTED
+        out = _counts(plan, action, before_done, before_chunks) | {"event": "finished"}
+        if args.format == "json":
+            common.print_json_line(out)
+            return 0
         return _print_result(args, out, dry_run=False)
 
 
-def _print_halted(args: argparse.Namespace, halted: errors.PlanHalted, before: int) -> int:
+EXIT_INTERRUPTED = 3
+
+
+def _counts(plan: Any, action: str, before_done: int, before_chunks: int) -> dict[str, Any]:
+    """A run's numbers: the plan's totals and, apart, what this run did (a resumed plan did some before)."""
+    key = "resurrected" if action == "resurrect" else "purged"
+    return {
+        "plan_id": plan.id,
+        "state": plan.state,
+        key: plan.done,
+        f"{key}_this_run": plan.done - before_done,
+        "batches": plan.chunks_done,
+        "batches_this_run": plan.chunks_done - before_chunks,
+        "skipped": plan.skipped,
+        "remaining": plan.remaining,
+    }
+
+
+@contextmanager
+def interruptible() -> Iterator[dict[str, str]]:
+    """SIGTERM (cron and systemd timeouts) ends a run as SIGINT does: between chunks, with a final line.
+    The mapping says which signal it was."""
+    seen: dict[str, str] = {}
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        seen["signal"] = signal.Signals(signum).name
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield seen
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _print_halted(
+    args: argparse.Namespace, halted: errors.PlanHalted, before_done: int, before_chunks: int
+) -> int:
     """A paced run that stopped itself: what it did, why, and how to go on. Exit 1."""
     plan = halted.plan
     got = halted.outcomes
     if args.format == "json":
-        common.print_json(
-            {
-                "halted": str(halted),
-                "resurrected": plan.done,
-                "batches": plan.chunks_done - before,
-                "remaining": plan.remaining,
-                "plan_id": plan.id,
-                "outcomes": got,
-            }
-        )
+        out = _counts(plan, "resurrect", before_done, before_chunks)
+        common.print_json_line(out | {"event": "halted", "halted": str(halted), "outcomes": got})
     else:
         print(f"chokaq: {halted}", file=sys.stderr)
         print(
@@ -446,7 +520,7 @@ def _print_halted(args: argparse.Namespace, halted: errors.PlanHalted, before: i
         )
         print(
             f"  go on after a fix: chokaq dlq resurrect --resume {plan.id} (add --canary again to re-check); "
-            f"drop the rest: discard plan {plan.id} (POST /plans/{plan.id}/discard or plan.discard())",
+            f"drop the rest: chokaq plans discard {plan.id}",
             file=sys.stderr,
         )
     return 1

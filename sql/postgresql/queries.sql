@@ -1413,10 +1413,16 @@ FROM page p;
 -- name: plan_create
 -- A plan whose items are all frozen, with their totals (counted as the batches were written) and its
 -- preview (JSON): the row appears complete, so nothing ever sees a half-frozen plan.
-INSERT INTO plans (id, action, actor, chunk_size, total, chunks, details)
+INSERT INTO plans (id, action, actor, chunk_size, total, chunks, details, label)
 VALUES (CAST(:id AS text), CAST(:action AS text), CAST(:actor AS text), CAST(:chunk_size AS integer),
-        CAST(:total AS integer), CAST(:chunks AS integer), CAST(:details AS text))
+        CAST(:total AS integer), CAST(:chunks AS integer), CAST(:details AS text), CAST(:label AS text))
 RETURNING *;
+
+-- name: plan_by_label
+-- The newest unfinished plan of :action with :label: what a labelled re-run resumes.
+SELECT * FROM plans
+WHERE label = CAST(:label AS text) AND action = CAST(:action AS text) AND state IN ('ready', 'running')
+ORDER BY created_at DESC, id DESC LIMIT 1;
 
 -- fragment: plan_items_json
 -- A batch of plan items as JSON [{"ord", "id", "payload", "tags", "priority"}], ord being the place in the plan.

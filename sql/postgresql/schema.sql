@@ -304,10 +304,12 @@ CREATE TABLE plans (
     details      text,
     approved_by  varchar(100),  -- four-eyes approval (0003): a token name other than actor
     approved_at  timestamptz,
+    label        varchar(200),  -- the CLI's --label: a re-run resumes the unfinished plan with it
     CONSTRAINT pk_plans PRIMARY KEY (id),
     CONSTRAINT ck_plans_action CHECK (action IN ('resurrect', 'purge', 'cancel')),
     CONSTRAINT ck_plans_state CHECK (state IN ('ready', 'running', 'done', 'discarded'))
 );
+CREATE INDEX ix_plans_label ON plans (label, action, created_at) WHERE label IS NOT NULL;
 CREATE INDEX ix_plans_created ON plans (created_at, id);
 
 -- One row per job of a plan. `outcome`: done (acted on) or skipped (no longer where the plan found it).

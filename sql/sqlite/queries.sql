@@ -1099,9 +1099,14 @@ SELECT {{frame_common}}, p.status, p.heartbeat_at, p.scheduled_at {{hot_page}};
 -- name: plan_create
 -- A plan whose items are all frozen, with their totals (counted as the batches were written) and its
 -- preview (JSON): the row appears complete, so nothing ever sees a half-frozen plan.
-INSERT INTO plans (id, action, actor, chunk_size, total, chunks, details)
-VALUES (:id, :action, :actor, :chunk_size, :total, :chunks, :details)
+INSERT INTO plans (id, action, actor, chunk_size, total, chunks, details, label)
+VALUES (:id, :action, :actor, :chunk_size, :total, :chunks, :details, :label)
 RETURNING *;
+
+-- name: plan_by_label
+-- The newest unfinished plan of :action with :label: what a labelled re-run resumes.
+SELECT * FROM plans WHERE label = :label AND action = :action AND state IN ('ready', 'running')
+ORDER BY created_at DESC, id DESC LIMIT 1;
 
 -- fragment: plan_items_json
 -- A batch of plan items as JSON [{"ord", "id", "payload", "tags", "priority"}], ord being the place in the plan.

@@ -240,8 +240,10 @@ CREATE TABLE plans (
     skipped      INTEGER NOT NULL DEFAULT 0,
     details      TEXT,
     approved_by  TEXT,  -- four-eyes approval (0003): a token name other than actor
-    approved_at  TEXT
+    approved_at  TEXT,
+    label        TEXT   -- the CLI's --label: a re-run resumes the unfinished plan with it
 );
+CREATE INDEX ix_plans_label ON plans (label, action, created_at) WHERE label IS NOT NULL;
 CREATE INDEX ix_plans_created ON plans (created_at, id);
 
 -- One row per job of a plan. `outcome`: done (acted on) or skipped (no longer where the plan found it).

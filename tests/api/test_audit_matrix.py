@@ -124,7 +124,7 @@ CASES: dict[tuple[str, str], Case] = {
     ("POST", "/plans/<plan_id>/execute"): Case(
         lambda s: (f"/plans/{(p := _plan(s))[0]}/execute", {}, p[1]),
         lambda s, job: _location(s, job) == "hot",
-        ("resurrect",),
+        ("plan_start", "resurrect", "plan_finish"),  # the plan's lifecycle is audited with its chunk
     ),
     ("POST", "/plans/<plan_id>/discard"): Case(
         lambda s: (f"/plans/{(p := _plan(s))[0]}/discard", None, p[0]),

@@ -19,3 +19,6 @@ CREATE TABLE job_failures (
 CREATE INDEX ix_job_failures_job ON job_failures (job_id, seq);
 CREATE INDEX ix_job_failures_failed ON job_failures (failed_at, seq);
 ALTER TABLE jobs_archive ADD COLUMN failure_count integer NOT NULL DEFAULT 0;
+-- A plan's label (the CLI's --label): a re-run with the same label resumes the unfinished plan.
+ALTER TABLE plans ADD COLUMN label varchar(200);
+CREATE INDEX ix_plans_label ON plans (label, action, created_at) WHERE label IS NOT NULL;
