@@ -215,6 +215,7 @@ def failures_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 IDS_PER_REQUEST = 200
+LOCATE_COLUMNS = ["id", "location", "status", "failure_reason", "finished_at"]
 
 
 class BaseClient:
@@ -315,6 +316,18 @@ class BaseClient:
                 break
         rows.sort(key=lambda r: int(r["seq"]))
         return failures_frame(rows)
+
+    def locate(self, ids: Any) -> pd.DataFrame:
+        """Where jobs are now: a frame (its `id` column), a Series or ids. Columns: id, location (hot,
+        archive, dlq or gone), status (pending, fetched, processing, succeeded, dead), failure_reason
+        (dead jobs), finished_at (UTC: archived or dead-lettered at). One row per id, in the given order."""
+        wanted = ids_of(ids)
+        if wanted is None:
+            raise errors.ValidationError("locate takes a frame, a Series or ids", field="ids")
+        rows: list[dict[str, Any]] = []
+        for start in range(0, len(wanted), IDS_PER_REQUEST):
+            rows.extend(self._locate(wanted[start : start + IDS_PER_REQUEST]))  # type: ignore[attr-defined]
+        return records_frame(rows, LOCATE_COLUMNS, ("finished_at",))
 
     def _failure_pages(self, flt: FailureFilter, limit: int) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []

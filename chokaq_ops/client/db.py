@@ -378,6 +378,9 @@ class DbClient(BaseClient):
             page += 1
         return audit_frame(rows)
 
+    def _locate(self, ids: list[str]) -> list[dict[str, Any]]:
+        return self.store.locate(ids)
+
     def _failure_rows(self, flt: FailureFilter, limit: int, after: int | None) -> list[dict[str, Any]]:
         return self.store.failure_history(flt, limit=limit, after_seq=after)
 

@@ -352,6 +352,9 @@ class HttpClient(BaseClient):
     def _plan_outcomes(self, plan_id: str, from_chunk: int | None, to_chunk: int | None) -> dict[str, Any]:
         return self.api.get(f"/plans/{quote(plan_id)}/outcomes", from_chunk=from_chunk, to_chunk=to_chunk)
 
+    def _locate(self, ids: list[str]) -> list[dict[str, Any]]:
+        return [times(r) for r in self.api.post("/jobs/locate", {"ids": ids})]
+
     def _failure_rows(self, flt: FailureFilter, limit: int, after: int | None) -> list[dict[str, Any]]:
         params = {**filter_query(flt), "limit": limit}
         if after is not None:

@@ -4,10 +4,12 @@ reschedule, archive_zombies, cancel) in the failure's transaction; this module o
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import Any
 
-from chokaq_ops import errors
-from chokaq_ops.models import FailureFilter
+from chokaq_ops import errors, validation
+from chokaq_ops.models import FailureFilter, FailureReason, Status
 from chokaq_ops.storage.admin_ops import json_list
 from chokaq_ops.storage.core import StoreCore
 
@@ -45,3 +47,29 @@ class FailureOps(StoreCore):
             after_seq=after_seq,
             limit=int(limit),
         )
+
+    def locate(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """Where each job is now, in the order given: id, location (hot, archive, dlq or gone), status
+        (pending, fetched, processing, succeeded, dead or None), failure_reason (dead jobs), finished_at
+        (archived or dead-lettered at). At most MAX_FAILURE_PAGE ids per call."""
+        ids = [validation.job_id(i) for i in ids]
+        if len(ids) > MAX_FAILURE_PAGE:
+            raise errors.ValidationError(f"at most {MAX_FAILURE_PAGE} ids per call", field="ids")
+        if not ids:
+            return []
+        out = []
+        for r in self.run("locate_jobs", write=False, ids=json.dumps(ids)):
+            status = {"archive": "succeeded", "dlq": "dead"}.get(r["location"])
+            if r["location"] == "hot":
+                status = Status(int(r["hot_status"])).name
+            reason = r["failure_reason"]
+            out.append(
+                {
+                    "id": r["id"],
+                    "location": r["location"],
+                    "status": status,
+                    "failure_reason": FailureReason(int(reason)).name if reason is not None else None,
+                    "finished_at": r["finished_at"],
+                }
+            )
+        return out

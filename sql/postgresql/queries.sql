@@ -1650,3 +1650,16 @@ WITH victims AS (
 ),
 gone AS (DELETE FROM job_failures f WHERE f.seq = ANY (ARRAY(SELECT seq FROM victims)) RETURNING f.failed_at)
 SELECT count(*) AS n, max(failed_at) AS last_at FROM gone;
+
+-- name: locate_jobs
+-- Where each of :ids (a JSON array) is now: hot (with its status), archive or dlq, or in no table.
+SELECT j.id,
+       CASE WHEN h.id IS NOT NULL THEN 'hot' WHEN a.id IS NOT NULL THEN 'archive'
+            WHEN d.id IS NOT NULL THEN 'dlq' ELSE 'gone' END AS location,
+       h.status AS hot_status, d.failure_reason AS failure_reason,
+       coalesce(a.finished_at, d.failed_at) AS finished_at
+FROM jsonb_array_elements_text(CAST(:ids AS jsonb)) WITH ORDINALITY AS j(id, n)
+LEFT JOIN jobs_hot h ON h.id = j.id
+LEFT JOIN jobs_archive a ON a.id = j.id
+LEFT JOIN jobs_dlq d ON d.id = j.id
+ORDER BY j.n;

@@ -1308,3 +1308,16 @@ DELETE FROM job_failures WHERE seq IN (
     WHERE failed_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :older_than_s || ' seconds')
     ORDER BY failed_at LIMIT :batch);
 SELECT changes() AS n, NULL AS last_at;
+
+-- name: locate_jobs
+-- Where each of :ids (a JSON array) is now: hot (with its status), archive or dlq, or in no table.
+SELECT j.value AS id,
+       CASE WHEN h.id IS NOT NULL THEN 'hot' WHEN a.id IS NOT NULL THEN 'archive'
+            WHEN d.id IS NOT NULL THEN 'dlq' ELSE 'gone' END AS location,
+       CASE WHEN h.id IS NOT NULL THEN h.status END AS hot_status,
+       d.failure_reason AS failure_reason, coalesce(a.finished_at, d.failed_at) AS finished_at
+FROM json_each(:ids) j
+LEFT JOIN jobs_hot h ON h.id = j.value
+LEFT JOIN jobs_archive a ON a.id = j.value
+LEFT JOIN jobs_dlq d ON d.id = j.value
+ORDER BY j.key;

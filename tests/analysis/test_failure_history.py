@@ -132,3 +132,30 @@ def test_failure_history_refuses_naive_times_and_mixed_selection(any_client) -> 
 
 def _new(queue: str) -> NewJob:
     return NewJob(type="t.v1", queue=queue)
+
+
+def test_plan_outcomes_per_job_and_locate(any_client, store) -> None:
+    ids = seed_dlq(store, 3, queue="loc", reason=FailureReason.Zombie)
+    plan = any_client.plan_resurrect(ids)
+    plan.execute(progress=False)
+    store.cancel_many([ids[1]], actor=Actor("ops"))  # died again after the plan moved it
+    where = plan.outcomes(per_job=True)
+    assert list(where.columns) == ["id", "location", "status", "failure_reason", "finished_at", "chunk"]
+    assert list(where["id"]) == ids
+    assert list(where["location"]) == ["hot", "dlq", "hot"]
+    assert list(where["status"]) == ["pending", "dead", "pending"]
+    assert where["failure_reason"].tolist()[1] == "Cancelled" and pd.isna(where["failure_reason"].iloc[0])
+    assert where["finished_at"].notna().tolist() == [False, True, False]
+    assert plan.outcomes()["failed"] == 1, "the counts agree with the rows"
+
+    located = any_client.locate([ids[2], "no-such-job"])
+    assert list(zip(located["id"], located["location"], strict=True)) == [
+        (ids[2], "hot"),
+        ("no-such-job", "gone"),
+    ]
+
+
+def test_tab_completion_lists_the_lazy_names() -> None:
+    import chokaq_ops
+
+    assert {"connect", "Store", "job", "JobContext", "DlqFilter"} <= set(dir(chokaq_ops))

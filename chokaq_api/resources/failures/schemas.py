@@ -6,6 +6,7 @@ import marshmallow as ma
 
 from chokaq_api import fields
 from chokaq_api.extensions import Schema
+from chokaq_ops import validation
 from chokaq_ops.filters import TIME_HELP
 from chokaq_ops.storage.failure_ops import MAX_FAILURE_PAGE
 
@@ -60,3 +61,23 @@ class FailureSchema(ma.Schema):
     error_details = ma.fields.String(allow_none=True)
     worker_id = ma.fields.String(allow_none=True)
     failed_at = fields.UtcDateTime(required=True)
+
+
+class LocateSchema(Schema):
+    ids = ma.fields.List(
+        ma.fields.String(validate=ma.validate.Length(1, validation.MAX_ID)),
+        required=True,
+        validate=ma.validate.Length(1, 1000),
+        metadata={"description": "At most 1000 job ids."},
+    )
+
+
+class LocatedSchema(ma.Schema):
+    class Meta:
+        ordered = True
+
+    id = ma.fields.String(required=True)
+    location = ma.fields.String(required=True, metadata={"enum": ["hot", "archive", "dlq", "gone"]})
+    status = ma.fields.String(allow_none=True)
+    failure_reason = ma.fields.String(allow_none=True)
+    finished_at = fields.UtcDateTime(allow_none=True)

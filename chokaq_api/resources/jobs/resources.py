@@ -8,7 +8,7 @@ from flask.views import MethodView
 
 from chokaq_api.auth import actor, require_plan_below_threshold
 from chokaq_api.extensions import Blueprint, ctx, store
-from chokaq_api.resources.failures.schemas import FailureSchema, JobFailureQuery
+from chokaq_api.resources.failures.schemas import FailureSchema, JobFailureQuery, LocatedSchema, LocateSchema
 from chokaq_api.resources.jobs.schemas import (
     CancelResultSchema,
     CancelSchema,
@@ -95,3 +95,12 @@ class JobFailures(MethodView):
         if not rows and args.get("after_seq") is None:
             store().get_job(job_id)  # 404 for a job that does not exist (rather than an empty history)
         return rows
+
+
+@blp.route("/locate")
+class LocateJobs(MethodView):
+    @blp.arguments(LocateSchema)
+    @blp.response(200, LocatedSchema(many=True))
+    def post(self, body: dict[str, Any]) -> Any:
+        """Where jobs are now (hot, archive, dlq or gone), one row per id in the given order; reads only"""
+        return store().locate(body["ids"])
