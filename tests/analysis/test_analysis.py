@@ -306,3 +306,22 @@ def test_add_fingerprints_works_on_light_frames(store) -> None:
     assert light["template"].isna().all() and list(heavy["template"]) == ["bad order <n>"] * 2
     with pytest.raises(KeyError, match="heavy=True"):
         analysis.add_fingerprints(client.load_dlq(queue="light", heavy=False), recompute=True)
+
+
+def test_a_group_keeps_its_colour_in_every_panel() -> None:
+    from matplotlib.colors import to_rgba
+
+    from chokaq_ops.analysis.plots import colour_of
+
+    frame = jobs(HAND_MADE)
+    wide = analysis.fingerprint_trends(frame, "D", top=2)
+    narrow = analysis.fingerprint_trends(frame, "D", top=1)
+    colours = {}
+    for trends in (wide, narrow):
+        ax = analysis.plot_fingerprint_trends(trends)
+        for panel, column in zip(ax.figure.axes, trends.columns, strict=True):
+            colours.setdefault(column, set()).add(panel.patches[0].get_facecolor())
+    first = wide.columns[0]
+    assert colours[first] == {to_rgba(colour_of(first))}, "the same group, the same colour in both charts"
+    assert colours["other"] == {to_rgba(colour_of("other"))}
+    assert colour_of("Zombie") == colour_of("Zombie") != colour_of("Fatal")
