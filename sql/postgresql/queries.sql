@@ -10,6 +10,21 @@
 h.id, h.queue, h.type, h.payload, h.tags, h.priority, h.attempt_count, h.created_at, h.scheduled_at,
 h.due_at, h.idempotency_key, h.created_by, h.status, h.started_at
 
+-- fragment: list_where
+-- The filter grammar's lists and exclusions over rows aliased d (JSON arrays or null): DLQ and failure history.
+(CAST(:queues AS jsonb) IS NULL OR d.queue IN (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb))))
+AND (CAST(:not_queues AS jsonb) IS NULL
+     OR d.queue NOT IN (SELECT jsonb_array_elements_text(CAST(:not_queues AS jsonb))))
+AND (CAST(:types AS jsonb) IS NULL OR d.type IN (SELECT jsonb_array_elements_text(CAST(:types AS jsonb))))
+AND (CAST(:not_types AS jsonb) IS NULL
+     OR d.type NOT IN (SELECT jsonb_array_elements_text(CAST(:not_types AS jsonb))))
+AND (CAST(:reasons AS jsonb) IS NULL
+     OR d.failure_reason IN (SELECT CAST(jsonb_array_elements_text(CAST(:reasons AS jsonb)) AS smallint)))
+AND (CAST(:not_reasons AS jsonb) IS NULL
+     OR d.failure_reason NOT IN (SELECT CAST(jsonb_array_elements_text(CAST(:not_reasons AS jsonb)) AS smallint)))
+AND (CAST(:fingerprints AS jsonb) IS NULL
+     OR d.fingerprint IN (SELECT jsonb_array_elements_text(CAST(:fingerprints AS jsonb))))
+
 -- fragment: dlq_where
 (CAST(:queue AS text) IS NULL OR d.queue = CAST(:queue AS text))
 AND (CAST(:type AS text) IS NULL OR d.type = CAST(:type AS text))
@@ -24,18 +39,7 @@ AND (CAST(:tag_like AS text) IS NULL OR (',' || replace(coalesce(d.tags, ''), ' 
 AND (CAST(:search_like AS text) IS NULL OR d.id ILIKE CAST(:search_like AS text) OR d.type ILIKE CAST(:search_like AS text)
      OR d.tags ILIKE CAST(:search_like AS text) OR d.error_details ILIKE CAST(:search_like AS text))
 AND (CAST(:ids AS jsonb) IS NULL OR d.id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
-AND (CAST(:queues AS jsonb) IS NULL OR d.queue IN (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb))))
-AND (CAST(:not_queues AS jsonb) IS NULL
-     OR d.queue NOT IN (SELECT jsonb_array_elements_text(CAST(:not_queues AS jsonb))))
-AND (CAST(:types AS jsonb) IS NULL OR d.type IN (SELECT jsonb_array_elements_text(CAST(:types AS jsonb))))
-AND (CAST(:not_types AS jsonb) IS NULL
-     OR d.type NOT IN (SELECT jsonb_array_elements_text(CAST(:not_types AS jsonb))))
-AND (CAST(:reasons AS jsonb) IS NULL
-     OR d.failure_reason IN (SELECT CAST(jsonb_array_elements_text(CAST(:reasons AS jsonb)) AS smallint)))
-AND (CAST(:not_reasons AS jsonb) IS NULL
-     OR d.failure_reason NOT IN (SELECT CAST(jsonb_array_elements_text(CAST(:not_reasons AS jsonb)) AS smallint)))
-AND (CAST(:fingerprints AS jsonb) IS NULL
-     OR d.fingerprint IN (SELECT jsonb_array_elements_text(CAST(:fingerprints AS jsonb))))
+AND {{list_where}}
 
 -- fragment: archive_where
 (CAST(:queue AS text) IS NULL OR a.queue = CAST(:queue AS text))
@@ -1617,28 +1621,17 @@ GROUP BY 1, 2;
 -- Failed attempts (see job_failures), oldest first, after the :after_seq of the previous page. List
 -- filters are JSON arrays (or null): :ids, :queues/:not_queues, :types/:not_types, :reasons/:not_reasons
 -- (codes), :fingerprints; times are half-open [:failed_from, :failed_to).
-SELECT f.seq, f.job_id, f.queue, f.type, f.attempt, f.outcome,
-       coalesce(r.name, 'reason ' || f.failure_reason) AS failure_reason, f.fingerprint, f.error_line,
-       f.error_details, f.worker_id, f.failed_at
-FROM job_failures f LEFT JOIN failure_reasons r ON r.code = f.failure_reason
-WHERE f.seq > coalesce(CAST(:after_seq AS bigint), 0)
-  AND (CAST(:ids AS jsonb) IS NULL OR f.job_id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
-  AND (CAST(:queues AS jsonb) IS NULL OR f.queue IN (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb))))
-  AND (CAST(:not_queues AS jsonb) IS NULL
-       OR f.queue NOT IN (SELECT jsonb_array_elements_text(CAST(:not_queues AS jsonb))))
-  AND (CAST(:types AS jsonb) IS NULL OR f.type IN (SELECT jsonb_array_elements_text(CAST(:types AS jsonb))))
-  AND (CAST(:not_types AS jsonb) IS NULL
-       OR f.type NOT IN (SELECT jsonb_array_elements_text(CAST(:not_types AS jsonb))))
-  AND (CAST(:reasons AS jsonb) IS NULL
-       OR f.failure_reason IN (SELECT CAST(jsonb_array_elements_text(CAST(:reasons AS jsonb)) AS smallint)))
-  AND (CAST(:not_reasons AS jsonb) IS NULL
-       OR f.failure_reason NOT IN (SELECT CAST(jsonb_array_elements_text(CAST(:not_reasons AS jsonb)) AS smallint)))
-  AND (CAST(:fingerprints AS jsonb) IS NULL
-       OR f.fingerprint IN (SELECT jsonb_array_elements_text(CAST(:fingerprints AS jsonb))))
-  AND (CAST(:outcome AS text) IS NULL OR f.outcome = CAST(:outcome AS text))
-  AND (CAST(:failed_from AS timestamptz) IS NULL OR f.failed_at >= CAST(:failed_from AS timestamptz))
-  AND (CAST(:failed_to AS timestamptz) IS NULL OR f.failed_at < CAST(:failed_to AS timestamptz))
-ORDER BY f.seq LIMIT CAST(:limit AS integer);
+SELECT d.seq, d.job_id, d.queue, d.type, d.attempt, d.outcome,
+       coalesce(r.name, 'reason ' || d.failure_reason) AS failure_reason, d.fingerprint, d.error_line,
+       d.error_details, d.worker_id, d.failed_at
+FROM job_failures d LEFT JOIN failure_reasons r ON r.code = d.failure_reason
+WHERE d.seq > coalesce(CAST(:after_seq AS bigint), 0)
+  AND (CAST(:ids AS jsonb) IS NULL OR d.job_id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+  AND {{list_where}}
+  AND (CAST(:outcome AS text) IS NULL OR d.outcome = CAST(:outcome AS text))
+  AND (CAST(:failed_from AS timestamptz) IS NULL OR d.failed_at >= CAST(:failed_from AS timestamptz))
+  AND (CAST(:failed_to AS timestamptz) IS NULL OR d.failed_at < CAST(:failed_to AS timestamptz))
+ORDER BY d.seq LIMIT CAST(:limit AS integer);
 
 -- name: prune_failures
 -- One batch: the :batch oldest failure-history rows older than :older_than_s, from :after_at on.

@@ -34,6 +34,16 @@ UPDATE jobs_hot SET status = CASE WHEN picked.go THEN 2 ELSE 1 END, worker_id = 
 FROM picked WHERE jobs_hot.id = picked.id
 RETURNING {{claimed_columns}}
 
+-- fragment: list_where
+-- The filter grammar's lists and exclusions over rows aliased d (JSON arrays or null): DLQ and failure history.
+(:queues IS NULL OR d.queue IN (SELECT value FROM json_each(:queues)))
+AND (:not_queues IS NULL OR d.queue NOT IN (SELECT value FROM json_each(:not_queues)))
+AND (:types IS NULL OR d.type IN (SELECT value FROM json_each(:types)))
+AND (:not_types IS NULL OR d.type NOT IN (SELECT value FROM json_each(:not_types)))
+AND (:reasons IS NULL OR d.failure_reason IN (SELECT value FROM json_each(:reasons)))
+AND (:not_reasons IS NULL OR d.failure_reason NOT IN (SELECT value FROM json_each(:not_reasons)))
+AND (:fingerprints IS NULL OR d.fingerprint IN (SELECT value FROM json_each(:fingerprints)))
+
 -- fragment: dlq_where
 (:queue IS NULL OR d.queue = :queue)
 AND (:type IS NULL OR d.type = :type)
@@ -48,13 +58,7 @@ AND (:tag_like IS NULL OR (',' || replace(coalesce(d.tags, ''), ' ', '') || ',')
 AND (:search_like IS NULL OR d.id LIKE :search_like ESCAPE '\' OR d.type LIKE :search_like ESCAPE '\'
      OR d.tags LIKE :search_like ESCAPE '\' OR d.error_details LIKE :search_like ESCAPE '\')
 AND (:ids IS NULL OR d.id IN (SELECT value FROM json_each(:ids)))
-AND (:queues IS NULL OR d.queue IN (SELECT value FROM json_each(:queues)))
-AND (:not_queues IS NULL OR d.queue NOT IN (SELECT value FROM json_each(:not_queues)))
-AND (:types IS NULL OR d.type IN (SELECT value FROM json_each(:types)))
-AND (:not_types IS NULL OR d.type NOT IN (SELECT value FROM json_each(:not_types)))
-AND (:reasons IS NULL OR d.failure_reason IN (SELECT value FROM json_each(:reasons)))
-AND (:not_reasons IS NULL OR d.failure_reason NOT IN (SELECT value FROM json_each(:not_reasons)))
-AND (:fingerprints IS NULL OR d.fingerprint IN (SELECT value FROM json_each(:fingerprints)))
+AND {{list_where}}
 
 -- fragment: archive_where
 (:queue IS NULL OR a.queue = :queue)
@@ -1283,23 +1287,17 @@ GROUP BY 1, 2;
 -- Failed attempts (see job_failures), oldest first, after the :after_seq of the previous page. List
 -- filters are JSON arrays (or null): :ids, :queues/:not_queues, :types/:not_types, :reasons/:not_reasons
 -- (codes), :fingerprints; times are half-open [:failed_from, :failed_to).
-SELECT f.seq, f.job_id, f.queue, f.type, f.attempt, f.outcome,
-       coalesce(r.name, 'reason ' || f.failure_reason) AS failure_reason, f.fingerprint, f.error_line,
-       f.error_details, f.worker_id, f.failed_at
-FROM job_failures f LEFT JOIN failure_reasons r ON r.code = f.failure_reason
-WHERE f.seq > coalesce(:after_seq, 0)
-  AND (:ids IS NULL OR f.job_id IN (SELECT value FROM json_each(:ids)))
-  AND (:queues IS NULL OR f.queue IN (SELECT value FROM json_each(:queues)))
-  AND (:not_queues IS NULL OR f.queue NOT IN (SELECT value FROM json_each(:not_queues)))
-  AND (:types IS NULL OR f.type IN (SELECT value FROM json_each(:types)))
-  AND (:not_types IS NULL OR f.type NOT IN (SELECT value FROM json_each(:not_types)))
-  AND (:reasons IS NULL OR f.failure_reason IN (SELECT value FROM json_each(:reasons)))
-  AND (:not_reasons IS NULL OR f.failure_reason NOT IN (SELECT value FROM json_each(:not_reasons)))
-  AND (:fingerprints IS NULL OR f.fingerprint IN (SELECT value FROM json_each(:fingerprints)))
-  AND (:outcome IS NULL OR f.outcome = :outcome)
-  AND (:failed_from IS NULL OR f.failed_at >= :failed_from)
-  AND (:failed_to IS NULL OR f.failed_at < :failed_to)
-ORDER BY f.seq LIMIT :limit;
+SELECT d.seq, d.job_id, d.queue, d.type, d.attempt, d.outcome,
+       coalesce(r.name, 'reason ' || d.failure_reason) AS failure_reason, d.fingerprint, d.error_line,
+       d.error_details, d.worker_id, d.failed_at
+FROM job_failures d LEFT JOIN failure_reasons r ON r.code = d.failure_reason
+WHERE d.seq > coalesce(:after_seq, 0)
+  AND (:ids IS NULL OR d.job_id IN (SELECT value FROM json_each(:ids)))
+  AND {{list_where}}
+  AND (:outcome IS NULL OR d.outcome = :outcome)
+  AND (:failed_from IS NULL OR d.failed_at >= :failed_from)
+  AND (:failed_to IS NULL OR d.failed_at < :failed_to)
+ORDER BY d.seq LIMIT :limit;
 
 -- name: prune_failures
 -- One batch: the :batch oldest failure-history rows older than :older_than_s, through ix_job_failures_failed.
