@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from chokaq_ops import errors
 from chokaq_ops.cli import common
 from chokaq_ops.client.base import dlq_filter
-from chokaq_ops.filters import TIME_HELP, parse_time
+from chokaq_ops.filters import TIME_HELP, parse_choice, parse_time
 from chokaq_ops.fingerprint import fingerprint_text
 from chokaq_ops.models import Actor, DlqFilter, FailureReason, dead_job_evidence
 from chokaq_ops.settings import parse_duration
@@ -224,6 +224,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         b.add_argument("--dry-run", action="store_true", help="show what would be touched; change nothing")
         b.add_argument("--resume", metavar="PLAN_ID", help="finish an interrupted run (its plan id)")
         b.add_argument(
+            "--idempotent-only",
+            action="store_true",
+            help="only job types a worker declared idempotent (@job(idempotent=True)); with --type, "
+            "those of its types",
+        )
+        b.add_argument(
             "--label",
             metavar="NAME",
             help="name the plan; a re-run with the same label resumes its unfinished plan instead of "
@@ -374,6 +380,15 @@ def run_bulk(args: argparse.Namespace) -> int:
         )
     if edits and ids is None:
         raise errors.ValidationError("--payload/--set-tags/--priority need --ids", field="payload")
+    if getattr(args, "idempotent_only", False) and not args.resume:
+        narrowed = _idempotent_only(args, filters)
+        if narrowed is None:
+            if args.format == "json":
+                common.print_json_line({"matched": 0, "plan_id": None})
+            else:
+                print(f"no job type is declared idempotent: nothing to {action}", file=sys.stderr)
+            return 0
+        filters = narrowed
     if args.label and args.resume:
         raise errors.ValidationError("give --label or --resume, not both", field="label")
     with client_of(args) as client:
@@ -467,6 +482,20 @@ def run_bulk(args: argparse.Namespace) -> int:
 
 
 EXIT_INTERRUPTED = 3
+
+
+def _idempotent_only(args: argparse.Namespace, filters: dict[str, Any]) -> dict[str, Any] | None:
+    """Narrow the type filter to the types workers declared idempotent (server-side, see job_types)."""
+    if args.ids:
+        raise errors.ValidationError(
+            "--idempotent-only goes with filters, not --ids", field="idempotent_only"
+        )
+    with client_of(args) as client:
+        safe = client.store.idempotent_types()
+    chosen = parse_choice(filters.get("type"), "type")
+    wanted = [t for t in safe if chosen.include is None or t in chosen.include]
+    wanted = [t for t in wanted if t not in (chosen.exclude or ())]
+    return {**filters, "type": wanted} if wanted else None  # None: no safe type, nothing can match
 
 
 def _counts(plan: Any, action: str, before_done: int, before_chunks: int) -> dict[str, Any]:

@@ -5,7 +5,7 @@ reschedule, archive_zombies, cancel) in the failure's transaction; this module o
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from chokaq_ops import errors, validation
@@ -73,3 +73,13 @@ class FailureOps(StoreCore):
                 }
             )
         return out
+
+    def register_job_types(self, declared: Mapping[str, bool]) -> None:
+        """Record what a worker declares per job type ({type: idempotent}), as it starts."""
+        if declared:
+            items = [{"type": t, "idempotent": bool(v)} for t, v in sorted(declared.items())]
+            self.run("register_job_types", types=json.dumps(items))
+
+    def idempotent_types(self) -> list[str]:
+        """The job types some worker declared idempotent (@job(idempotent=True)) when it last started."""
+        return [r["type"] for r in self.run("idempotent_types", write=False)]

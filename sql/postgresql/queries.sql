@@ -1656,3 +1656,13 @@ LEFT JOIN jobs_hot h ON h.id = j.id
 LEFT JOIN jobs_archive a ON a.id = j.id
 LEFT JOIN jobs_dlq d ON d.id = j.id
 ORDER BY j.n;
+
+-- name: register_job_types
+-- A starting worker's declarations per job type (:types, JSON [{"type", "idempotent"}]); the last word wins.
+INSERT INTO job_types AS t (type, idempotent, updated_at)
+SELECT i.type, i.idempotent, now()
+FROM jsonb_to_recordset(CAST(:types AS jsonb)) AS i(type text, idempotent boolean) ORDER BY i.type
+ON CONFLICT (type) DO UPDATE SET idempotent = excluded.idempotent, updated_at = excluded.updated_at;
+
+-- name: idempotent_types
+SELECT type FROM job_types WHERE idempotent ORDER BY type;

@@ -349,3 +349,10 @@ BEGIN
     END IF;
 END
 $$;
+
+-- What workers declared per job type when they started (@job(idempotent=True)): --idempotent-only.
+CREATE TABLE job_types (
+    type        varchar(255) NOT NULL PRIMARY KEY,
+    idempotent  boolean NOT NULL,
+    updated_at  timestamptz NOT NULL DEFAULT now()
+);

@@ -1319,3 +1319,12 @@ LEFT JOIN jobs_hot h ON h.id = j.value
 LEFT JOIN jobs_archive a ON a.id = j.value
 LEFT JOIN jobs_dlq d ON d.id = j.value
 ORDER BY j.key;
+
+-- name: register_job_types
+-- A starting worker's declarations per job type (:types, JSON [{"type", "idempotent"}]); the last word wins.
+INSERT INTO job_types (type, idempotent, updated_at)
+SELECT json_extract(value, '$.type'), json_extract(value, '$.idempotent'), {{now}} FROM json_each(:types) WHERE true
+ON CONFLICT (type) DO UPDATE SET idempotent = excluded.idempotent, updated_at = excluded.updated_at;
+
+-- name: idempotent_types
+SELECT type FROM job_types WHERE idempotent = 1 ORDER BY type;

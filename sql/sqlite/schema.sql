@@ -262,3 +262,10 @@ CREATE TABLE plan_items (
 -- The next chunk to run: only unfinished items are indexed, so a resumed 1M-item plan finds it at once.
 CREATE INDEX ix_plan_items_pending ON plan_items (plan_id, chunk) WHERE done_at IS NULL;
 CREATE INDEX ix_plan_items_order ON plan_items (plan_id, ord);
+
+-- What workers declared per job type when they started (@job(idempotent=True)): --idempotent-only.
+CREATE TABLE job_types (
+    type        TEXT NOT NULL PRIMARY KEY,
+    idempotent  INTEGER NOT NULL,
+    updated_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now'))
+);

@@ -134,3 +134,33 @@ def test_plans_and_audit_commands(store, db_url, capsys) -> None:
     assert [(r["plan_id"], r["actor"]) for r in json.loads(out)] == [(other.id, "bob")]
     code, _, err = chokaq(capsys, db_url, "plans", "show", "nope")
     assert code == 1 and "nope" in err
+
+
+def test_idempotent_only_uses_what_workers_declared(store, db_url, capsys) -> None:
+    from chokaq_ops.engine.handlers import Registry
+    from tests.engine.worker_support import fast_settings, hosted
+
+    code, out, _ = chokaq(
+        capsys, db_url, "dlq", "resurrect", "--queue", "z", "--idempotent-only", "--format", "json"
+    )
+    assert code == 0 and json.loads(out) == {"matched": 0, "plan_id": None}, "no worker declared anything yet"
+
+    safe = seed_dlq(store, 2, queue="z", type="thumb.v1", reason=FailureReason.Zombie)
+    unsafe = seed_dlq(store, 2, queue="z", type="charge.v1", reason=FailureReason.Zombie)
+    other = seed_dlq(store, 1, queue="z", type="mail.v1", reason=FailureReason.Zombie)
+    reg = Registry()
+    reg.job("thumb.v1", idempotent=True)(lambda payload, ctx: None)
+    reg.job("mail.v1", idempotent=True)(lambda payload, ctx: None)
+    reg.job("charge.v1")(lambda payload, ctx: None)
+    with hosted(store, fast_settings(store, worker__queues=["nothing-here"]), reg):
+        pass  # starting is enough: the worker registers its types' declarations
+    assert store.idempotent_types() == ["mail.v1", "thumb.v1"]
+
+    args = ["dlq", "resurrect", "--queue", "z", "--idempotent-only", "--type", "thumb.v1,charge.v1"]
+    code, out, err = chokaq(capsys, db_url, *args, "--format", "json")
+    assert code == 0, err
+    assert json.loads(out.splitlines()[-1])["resurrected"] == 2
+    assert {store.get_job(i)["location"] for i in safe} == {"hot"}
+    assert {store.get_job(i)["location"] for i in unsafe + other} == {"dlq"}, (
+        "not idempotent, or not asked for"
+    )

@@ -22,3 +22,10 @@ ALTER TABLE jobs_archive ADD COLUMN failure_count integer NOT NULL DEFAULT 0;
 -- A plan's label (the CLI's --label): a re-run with the same label resumes the unfinished plan.
 ALTER TABLE plans ADD COLUMN label varchar(200);
 CREATE INDEX ix_plans_label ON plans (label, action, created_at) WHERE label IS NOT NULL;
+-- What workers declared per job type when they started (@job(idempotent=True)), so operators and
+-- scripts can select safe retries (--idempotent-only) without importing handler code.
+CREATE TABLE job_types (
+    type        varchar(255) NOT NULL PRIMARY KEY,
+    idempotent  boolean NOT NULL,
+    updated_at  timestamptz NOT NULL DEFAULT now()
+);

@@ -21,3 +21,10 @@ ALTER TABLE jobs_archive ADD COLUMN failure_count INTEGER NOT NULL DEFAULT 0;
 -- A plan's label (the CLI's --label): a re-run with the same label resumes the unfinished plan.
 ALTER TABLE plans ADD COLUMN label TEXT;
 CREATE INDEX ix_plans_label ON plans (label, action, created_at) WHERE label IS NOT NULL;
+-- What workers declared per job type when they started (@job(idempotent=True)), so operators and
+-- scripts can select safe retries (--idempotent-only) without importing handler code.
+CREATE TABLE job_types (
+    type        TEXT NOT NULL PRIMARY KEY,
+    idempotent  INTEGER NOT NULL,
+    updated_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now'))
+);
