@@ -8,7 +8,7 @@ import logging
 import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from chokaq_ops import errors, validation
@@ -344,7 +344,9 @@ class AdminOps(StoreCore):
             return BulkResult(count=done, batches=batches)
         params = self.dlq_filter_params(flt)
         # Freeze the match at the start: jobs that die while the operation runs are not swept up by it.
-        cutoff = self.now()
+        # The window is half-open, so its end is one millisecond (SQLite's clock step) past now: a job
+        # that died in this very millisecond is in.
+        cutoff = self.now() + timedelta(milliseconds=1)
         if params["failed_to"] is None or params["failed_to"] > cutoff:
             params["failed_to"] = cutoff
         details = filter_json(flt) | {"max_jobs": max_jobs} if max_jobs else filter_json(flt)

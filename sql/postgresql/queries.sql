@@ -822,12 +822,17 @@ counters AS ({{counters_failed_down}}),
 audit AS (
     INSERT INTO audit_log (actor, action, job_id, plan_id, details)
     SELECT CAST(:actor AS text), 'resurrect', id, CAST(:plan_id AS text),
-           CASE WHEN new_payload IS NULL AND new_tags IS NULL AND new_priority IS NULL THEN CAST(:details AS text)
-                ELSE json_build_object('filter', CAST(:details AS json),
-                                       'before', json_build_object('payload', payload, 'tags', tags),
-                                       'after', json_build_object('payload', coalesce(new_payload, payload),
-                                                                  'tags', coalesce(new_tags, tags),
-                                                                  'priority', coalesce(new_priority, 10)))::text END
+           -- The failure it came back from (reason, fingerprint): the audit keeps the outage's identity.
+           (CASE WHEN new_payload IS NULL AND new_tags IS NULL AND new_priority IS NULL
+                 THEN coalesce(CAST(:details AS jsonb), '{}'::jsonb)
+                 ELSE jsonb_build_object('filter', CAST(:details AS jsonb),
+                                         'before', jsonb_build_object('payload', payload, 'tags', tags),
+                                         'after', jsonb_build_object('payload', coalesce(new_payload, payload),
+                                                                     'tags', coalesce(new_tags, tags),
+                                                                     'priority', coalesce(new_priority, 10))) END
+            || jsonb_build_object('failure_reason',
+                                  (SELECT r.name FROM failure_reasons r WHERE r.code = m.failure_reason),
+                                  'fingerprint', m.fingerprint))::text
     FROM moved m WHERE NOT EXISTS (SELECT 1 FROM hot_twins t WHERE t.id = m.id)
 ),
 events AS (

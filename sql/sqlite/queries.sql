@@ -660,12 +660,15 @@ INSERT INTO queues (name) SELECT DISTINCT queue FROM staged WHERE true ON CONFLI
 {{staged_counters_failed_down}};
 INSERT INTO audit_log (actor, action, job_id, plan_id, details)
 SELECT :actor, 'resurrect', s.id, :plan_id,
-       CASE WHEN s.status = 'plain' THEN :details
-            ELSE json_object('filter', json(:details),
-                             'before', json_object('payload', d.payload, 'tags', d.tags),
-                             'after', json_object('payload', coalesce(s.payload, d.payload),
-                                                  'tags', coalesce(s.tags, d.tags),
-                                                  'priority', coalesce(s.priority, 10))) END
+       -- The failure it came back from (reason, fingerprint): the audit keeps the outage's identity.
+       json_set(CASE WHEN s.status = 'plain' THEN coalesce(:details, '{}')
+                       ELSE json_object('filter', json(:details),
+                                        'before', json_object('payload', d.payload, 'tags', d.tags),
+                                        'after', json_object('payload', coalesce(s.payload, d.payload),
+                                                             'tags', coalesce(s.tags, d.tags),
+                                                             'priority', coalesce(s.priority, 10))) END,
+                '$.failure_reason', (SELECT r.name FROM failure_reasons r WHERE r.code = d.failure_reason),
+                '$.fingerprint', d.fingerprint)
 FROM staged s JOIN jobs_dlq d ON d.id = s.id WHERE s.key IS NULL ORDER BY s.ord;
 INSERT INTO events (kind, message, data)
 SELECT 'resurrect', 'Resurrected ' || count(*) || ' job(s) by ' || :actor,

@@ -3,6 +3,8 @@ both clients (DbClient and HttpClient over a served app), the API routes, and re
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
@@ -38,6 +40,10 @@ def test_resurrected_job_that_succeeds_keeps_its_failures(any_client, store, db_
 
     # The DLQ row is gone; the archive row says two failures preceded the success.
     assert done["failure_count"] == 2
+    # The resurrect's audit row names the failure it came back from.
+    [revived] = store.list_audit(job_id=job_id, action="resurrect").items
+    details = json.loads(revived["details"]) if isinstance(revived["details"], str) else revived["details"]
+    assert (details["failure_reason"], details["fingerprint"]) == ("MaxRetriesExceeded", dead["fingerprint"])
 
     history = any_client.failure_history([job_id])
     assert list(history["job_id"]) == [job_id, job_id]

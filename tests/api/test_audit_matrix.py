@@ -26,7 +26,7 @@ from tests.api.test_security import routes
 from tests.dbprobe import age, is_pg, scalar, sql
 
 # POSTs that change nothing (dry runs); every other non-GET route must have a case below.
-READ_ONLY = {("POST", "/dlq/preview")}
+READ_ONLY = {("POST", "/dlq/preview"), ("POST", "/jobs/locate")}
 CALLERS = (None, "reader", "operator", "admin")
 
 
