@@ -80,17 +80,15 @@ def run_ls(args: argparse.Namespace) -> int:
 
 def run_show(args: argparse.Namespace) -> int:
     with client_of(args) as client:
-        plan = client.store.get_plan(args.id)
-    if args.format == "json":
-        common.print_json(plan)
-    else:
-        common.print_record(plan, SHOW_ORDER)
-    return 0
+        return _print_plan(args, client.store.get_plan(args.id))
 
 
 def run_discard(args: argparse.Namespace) -> int:
     with client_of(args) as client:
-        plan = client.store.discard_plan(args.id, actor=Actor(actor_of(args)))
+        return _print_plan(args, client.store.discard_plan(args.id, actor=Actor(actor_of(args))))
+
+
+def _print_plan(args: argparse.Namespace, plan: dict) -> int:
     if args.format == "json":
         common.print_json_line(plan)
     else:
