@@ -65,6 +65,9 @@ ROUTES: Mapping[tuple[str, str], Rule] = {
     ("POST", "/jobs/cancel"): OPERATOR,
     ("GET", "/jobs/<job_id>"): READER,
     ("PATCH", "/jobs/<job_id>"): OPERATOR,
+    ("GET", "/jobs/<job_id>/failures"): READER,
+    ("POST", "/jobs/locate"): READER,  # a read with an id list too long for a query string
+    ("GET", "/failures"): READER,
     ("GET", "/dlq"): READER,
     ("GET", "/dlq/summary"): READER,
     ("POST", "/dlq/preview"): READER,  # reads only: a dry run of a bulk operation

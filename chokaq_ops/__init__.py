@@ -45,3 +45,8 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'chokaq_ops' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # Tab completion (IPython, Jupyter, dir()) lists the lazy names too, not only those loaded so far.
+    return sorted({*globals(), *__all__})

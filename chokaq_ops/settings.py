@@ -94,6 +94,8 @@ class RetentionSettings:
     metric_buckets: float = 7 * _DAY
     events: float = 7 * _DAY  # the live stream's outbox; readers reconnect within minutes, not weeks
     workers: float = _DAY  # registry rows of workers not seen this long (crashed or killed) are deleted
+    # Failed attempts outlive their job's DLQ row (a resurrect deletes it): long enough for a post-mortem.
+    failure_history: float = 30 * _DAY
     interval: float = 3600.0
 
 

@@ -9,6 +9,7 @@ from chokaq_api.resources import (
     circuits,
     dlq,
     events,
+    failures,
     health,
     index,
     jobs,
@@ -35,6 +36,7 @@ MODULES = (
     plans,
     workers,
     circuits,
+    failures,
     whoami,
 )
 URL_PREFIX = "/api/v1"

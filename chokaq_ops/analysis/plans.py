@@ -216,11 +216,27 @@ class Plan:
                 bar.close()
         return self
 
-    def outcomes(self, from_chunk: int | None = None, to_chunk: int | None = None) -> dict[str, Any]:
+    def outcomes(
+        self, from_chunk: int | None = None, to_chunk: int | None = None, *, per_job: bool = False
+    ) -> Any:
         """Where the jobs this resurrect plan moved are now (chunks `from_chunk`..`to_chunk`, default all):
         {acted, waiting, retrying, running, succeeded, failed, gone, failed_by_reason, settled,
-        failure_rate}. `failed` = back in the DLQ; `failure_rate` = failed / (succeeded + failed)."""
-        return self._backend._plan_outcomes(self.id, from_chunk, to_chunk)
+        failure_rate}. `failed` = back in the DLQ; `failure_rate` = failed / (succeeded + failed).
+
+        With ``per_job=True``: a DataFrame, one row per job the plan acted on, in plan order, with the
+        columns of ``client.locate`` (id, location, status, failure_reason, finished_at) plus ``chunk``:
+        the same `id` column as every other frame, so it joins them directly."""
+        if not per_job:
+            return self._backend._plan_outcomes(self.id, from_chunk, to_chunk)
+        items = self.items()
+        acted = items[items["outcome"] == "done"]
+        if from_chunk is not None:
+            acted = acted[acted["chunk"] >= from_chunk]
+        if to_chunk is not None:
+            acted = acted[acted["chunk"] <= to_chunk]
+        where = self._backend.locate(acted["job_id"].tolist())
+        where["chunk"] = acted["chunk"].to_numpy()
+        return where
 
     resume = execute
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 import pandas as pd
@@ -23,7 +24,7 @@ from chokaq_ops.client.base import (
     parse_time,
     records_frame,
 )
-from chokaq_ops.models import Actor, ArchiveFilter, DlqFilter, HotFilter, NewJob
+from chokaq_ops.models import Actor, ArchiveFilter, DlqFilter, FailureFilter, HotFilter, NewJob
 from chokaq_ops.settings import Settings
 from chokaq_ops.storage import Store
 from chokaq_ops.storage.admin_ops import UNSET
@@ -136,8 +137,13 @@ class DbClient(BaseClient):
         params = frames.dlq_params(self.store, flt)
         if params["failed_to"] is None:
             # Freeze the end: jobs that die while a big load runs do not stretch it out.
-            params["failed_to"] = self.store.now()
+            params["failed_to"] = self._frozen_end()
         return self._load("dlq", params, heavy=heavy, limit=limit, chunk_size=chunk_size, progress=progress)
+
+    def _frozen_end(self) -> Any:
+        """Now on the database clock, as the exclusive end of a half-open window: one millisecond (the
+        coarsest clock, SQLite's) past it, so a job that failed in this very millisecond is in."""
+        return self.store.now() + timedelta(milliseconds=1)
 
     def iter_dlq(
         self,
@@ -151,7 +157,7 @@ class DbClient(BaseClient):
         too big to hold at once."""
         params = frames.dlq_params(self.store, dlq_filter(filters, **kw))
         if params["failed_to"] is None:
-            params["failed_to"] = self.store.now()
+            params["failed_to"] = self._frozen_end()
         return frames.iter_job_pages(self.store, "dlq", params, heavy=heavy, chunk_size=chunk_size)
 
     def load_archive(
@@ -393,6 +399,12 @@ class DbClient(BaseClient):
                 break
             page += 1
         return audit_frame(rows)
+
+    def _locate(self, ids: list[str]) -> list[dict[str, Any]]:
+        return self.store.locate(ids)
+
+    def _failure_rows(self, flt: FailureFilter, limit: int, after: int | None) -> list[dict[str, Any]]:
+        return self.store.failure_history(flt, limit=limit, after_seq=after)
 
     # ------------------------------------------------------------------ plans
 

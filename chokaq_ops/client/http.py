@@ -30,7 +30,8 @@ from chokaq_ops.client.base import (
     records_frame,
 )
 from chokaq_ops.client.transport import PAGE, UNSET, Transport, filter_json, quote, time_text, times
-from chokaq_ops.models import DlqFilter, EnqueueResult, HotFilter, NewJob
+from chokaq_ops.filters import filter_query
+from chokaq_ops.models import DlqFilter, EnqueueResult, FailureFilter, HotFilter, NewJob
 
 
 class HttpClient(BaseClient):
@@ -387,6 +388,15 @@ class HttpClient(BaseClient):
 
     def _plan_outcomes(self, plan_id: str, from_chunk: int | None, to_chunk: int | None) -> dict[str, Any]:
         return self.api.get(f"/plans/{quote(plan_id)}/outcomes", from_chunk=from_chunk, to_chunk=to_chunk)
+
+    def _locate(self, ids: list[str]) -> list[dict[str, Any]]:
+        return [times(r) for r in self.api.post("/jobs/locate", {"ids": ids})]
+
+    def _failure_rows(self, flt: FailureFilter, limit: int, after: int | None) -> list[dict[str, Any]]:
+        params = {**filter_query(flt), "limit": limit}
+        if after is not None:
+            params["after_seq"] = after
+        return self.api.call("GET", "/failures", params=params).json()
 
     def _plan_list(self, *, state: str | None, action: str | None, limit: int) -> list[dict[str, Any]]:
         got = self.api.call(

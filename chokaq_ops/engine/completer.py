@@ -189,4 +189,4 @@ class Completer:
                 Dead(o.run.id, o.reason, o.error or "", o.fingerprint, o.duration_ms)  # type: ignore[arg-type]
                 for o in items
             ]
-        return [Retry(o.run.id, o.delay, o.error) for o in items]
+        return [Retry(o.run.id, o.delay, o.error, o.fingerprint) for o in items]

@@ -129,6 +129,7 @@ class Outcome:
         reason: FailureReason | None = None,
         error: str | None = None,
         delay: float = 0.0,
+        fingerprint: str | None = None,
     ) -> None:
         self.run = run
         self.kind = kind
@@ -136,7 +137,7 @@ class Outcome:
         self.reason = reason
         self.error = error
         self.delay = delay
-        self.fingerprint = fingerprint_text(error).id if kind == DEAD else None
+        self.fingerprint = fingerprint or (fingerprint_text(error).id if kind == DEAD else None)
         # A failure the handler raised that says the downstream may be unwell: set by `failed` for
         # everything but fatal errors (timeouts by the job's own limit, shutdowns, lost jobs never count).
         self.counts_for_circuit = False
@@ -175,7 +176,16 @@ def failed(run: Run, exc: BaseException, duration_ms: float, policy: RetrySettin
     trace = format_exception(exc)
     if decision.retry:
         summary = f"{type(exc).__name__}: {exc}"
-        out = Outcome(run, RETRY, duration_ms, delay=decision.delay, error=clip(summary, 4000))
+        # Fingerprinted from the traceback, as the dead-lettering of the same error will be: the failure
+        # history groups a job's retried attempts with its final failure.
+        out = Outcome(
+            run,
+            RETRY,
+            duration_ms,
+            delay=decision.delay,
+            error=clip(summary, 4000),
+            fingerprint=fingerprint_text(trace).id,
+        )
         out.counts_for_circuit = True
         return out
     if decision.reason is FailureReason.Fatal:

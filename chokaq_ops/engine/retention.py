@@ -52,7 +52,7 @@ class Retention:
     def run(self, force: bool = False) -> dict[str, Any]:
         """One retention pass. Returns what it did: `skipped` (another process holds the lease),
         `archive_purged`, `dlq_purged`, `batches` (their committed transactions), `pruned`,
-        `buckets_pruned`, `events_pruned`, `prune_batches` and `errors`. Never raises."""
+        `buckets_pruned`, `events_pruned`, `failures_pruned`, `prune_batches` and `errors`. Never raises."""
         result: dict[str, Any] = {
             "skipped": False,
             "archive_purged": 0,
@@ -61,6 +61,7 @@ class Retention:
             "pruned": False,
             "buckets_pruned": 0,
             "events_pruned": 0,
+            "failures_pruned": 0,
             "prune_batches": 0,
             "workers_pruned": 0,
             "errors": [],
@@ -121,10 +122,15 @@ class Retention:
 
     def _prune(self, result: dict[str, Any]) -> None:
         r = self.settings.retention
-        done = self.store.prune(buckets_older_than_s=r.metric_buckets, events_older_than_s=r.events)
+        done = self.store.prune(
+            buckets_older_than_s=r.metric_buckets,
+            events_older_than_s=r.events,
+            failures_older_than_s=r.failure_history,
+        )
         result["pruned"] = True
         result["buckets_pruned"] = done["buckets"]
         result["events_pruned"] = done["events"]
+        result["failures_pruned"] = done["failures"]
         result["prune_batches"] = done["batches"]
 
     def _prune_workers(self, result: dict[str, Any]) -> None:

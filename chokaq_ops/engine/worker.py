@@ -36,7 +36,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
-from chokaq_ops import ids
+from chokaq_ops import errors, ids
 from chokaq_ops.engine import handlers as handler_registry
 from chokaq_ops.engine import wakeup
 from chokaq_ops.engine.circuits import Circuits
@@ -138,6 +138,13 @@ class Worker(Claiming, Starting, Heartbeats):
             raise RuntimeError("a Worker starts once")
         self._started = True
         name = self.worker_id
+        # The server learns which types are safe to run twice, so --idempotent-only and the console can
+        # choose retries without importing handler code. Best effort: a worker starting while the database
+        # is away still starts (and waits for it as it always did); the next start records them.
+        try:
+            self.store.register_job_types({h.type: h.idempotent for h in self.registry})
+        except errors.ChokaqError as exc:
+            log.warning("could not record the job types' idempotency declarations: %s", exc)
         self._threads = [
             threading.Thread(target=self._fetch_loop, name=f"chokaq-fetch-{name}", daemon=True),
             threading.Thread(target=self._start_loop, name=f"chokaq-start-{name}", daemon=True),

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import secrets
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from chokaq_ops import errors, validation
 from chokaq_ops.fingerprint import fingerprint_text
-from chokaq_ops.models import Actor, BulkResult, DlqFilter
+from chokaq_ops.models import Actor, BulkResult, DlqFilter, FailureReason
 from chokaq_ops.storage.core import StoreCore
 from chokaq_ops.storage.worker_ops import reason_number, report_twins
 
@@ -47,15 +48,24 @@ def _person(actor: Actor) -> Actor:
     return Actor(name=_actor(actor).name, plan_id=None)
 
 
+def _json_value(v: Any) -> Any:
+    if isinstance(v, tuple | list):
+        return [_json_value(x) for x in v]
+    return v.name if hasattr(v, "name") else v.isoformat() if isinstance(v, datetime) else v
+
+
 def filter_json(flt: Any) -> dict[str, Any]:
     """The audit form of a filter: only the fields that were set."""
     if flt is None:
         return {}
-    return {
-        k: (v.name if hasattr(v, "name") else v.isoformat() if isinstance(v, datetime) else v)
-        for k, v in asdict(flt).items()
-        if v is not None
-    }
+    return {k: _json_value(v) for k, v in asdict(flt).items() if v is not None}
+
+
+def json_list(values: tuple[Any, ...] | None) -> str | None:
+    """A list filter as the JSON array the named queries read (reasons as their numbers)."""
+    if values is None:
+        return None
+    return json.dumps([reason_number(v) if isinstance(v, FailureReason) else v for v in values])
 
 
 MAX_SPREAD_S = 7 * 86400.0  # a resurrect spread over more than a week is a mistake, not a plan
@@ -75,6 +85,14 @@ class AdminOps(StoreCore):
             "created_to": flt.created_to,
             "tag_like": validation.tag_pattern(flt.tag),
             "search_like": validation.like_pattern(flt.search),
+            "ids": json_list(flt.ids),
+            "queues": json_list(flt.queues),
+            "not_queues": json_list(flt.not_queues),
+            "types": json_list(flt.types),
+            "not_types": json_list(flt.not_types),
+            "reasons": json_list(flt.reasons),
+            "not_reasons": json_list(flt.not_reasons),
+            "fingerprints": json_list(flt.fingerprints),
         }
 
     # ------------------------------------------------------------------ edits
@@ -381,7 +399,9 @@ class AdminOps(StoreCore):
             return BulkResult(count=done, batches=batches)
         params = self.dlq_filter_params(flt)
         # Freeze the match at the start: jobs that die while the operation runs are not swept up by it.
-        cutoff = self.now()
+        # The window is half-open, so its end is one millisecond (SQLite's clock step) past now: a job
+        # that died in this very millisecond is in.
+        cutoff = self.now() + timedelta(milliseconds=1)
         if params["failed_to"] is None or params["failed_to"] > cutoff:
             params["failed_to"] = cutoff
         details = filter_json(flt) | {"max_jobs": max_jobs} if max_jobs else filter_json(flt)

@@ -162,7 +162,7 @@ class ReadOps(AdminOps):
             return  # the list changed under us; plain OFFSET is still right
         hour = rows[0]["hour_at"]
         if descending:
-            params["failed_to"] = hour + timedelta(hours=1) - timedelta(microseconds=1)
+            params["failed_to"] = hour + timedelta(hours=1)  # half-open: the hour's end is excluded
         else:
             params["failed_from"] = hour
         paging["offset"] = int(rows[0]["skip"])
@@ -366,14 +366,23 @@ class ReadOps(AdminOps):
     def last_event_id(self) -> int:
         return int(self.run("last_event_id", write=False)[0]["id"])
 
-    def prune(self, *, buckets_older_than_s: float, events_older_than_s: float) -> dict[str, int]:
-        """Delete metric buckets and events older than their retention, in CleanupBatchSize transactions.
-        Returns how many of each went and the number of batches."""
-        done = {"buckets": 0, "events": 0, "batches": 0}
+    def prune(
+        self,
+        *,
+        buckets_older_than_s: float,
+        events_older_than_s: float,
+        failures_older_than_s: float | None = None,
+    ) -> dict[str, int]:
+        """Delete metric buckets, events and failure history older than their retention, in
+        CleanupBatchSize transactions. Returns how many of each went and the number of batches."""
+        done = {"buckets": 0, "events": 0, "failures": 0, "batches": 0}
         for key, query, age in (
             ("buckets", "prune_buckets", buckets_older_than_s),
             ("events", "prune_events", events_older_than_s),
+            ("failures", "prune_failures", failures_older_than_s),
         ):
+            if age is None:
+                continue
             batches = self.run_batches(
                 query, count=_deleted, cursor=_after, older_than_s=float(age), after_at=None
             )

@@ -56,6 +56,7 @@ class Retry:
     id: str
     delay_s: float
     error: str | None = None
+    fingerprint: str | None = None
 
 
 class WorkerOps(StoreCore):
@@ -382,7 +383,15 @@ class WorkerOps(StoreCore):
         """Processing -> pending after `delay_s` seconds of database time; counts as a retry."""
         if not items:
             return []
-        payload = [{"id": r.id, "delay_s": max(0.0, float(r.delay_s)), "error": r.error} for r in items]
+        payload = [
+            {
+                "id": r.id,
+                "delay_s": max(0.0, float(r.delay_s)),
+                "error": r.error,
+                "fingerprint": r.fingerprint,
+            }
+            for r in items
+        ]
         probes = [{"id": r.id, "kind": "retry", "error": r.error} for r in items]
         return self._finish("reschedule", worker_id, payload, probes)
 

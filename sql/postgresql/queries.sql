@@ -10,20 +10,38 @@
 h.id, h.queue, h.type, h.payload, h.tags, h.priority, h.attempt_count, h.created_at, h.scheduled_at,
 h.due_at, h.idempotency_key, h.created_by, h.status, h.started_at
 
+-- fragment: list_where
+-- The filter grammar's lists and exclusions over rows aliased d (JSON arrays or null): DLQ and failure history.
+(CAST(:queues AS jsonb) IS NULL OR d.queue IN (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb))))
+AND (CAST(:not_queues AS jsonb) IS NULL
+     OR d.queue NOT IN (SELECT jsonb_array_elements_text(CAST(:not_queues AS jsonb))))
+AND (CAST(:types AS jsonb) IS NULL OR d.type IN (SELECT jsonb_array_elements_text(CAST(:types AS jsonb))))
+AND (CAST(:not_types AS jsonb) IS NULL
+     OR d.type NOT IN (SELECT jsonb_array_elements_text(CAST(:not_types AS jsonb))))
+AND (CAST(:reasons AS jsonb) IS NULL
+     OR d.failure_reason IN (SELECT CAST(jsonb_array_elements_text(CAST(:reasons AS jsonb)) AS smallint)))
+AND (CAST(:not_reasons AS jsonb) IS NULL
+     OR d.failure_reason NOT IN (SELECT CAST(jsonb_array_elements_text(CAST(:not_reasons AS jsonb)) AS smallint)))
+AND (CAST(:fingerprints AS jsonb) IS NULL
+     OR d.fingerprint IN (SELECT jsonb_array_elements_text(CAST(:fingerprints AS jsonb))))
+
 -- fragment: dlq_where
 (CAST(:queue AS text) IS NULL OR d.queue = CAST(:queue AS text))
 AND (CAST(:type AS text) IS NULL OR d.type = CAST(:type AS text))
 AND (CAST(:reason AS integer) IS NULL OR d.failure_reason = CAST(:reason AS integer))
 AND (CAST(:fingerprint AS text) IS NULL OR d.fingerprint = CAST(:fingerprint AS text))
+-- Times are half-open [from, to). List filters (chokaq_ops/filters.py) are JSON arrays or null.
 AND (CAST(:failed_from AS timestamptz) IS NULL OR d.failed_at >= CAST(:failed_from AS timestamptz))
-AND (CAST(:failed_to AS timestamptz) IS NULL OR d.failed_at <= CAST(:failed_to AS timestamptz))
+AND (CAST(:failed_to AS timestamptz) IS NULL OR d.failed_at < CAST(:failed_to AS timestamptz))
 AND (CAST(:created_from AS timestamptz) IS NULL OR d.created_at >= CAST(:created_from AS timestamptz))
-AND (CAST(:created_to AS timestamptz) IS NULL OR d.created_at <= CAST(:created_to AS timestamptz))
+AND (CAST(:created_to AS timestamptz) IS NULL OR d.created_at < CAST(:created_to AS timestamptz))
 AND (CAST(:tag_like AS text) IS NULL OR (',' || replace(coalesce(d.tags, ''), ' ', '') || ',') LIKE CAST(:tag_like AS text))
 -- lower(..) LIKE lower(..) is ILIKE in the form the DLQ's trigram indexes (migration 0004) answer.
 AND (CAST(:search_like AS text) IS NULL OR lower(d.id) LIKE lower(CAST(:search_like AS text))
      OR lower(d.type) LIKE lower(CAST(:search_like AS text)) OR lower(d.tags) LIKE lower(CAST(:search_like AS text))
      OR lower(d.error_details) LIKE lower(CAST(:search_like AS text)))
+AND (CAST(:ids AS jsonb) IS NULL OR d.id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+AND {{list_where}}
 
 -- fragment: archive_where
 (CAST(:queue AS text) IS NULL OR a.queue = CAST(:queue AS text))
@@ -121,6 +139,14 @@ INSERT INTO jobs_dlq (id, queue, type, payload, tags, idempotency_key, priority,
 SELECT id, queue, type, payload, tags, idempotency_key, priority, failure_reason, error_details, fingerprint,
        attempt_count, worker_id, heartbeat_at, created_at, started_at, now(), run_ms, created_by, last_modified_by
 FROM moved WHERE (SELECT count(*) FROM displaced) >= 0
+
+-- fragment: failures_moved
+-- The failure history row of every `moved` row going to the DLQ (see job_failures in schema.sql).
+INSERT INTO job_failures (job_id, queue, type, attempt, outcome, failure_reason, fingerprint, error_line,
+                          error_details, worker_id, failed_at)
+SELECT id, queue, type, attempt_count, 'dead', failure_reason, fingerprint,
+       left(split_part(error_details, E'\n', 1), 500), error_details, worker_id, now()
+FROM moved
 
 -- fragment: audit_moved
 INSERT INTO audit_log (actor, action, job_id, plan_id, details)
@@ -564,9 +590,11 @@ moved AS (
 -- archive_succeeded after `moved` and `displaced`.
 archived AS (
     INSERT INTO jobs_archive (id, queue, type, payload, tags, idempotency_key, priority, attempt_count, worker_id,
-                              created_at, started_at, finished_at, duration_ms, created_by, last_modified_by)
+                              created_at, started_at, finished_at, duration_ms, created_by, last_modified_by,
+                              failure_count)
     SELECT id, queue, type, payload, tags, idempotency_key, priority, attempt_count, worker_id, created_at,
-           started_at, now(), run_ms, created_by, last_modified_by FROM moved
+           started_at, now(), run_ms, created_by, last_modified_by,
+           (SELECT count(*) FROM job_failures f WHERE f.job_id = moved.id) FROM moved
     WHERE (SELECT count(*) FROM displaced) >= 0
 ),
 deltas (queue, ok, dead) AS (SELECT queue, 1, 0 FROM moved UNION ALL {{displaced_deltas}}),
@@ -610,6 +638,7 @@ moved AS (
 -- fragment: dead_rest
 -- move_to_dlq after `moved` and `displaced`.
 dead AS ({{dlq_insert_moved}}),
+failures AS ({{failures_moved}}),
 {{counters_failed}},
 buckets AS ({{buckets_failed}}),
 events AS (
@@ -636,7 +665,8 @@ SELECT m.id, m.queue, m.failure_reason, {{moved_twin}} FROM moved m
 -- name: reschedule
 -- Retry: back to pending after delay_s seconds on the database clock; attempts keep their count.
 WITH items AS (
-    SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, delay_s double precision, error text)
+    SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, delay_s double precision, error text,
+                                                                  fingerprint text)
 ),
 moved AS (
     UPDATE jobs_hot h SET status = 0, worker_id = NULL, heartbeat_at = NULL,
@@ -646,7 +676,15 @@ moved AS (
     FROM items i
     WHERE h.id = ANY(ARRAY(SELECT id FROM items)) AND h.id = i.id
       AND h.worker_id = CAST(:worker_id AS text) AND h.status + 0 = 2
-    RETURNING h.id, h.queue, h.scheduled_at
+    RETURNING h.id, h.queue, h.type, h.attempt_count, h.scheduled_at, i.error, i.fingerprint
+),
+-- A retried attempt is a failure too (reason Transient): the history keeps it after the job succeeds.
+failures AS (
+    INSERT INTO job_failures (job_id, queue, type, attempt, outcome, failure_reason, fingerprint, error_line,
+                              error_details, worker_id, failed_at)
+    SELECT id, queue, type, attempt_count, 'retry', 8, fingerprint, left(split_part(error, E'\n', 1), 500), error,
+           CAST(:worker_id AS text), now()
+    FROM moved
 ),
 counters AS (
     INSERT INTO stats_summary (queue, retried_total, last_activity_at)
@@ -730,6 +768,7 @@ moved AS (
 ),
 {{displace_twins}},
 dead AS ({{dlq_insert_moved}}),
+failures AS ({{failures_moved}}),
 {{counters_failed}},
 buckets AS ({{buckets_failed}})
 SELECT m.id, m.queue, m.worker_id, {{moved_twin}}, coalesce(m.heartbeat_at, m.updated_at) AS last_at FROM moved m;
@@ -843,12 +882,17 @@ counters AS ({{counters_failed_down}}),
 audit AS (
     INSERT INTO audit_log (actor, action, job_id, plan_id, details)
     SELECT CAST(:actor AS text), 'resurrect', id, CAST(:plan_id AS text),
-           CASE WHEN new_payload IS NULL AND new_tags IS NULL AND new_priority IS NULL THEN CAST(:details AS text)
-                ELSE json_build_object('filter', CAST(:details AS json),
-                                       'before', json_build_object('payload', payload, 'tags', tags),
-                                       'after', json_build_object('payload', coalesce(new_payload, payload),
-                                                                  'tags', coalesce(new_tags, tags),
-                                                                  'priority', coalesce(new_priority, 10)))::text END
+           -- The failure it came back from (reason, fingerprint): the audit keeps the outage's identity.
+           (CASE WHEN new_payload IS NULL AND new_tags IS NULL AND new_priority IS NULL
+                 THEN coalesce(CAST(:details AS jsonb), '{}'::jsonb)
+                 ELSE jsonb_build_object('filter', CAST(:details AS jsonb),
+                                         'before', jsonb_build_object('payload', payload, 'tags', tags),
+                                         'after', jsonb_build_object('payload', coalesce(new_payload, payload),
+                                                                     'tags', coalesce(new_tags, tags),
+                                                                     'priority', coalesce(new_priority, 10))) END
+            || jsonb_build_object('failure_reason',
+                                  (SELECT r.name FROM failure_reasons r WHERE r.code = m.failure_reason),
+                                  'fingerprint', m.fingerprint))::text
     FROM moved m WHERE NOT EXISTS (SELECT 1 FROM hot_twins t WHERE t.id = m.id)
 ),
 events AS (
@@ -917,6 +961,7 @@ dead AS (
            CAST(:actor AS text)
     FROM moved WHERE (SELECT count(*) FROM displaced) >= 0
 ),
+failures AS ({{failures_moved}}),
 {{counters_failed}},
 buckets AS ({{buckets_failed}}),
 audit AS ({{audit_moved}}),
@@ -1450,10 +1495,16 @@ FROM page p;
 -- name: plan_create
 -- A plan whose items are all frozen, with their totals (counted as the batches were written) and its
 -- preview (JSON): the row appears complete, so nothing ever sees a half-frozen plan.
-INSERT INTO plans (id, action, actor, chunk_size, total, chunks, details)
+INSERT INTO plans (id, action, actor, chunk_size, total, chunks, details, label)
 VALUES (CAST(:id AS text), CAST(:action AS text), CAST(:actor AS text), CAST(:chunk_size AS integer),
-        CAST(:total AS integer), CAST(:chunks AS integer), CAST(:details AS text))
+        CAST(:total AS integer), CAST(:chunks AS integer), CAST(:details AS text), CAST(:label AS text))
 RETURNING *;
+
+-- name: plan_by_label
+-- The newest unfinished plan of :action with :label: what a labelled re-run resumes.
+SELECT * FROM plans
+WHERE label = CAST(:label AS text) AND action = CAST(:action AS text) AND state IN ('ready', 'running')
+ORDER BY created_at DESC, id DESC LIMIT 1;
 
 -- fragment: plan_items_json
 -- A batch of plan items as JSON [{"ord", "id", "payload", "tags", "priority"}], ord being the place in the plan.
@@ -1856,3 +1907,55 @@ SELECT id, queue FROM moved;
 -- name: gone_workers
 -- Registered workers not seen for :gone_s: their jobs are shown as "worker gone".
 SELECT id FROM workers WHERE last_seen_at < now() - make_interval(secs => CAST(:gone_s AS double precision));
+
+-- ---------------------------------------------------------------- failure history
+
+-- name: failure_history
+-- Failed attempts (see job_failures), oldest first, after the :after_seq of the previous page. List
+-- filters are JSON arrays (or null): :ids, :queues/:not_queues, :types/:not_types, :reasons/:not_reasons
+-- (codes), :fingerprints; times are half-open [:failed_from, :failed_to).
+SELECT d.seq, d.job_id, d.queue, d.type, d.attempt, d.outcome,
+       coalesce(r.name, 'reason ' || d.failure_reason) AS failure_reason, d.fingerprint, d.error_line,
+       d.error_details, d.worker_id, d.failed_at
+FROM job_failures d LEFT JOIN failure_reasons r ON r.code = d.failure_reason
+WHERE d.seq > coalesce(CAST(:after_seq AS bigint), 0)
+  AND (CAST(:ids AS jsonb) IS NULL OR d.job_id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+  AND {{list_where}}
+  AND (CAST(:outcome AS text) IS NULL OR d.outcome = CAST(:outcome AS text))
+  AND (CAST(:failed_from AS timestamptz) IS NULL OR d.failed_at >= CAST(:failed_from AS timestamptz))
+  AND (CAST(:failed_to AS timestamptz) IS NULL OR d.failed_at < CAST(:failed_to AS timestamptz))
+ORDER BY d.seq LIMIT CAST(:limit AS integer);
+
+-- name: prune_failures
+-- One batch: the :batch oldest failure-history rows older than :older_than_s, from :after_at on.
+WITH victims AS (
+    SELECT seq FROM job_failures
+    WHERE failed_at < now() - make_interval(secs => CAST(:older_than_s AS double precision))
+      AND failed_at >= coalesce(CAST(:after_at AS timestamptz), '-infinity')
+    ORDER BY failed_at LIMIT CAST(:batch AS integer) FOR UPDATE SKIP LOCKED
+),
+gone AS (DELETE FROM job_failures f WHERE f.seq = ANY (ARRAY(SELECT seq FROM victims)) RETURNING f.failed_at)
+SELECT count(*) AS n, max(failed_at) AS last_at FROM gone;
+
+-- name: locate_jobs
+-- Where each of :ids (a JSON array) is now: hot (with its status), archive or dlq, or in no table.
+SELECT j.id,
+       CASE WHEN h.id IS NOT NULL THEN 'hot' WHEN a.id IS NOT NULL THEN 'archive'
+            WHEN d.id IS NOT NULL THEN 'dlq' ELSE 'gone' END AS location,
+       h.status AS hot_status, d.failure_reason AS failure_reason,
+       coalesce(a.finished_at, d.failed_at) AS finished_at
+FROM jsonb_array_elements_text(CAST(:ids AS jsonb)) WITH ORDINALITY AS j(id, n)
+LEFT JOIN jobs_hot h ON h.id = j.id
+LEFT JOIN jobs_archive a ON a.id = j.id
+LEFT JOIN jobs_dlq d ON d.id = j.id
+ORDER BY j.n;
+
+-- name: register_job_types
+-- A starting worker's declarations per job type (:types, JSON [{"type", "idempotent"}]); the last word wins.
+INSERT INTO job_types AS t (type, idempotent, updated_at)
+SELECT i.type, i.idempotent, now()
+FROM jsonb_to_recordset(CAST(:types AS jsonb)) AS i(type text, idempotent boolean) ORDER BY i.type
+ON CONFLICT (type) DO UPDATE SET idempotent = excluded.idempotent, updated_at = excluded.updated_at;
+
+-- name: idempotent_types
+SELECT type FROM job_types WHERE idempotent ORDER BY type;

@@ -60,11 +60,32 @@ CREATE TABLE jobs_archive (
     duration_ms       double precision,
     created_by        varchar(100),
     last_modified_by  varchar(100),
+    failure_count     integer      NOT NULL DEFAULT 0,
     CONSTRAINT pk_jobs_archive PRIMARY KEY (id)
 );
 CREATE INDEX ix_jobs_archive_finished ON jobs_archive (finished_at, id);
 CREATE INDEX ix_jobs_archive_queue ON jobs_archive (queue, finished_at, id);
 CREATE INDEX ix_jobs_archive_type ON jobs_archive (type, finished_at, id);
+
+-- Failure history: one row per failed attempt (retried or dead-lettered), written in the transaction of
+-- the failure; survives resurrects. Pruned by Retention.FailureHistory.
+CREATE TABLE job_failures (
+    seq             bigint       GENERATED ALWAYS AS IDENTITY,
+    job_id          varchar(50)  NOT NULL,
+    queue           varchar(255) NOT NULL,
+    type            varchar(255) NOT NULL,
+    attempt         integer      NOT NULL,
+    outcome         varchar(5)   NOT NULL CHECK (outcome IN ('retry', 'dead')),
+    failure_reason  smallint     NOT NULL,
+    fingerprint     varchar(32),
+    error_line      varchar(500),
+    error_details   text,
+    worker_id       varchar(100),
+    failed_at       timestamptz  NOT NULL DEFAULT now(),
+    CONSTRAINT pk_job_failures PRIMARY KEY (seq)
+);
+CREATE INDEX ix_job_failures_job ON job_failures (job_id, seq);
+CREATE INDEX ix_job_failures_failed ON job_failures (failed_at, seq);
 
 -- Dead-letter queue: jobs a human must judge.
 CREATE TABLE jobs_dlq (
@@ -300,10 +321,12 @@ CREATE TABLE plans (
     details      text,
     approved_by  varchar(100),  -- four-eyes approval (0003): a token name other than actor
     approved_at  timestamptz,
+    label        varchar(200),  -- the CLI's --label: a re-run resumes the unfinished plan with it
     CONSTRAINT pk_plans PRIMARY KEY (id),
     CONSTRAINT ck_plans_action CHECK (action IN ('resurrect', 'purge', 'cancel')),
     CONSTRAINT ck_plans_state CHECK (state IN ('ready', 'running', 'done', 'discarded'))
 );
+CREATE INDEX ix_plans_label ON plans (label, action, created_at) WHERE label IS NOT NULL;
 CREATE INDEX ix_plans_created ON plans (created_at, id);
 
 -- One row per job of a plan. `outcome`: done (acted on) or skipped (no longer where the plan found it).
@@ -387,3 +410,10 @@ CREATE TABLE workers (
     CONSTRAINT ck_workers_desired CHECK (desired_concurrency IS NULL OR desired_concurrency >= 1)
 );
 CREATE INDEX ix_workers_seen ON workers (last_seen_at);
+
+-- What workers declared per job type when they started (@job(idempotent=True)): --idempotent-only.
+CREATE TABLE job_types (
+    type        varchar(255) NOT NULL PRIMARY KEY,
+    idempotent  boolean NOT NULL,
+    updated_at  timestamptz NOT NULL DEFAULT now()
+);

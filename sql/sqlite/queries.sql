@@ -34,18 +34,31 @@ UPDATE jobs_hot SET status = CASE WHEN picked.go THEN 2 ELSE 1 END, worker_id = 
 FROM picked WHERE jobs_hot.id = picked.id
 RETURNING {{claimed_columns}}
 
+-- fragment: list_where
+-- The filter grammar's lists and exclusions over rows aliased d (JSON arrays or null): DLQ and failure history.
+(:queues IS NULL OR d.queue IN (SELECT value FROM json_each(:queues)))
+AND (:not_queues IS NULL OR d.queue NOT IN (SELECT value FROM json_each(:not_queues)))
+AND (:types IS NULL OR d.type IN (SELECT value FROM json_each(:types)))
+AND (:not_types IS NULL OR d.type NOT IN (SELECT value FROM json_each(:not_types)))
+AND (:reasons IS NULL OR d.failure_reason IN (SELECT value FROM json_each(:reasons)))
+AND (:not_reasons IS NULL OR d.failure_reason NOT IN (SELECT value FROM json_each(:not_reasons)))
+AND (:fingerprints IS NULL OR d.fingerprint IN (SELECT value FROM json_each(:fingerprints)))
+
 -- fragment: dlq_where
 (:queue IS NULL OR d.queue = :queue)
 AND (:type IS NULL OR d.type = :type)
 AND (:reason IS NULL OR d.failure_reason = :reason)
 AND (:fingerprint IS NULL OR d.fingerprint = :fingerprint)
+-- Times are half-open [from, to). List filters (chokaq_ops/filters.py) are JSON arrays or null.
 AND (:failed_from IS NULL OR d.failed_at >= :failed_from)
-AND (:failed_to IS NULL OR d.failed_at <= :failed_to)
+AND (:failed_to IS NULL OR d.failed_at < :failed_to)
 AND (:created_from IS NULL OR d.created_at >= :created_from)
-AND (:created_to IS NULL OR d.created_at <= :created_to)
+AND (:created_to IS NULL OR d.created_at < :created_to)
 AND (:tag_like IS NULL OR (',' || replace(coalesce(d.tags, ''), ' ', '') || ',') LIKE :tag_like ESCAPE '\')
 AND (:search_like IS NULL OR d.id LIKE :search_like ESCAPE '\' OR d.type LIKE :search_like ESCAPE '\'
      OR d.tags LIKE :search_like ESCAPE '\' OR d.error_details LIKE :search_like ESCAPE '\')
+AND (:ids IS NULL OR d.id IN (SELECT value FROM json_each(:ids)))
+AND {{list_where}}
 
 -- fragment: archive_where
 (:queue IS NULL OR a.queue = :queue)
@@ -73,6 +86,19 @@ INSERT INTO jobs_dlq (id, queue, type, payload, tags, idempotency_key, priority,
 SELECT h.id, h.queue, h.type, h.payload, h.tags, h.idempotency_key, h.priority, s.reason, s.error, s.fingerprint,
        h.attempt_count, h.worker_id, h.heartbeat_at, h.created_at, h.started_at, {{now}}, s.num, h.created_by,
        coalesce(s.payload, h.last_modified_by)
+FROM staged s JOIN jobs_hot h ON h.id = s.id;
+{{failures_dead}}
+
+-- fragment: failure_line
+-- The first line of an error (at most 500 characters): what a failure-history listing shows.
+substr(s.error, 1, min(500, instr(s.error || char(10), char(10)) - 1))
+
+-- fragment: failures_dead
+-- The failure history row of every staged row going to the DLQ (see job_failures in schema.sql).
+INSERT INTO job_failures (job_id, queue, type, attempt, outcome, failure_reason, fingerprint, error_line,
+                          error_details, worker_id, failed_at)
+SELECT h.id, h.queue, h.type, h.attempt_count, 'dead', s.reason, s.fingerprint, {{failure_line}}, s.error,
+       h.worker_id, {{now}}
 FROM staged s JOIN jobs_hot h ON h.id = s.id
 
 -- fragment: staged_counters_failed
@@ -445,9 +471,11 @@ WHERE h.worker_id = :worker_id AND h.status = 2
 
 -- fragment: archive_rest
 INSERT INTO jobs_archive (id, queue, type, payload, tags, idempotency_key, priority, attempt_count, worker_id,
-                          created_at, started_at, finished_at, duration_ms, created_by, last_modified_by)
+                          created_at, started_at, finished_at, duration_ms, created_by, last_modified_by,
+                          failure_count)
 SELECT h.id, h.queue, h.type, h.payload, h.tags, h.idempotency_key, h.priority, h.attempt_count, h.worker_id,
-       h.created_at, h.started_at, {{now}}, s.num, h.created_by, h.last_modified_by
+       h.created_at, h.started_at, {{now}}, s.num, h.created_by, h.last_modified_by,
+       (SELECT count(*) FROM job_failures f WHERE f.job_id = h.id)
 FROM staged s JOIN jobs_hot h ON h.id = s.id;
 INSERT INTO stats_summary (queue, succeeded_total, last_activity_at)
 SELECT queue, count(*), {{now}} FROM staged WHERE true GROUP BY queue
@@ -512,10 +540,17 @@ SELECT id, queue, reason AS failure_reason, ref AS twin FROM staged
 -- name: reschedule
 {{staging}};
 DELETE FROM staged;
-INSERT INTO staged (id, queue, num, error)
-SELECT h.id, h.queue, json_extract(j.value, '$.delay_s'), json_extract(j.value, '$.error')
+INSERT INTO staged (id, queue, num, error, fingerprint)
+SELECT h.id, h.queue, json_extract(j.value, '$.delay_s'), json_extract(j.value, '$.error'),
+       json_extract(j.value, '$.fingerprint')
 FROM json_each(:items) j JOIN jobs_hot h ON h.id = json_extract(j.value, '$.id')
 WHERE h.worker_id = :worker_id AND h.status = 2;
+-- A retried attempt is a failure too (reason Transient): the history keeps it after the job succeeds.
+INSERT INTO job_failures (job_id, queue, type, attempt, outcome, failure_reason, fingerprint, error_line,
+                          error_details, worker_id, failed_at)
+SELECT h.id, h.queue, h.type, h.attempt_count, 'retry', 8, s.fingerprint, {{failure_line}}, s.error,
+       h.worker_id, {{now}}
+FROM staged s JOIN jobs_hot h ON h.id = s.id;
 UPDATE jobs_hot SET status = 0, worker_id = NULL, heartbeat_at = NULL,
     scheduled_at = (SELECT strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || s.num || ' seconds') FROM staged s WHERE s.id = jobs_hot.id),
     due_at = (SELECT strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || s.num || ' seconds') FROM staged s WHERE s.id = jobs_hot.id),
@@ -644,12 +679,15 @@ INSERT INTO queues (name) SELECT DISTINCT queue FROM staged WHERE true ON CONFLI
 {{staged_counters_failed_down}};
 INSERT INTO audit_log (actor, action, job_id, plan_id, details)
 SELECT :actor, 'resurrect', s.id, :plan_id,
-       CASE WHEN s.status = 'plain' THEN :details
-            ELSE json_object('filter', json(:details),
-                             'before', json_object('payload', d.payload, 'tags', d.tags),
-                             'after', json_object('payload', coalesce(s.payload, d.payload),
-                                                  'tags', coalesce(s.tags, d.tags),
-                                                  'priority', coalesce(s.priority, 10))) END
+       -- The failure it came back from (reason, fingerprint): the audit keeps the outage's identity.
+       json_set(CASE WHEN s.status = 'plain' THEN coalesce(:details, '{}')
+                       ELSE json_object('filter', json(:details),
+                                        'before', json_object('payload', d.payload, 'tags', d.tags),
+                                        'after', json_object('payload', coalesce(s.payload, d.payload),
+                                                             'tags', coalesce(s.tags, d.tags),
+                                                             'priority', coalesce(s.priority, 10))) END,
+                '$.failure_reason', (SELECT r.name FROM failure_reasons r WHERE r.code = d.failure_reason),
+                '$.fingerprint', d.fingerprint)
 FROM staged s JOIN jobs_dlq d ON d.id = s.id WHERE s.key IS NULL ORDER BY s.ord;
 INSERT INTO events (kind, message, data)
 SELECT 'resurrect', 'Resurrected ' || count(*) || ' job(s) by ' || :actor,
@@ -1095,9 +1133,14 @@ SELECT {{frame_common}}, p.status, p.heartbeat_at, p.scheduled_at {{hot_page}};
 -- name: plan_create
 -- A plan whose items are all frozen, with their totals (counted as the batches were written) and its
 -- preview (JSON): the row appears complete, so nothing ever sees a half-frozen plan.
-INSERT INTO plans (id, action, actor, chunk_size, total, chunks, details)
-VALUES (:id, :action, :actor, :chunk_size, :total, :chunks, :details)
+INSERT INTO plans (id, action, actor, chunk_size, total, chunks, details, label)
+VALUES (:id, :action, :actor, :chunk_size, :total, :chunks, :details, :label)
 RETURNING *;
+
+-- name: plan_by_label
+-- The newest unfinished plan of :action with :label: what a labelled re-run resumes.
+SELECT * FROM plans WHERE label = :label AND action = :action AND state IN ('ready', 'running')
+ORDER BY created_at DESC, id DESC LIMIT 1;
 
 -- fragment: plan_items_json
 -- A batch of plan items as JSON [{"ord", "id", "payload", "tags", "priority"}], ord being the place in the plan.
@@ -1454,3 +1497,51 @@ RETURNING id, queue;
 -- name: gone_workers
 -- Registered workers not seen for :gone_s: their jobs are shown as "worker gone".
 SELECT id FROM workers WHERE last_seen_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :gone_s || ' seconds');
+
+-- ---------------------------------------------------------------- failure history
+
+-- name: failure_history
+-- Failed attempts (see job_failures), oldest first, after the :after_seq of the previous page. List
+-- filters are JSON arrays (or null): :ids, :queues/:not_queues, :types/:not_types, :reasons/:not_reasons
+-- (codes), :fingerprints; times are half-open [:failed_from, :failed_to).
+SELECT d.seq, d.job_id, d.queue, d.type, d.attempt, d.outcome,
+       coalesce(r.name, 'reason ' || d.failure_reason) AS failure_reason, d.fingerprint, d.error_line,
+       d.error_details, d.worker_id, d.failed_at
+FROM job_failures d LEFT JOIN failure_reasons r ON r.code = d.failure_reason
+WHERE d.seq > coalesce(:after_seq, 0)
+  AND (:ids IS NULL OR d.job_id IN (SELECT value FROM json_each(:ids)))
+  AND {{list_where}}
+  AND (:outcome IS NULL OR d.outcome = :outcome)
+  AND (:failed_from IS NULL OR d.failed_at >= :failed_from)
+  AND (:failed_to IS NULL OR d.failed_at < :failed_to)
+ORDER BY d.seq LIMIT :limit;
+
+-- name: prune_failures
+-- One batch: the :batch oldest failure-history rows older than :older_than_s, through ix_job_failures_failed.
+DELETE FROM job_failures WHERE seq IN (
+    SELECT seq FROM job_failures
+    WHERE failed_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :older_than_s || ' seconds')
+    ORDER BY failed_at LIMIT :batch);
+SELECT changes() AS n, NULL AS last_at;
+
+-- name: locate_jobs
+-- Where each of :ids (a JSON array) is now: hot (with its status), archive or dlq, or in no table.
+SELECT j.value AS id,
+       CASE WHEN h.id IS NOT NULL THEN 'hot' WHEN a.id IS NOT NULL THEN 'archive'
+            WHEN d.id IS NOT NULL THEN 'dlq' ELSE 'gone' END AS location,
+       CASE WHEN h.id IS NOT NULL THEN h.status END AS hot_status,
+       d.failure_reason AS failure_reason, coalesce(a.finished_at, d.failed_at) AS finished_at
+FROM json_each(:ids) j
+LEFT JOIN jobs_hot h ON h.id = j.value
+LEFT JOIN jobs_archive a ON a.id = j.value
+LEFT JOIN jobs_dlq d ON d.id = j.value
+ORDER BY j.key;
+
+-- name: register_job_types
+-- A starting worker's declarations per job type (:types, JSON [{"type", "idempotent"}]); the last word wins.
+INSERT INTO job_types (type, idempotent, updated_at)
+SELECT json_extract(value, '$.type'), json_extract(value, '$.idempotent'), {{now}} FROM json_each(:types) WHERE true
+ON CONFLICT (type) DO UPDATE SET idempotent = excluded.idempotent, updated_at = excluded.updated_at;
+
+-- name: idempotent_types
+SELECT type FROM job_types WHERE idempotent = 1 ORDER BY type;

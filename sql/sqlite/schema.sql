@@ -48,11 +48,31 @@ CREATE TABLE jobs_archive (
     finished_at       TEXT    NOT NULL,
     duration_ms       REAL,
     created_by        TEXT,
-    last_modified_by  TEXT
+    last_modified_by  TEXT,
+    failure_count     INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX ix_jobs_archive_finished ON jobs_archive (finished_at, id);
 CREATE INDEX ix_jobs_archive_queue ON jobs_archive (queue, finished_at, id);
 CREATE INDEX ix_jobs_archive_type ON jobs_archive (type, finished_at, id);
+
+-- Failure history: one row per failed attempt (retried or dead-lettered), written in the transaction of
+-- the failure; survives resurrects. Pruned by Retention.FailureHistory.
+CREATE TABLE job_failures (
+    seq             INTEGER NOT NULL PRIMARY KEY,
+    job_id          TEXT    NOT NULL,
+    queue           TEXT    NOT NULL,
+    type            TEXT    NOT NULL,
+    attempt         INTEGER NOT NULL,
+    outcome         TEXT    NOT NULL CHECK (outcome IN ('retry', 'dead')),
+    failure_reason  INTEGER NOT NULL,
+    fingerprint     TEXT,
+    error_line      TEXT,
+    error_details   TEXT,
+    worker_id       TEXT,
+    failed_at       TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now'))
+);
+CREATE INDEX ix_job_failures_job ON job_failures (job_id, seq);
+CREATE INDEX ix_job_failures_failed ON job_failures (failed_at, seq);
 
 CREATE TABLE jobs_dlq (
     id                TEXT    NOT NULL PRIMARY KEY,
@@ -221,8 +241,10 @@ CREATE TABLE plans (
     skipped      INTEGER NOT NULL DEFAULT 0,
     details      TEXT,
     approved_by  TEXT,  -- four-eyes approval (0003): a token name other than actor
-    approved_at  TEXT
+    approved_at  TEXT,
+    label        TEXT   -- the CLI's --label: a re-run resumes the unfinished plan with it
 );
+CREATE INDEX ix_plans_label ON plans (label, action, created_at) WHERE label IS NOT NULL;
 CREATE INDEX ix_plans_created ON plans (created_at, id);
 
 -- One row per job of a plan. `outcome`: done (acted on) or skipped (no longer where the plan found it).
@@ -281,3 +303,10 @@ CREATE TABLE workers (
     last_seen_at         TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now'))
 );
 CREATE INDEX ix_workers_seen ON workers (last_seen_at);
+
+-- What workers declared per job type when they started (@job(idempotent=True)): --idempotent-only.
+CREATE TABLE job_types (
+    type        TEXT NOT NULL PRIMARY KEY,
+    idempotent  INTEGER NOT NULL,
+    updated_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now'))
+);

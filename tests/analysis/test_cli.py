@@ -63,6 +63,13 @@ def test_dlq_ls_show_summary(capsys, store, db_url) -> None:
     assert code == 0 and "top error groups" in out
 
 
+def last_line(out: str) -> dict:
+    """The final object of a bulk run's JSON lines (the first line is the plan)."""
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert lines[0]["event"] == "plan"
+    return lines[-1]
+
+
 def test_dlq_resurrect_dry_run_then_for_real_as_an_audited_plan(capsys, store, db_url, monkeypatch) -> None:
     monkeypatch.delenv("CHOKAQ_ACTOR", raising=False)
     zombies = seed_dlq(store, 4, queue="media", reason=FailureReason.Zombie)
@@ -77,10 +84,12 @@ def test_dlq_resurrect_dry_run_then_for_real_as_an_audited_plan(capsys, store, d
     assert "would resurrect 4 dead job(s)" in out
 
     code, out, _ = chokaq(capsys, db_url, "dlq", "resurrect", "--reason", "Zombie", "--format", "json")
-    result = json.loads(out)
+    result = last_line(out)
     assert code == 0 and (result["resurrected"], result["batches"], result["skipped"]) == (4, 1, 0)
     assert {store.get_job(i)["location"] for i in zombies} == {"hot"}
-    audit = [a for a in store.list_audit(plan_id=result["plan_id"]).items if a["action"] != "plan_create"]
+    audit = [
+        a for a in store.list_audit(plan_id=result["plan_id"]).items if not a["action"].startswith("plan_")
+    ]
     assert len(audit) == 4 and {a["actor"] for a in audit} == {
         f"cli:{os.environ.get('USER') or __import__('getpass').getuser()}"
     }
@@ -112,7 +121,7 @@ def test_dlq_resurrect_ids_from_stdin_with_a_fixed_payload(store, db_url) -> Non
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["resurrected"] == 2
+    assert last_line(done.stdout)["resurrected"] == 2
     assert "\r" not in done.stderr, "no progress bar when stderr is not a terminal"
     for job_id in ids[:2]:
         job = store.get_job(job_id)
@@ -130,15 +139,16 @@ def test_dlq_purge_and_resume(capsys, store, db_url) -> None:
     code, out, _ = chokaq(
         capsys, db_url, "dlq", "purge", "--ids", f"{ids[0]},{ids[1]}", "--actor", "eve", "--format", "json"
     )
-    assert code == 0 and json.loads(out)["purged"] == 2 and table_counts(store)["dlq"] == 3
+    assert code == 0 and last_line(out)["purged"] == 2 and table_counts(store)["dlq"] == 3
     assert store.list_audit(job_id=ids[0]).items[0]["actor"] == "eve"
 
     client = DbClient(store, actor="eve")
     plan = client.plan_purge(ids[2:], chunk_size=1)
     plan.execute(progress=False, max_chunks=1)  # then the operator's laptop went to sleep
     code, out, _ = chokaq(capsys, db_url, "dlq", "purge", "--resume", plan.id, "--format", "json")
-    result = json.loads(out)
-    assert code == 0 and (result["purged"], result["batches"]) == (3, 2) and table_counts(store)["dlq"] == 0
+    result = last_line(out)
+    assert code == 0 and (result["purged"], result["purged_this_run"]) == (3, 2)
+    assert (result["batches"], result["batches_this_run"], table_counts(store)["dlq"]) == (3, 2, 0)
     code, _, err = chokaq(capsys, db_url, "dlq", "resurrect", "--resume", plan.id)
     assert code == 2 and "purge plan" in err
 

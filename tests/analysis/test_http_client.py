@@ -122,9 +122,14 @@ def test_plan_over_the_api_survives_a_killed_client(api, store) -> None:
     audited = plan_audit_ids(store, plan.id, "resurrect")
     assert len(audited) == 2500 and set(audited) == set(ids)
     assert Counter(audited).most_common(1)[0][1] == 1
-    audit = remote.audit(plan_id=plan.id)  # the plan's creation and its 2500 resurrects
-    assert len(audit) == 2501 and set(audit["actor"]) == {"operator-token"}
-    assert Counter(audit["action"]) == {"resurrect": 2500, "plan_create": 1}
+    audit = remote.audit(plan_id=plan.id)  # the plan's lifecycle and its 2500 resurrects
+    assert len(audit) == 2503 and set(audit["actor"]) == {"operator-token"}
+    assert Counter(audit["action"]) == {
+        "resurrect": 2500,
+        "plan_create": 1,
+        "plan_start": 1,
+        "plan_finish": 1,
+    }
     assert table_counts(store)["dlq"] == 3
     assert remote.plans()["id"].tolist() == [plan.id]
 

@@ -216,7 +216,7 @@ def test_cli_canary_stops_with_exit_1_and_resumes(capsys, store, db_url) -> None
         code = main([*argv, "--watch", "30s", "--format", "json", "--db", db_url])
     out, _ = capsys.readouterr()
     assert code == 1
-    halted = json.loads(out)
+    halted = json.loads(out.splitlines()[-1])
     assert (halted["resurrected"], halted["batches"], halted["remaining"]) == (10, 1, 20)
     assert halted["outcomes"]["failed_by_reason"] == {"Fatal": 10} and "canary" in halted["halted"]
     assert table_counts(store)["dlq"] == 30
@@ -224,7 +224,7 @@ def test_cli_canary_stops_with_exit_1_and_resumes(capsys, store, db_url) -> None
     # After "the fix" the operator resumes the same plan without a canary: the other 20 go.
     code = main(["dlq", "resurrect", "--resume", halted["plan_id"], "--format", "json", "--db", db_url])
     out, _ = capsys.readouterr()
-    assert code == 0 and json.loads(out)["resurrected"] == 30
+    assert code == 0 and json.loads(out.splitlines()[-1])["resurrected"] == 30
     assert table_counts(store) == {"hot": 20, "archive": 0, "dlq": 10}
 
 

@@ -26,7 +26,7 @@ from tests.api.test_security import routes
 from tests.dbprobe import age, is_pg, scalar, sql
 
 # POSTs that change nothing (dry runs); every other non-GET route must have a case below.
-READ_ONLY = {("POST", "/dlq/preview")}
+READ_ONLY = {("POST", "/dlq/preview"), ("POST", "/jobs/locate")}
 CALLERS = (None, "reader", "operator", "admin")
 
 
@@ -142,7 +142,7 @@ CASES: dict[tuple[str, str], Case] = {
     ("POST", "/plans/<plan_id>/execute"): Case(
         lambda s: (f"/plans/{(p := _plan(s))[0]}/execute", {}, p[1]),
         lambda s, job: _location(s, job) == "hot",
-        ("resurrect",),
+        ("plan_start", "resurrect", "plan_finish"),  # the plan's lifecycle is audited with its chunk
     ),
     ("POST", "/plans/<plan_id>/discard"): Case(
         lambda s: (f"/plans/{(p := _plan(s))[0]}/discard", None, p[0]),

@@ -73,6 +73,12 @@ class JobSchema(ma.Schema):
     error_details = _str(metadata={"description": "The full error with traceback (DLQ)."})
     fingerprint = _str(metadata={"description": "Error group id (DLQ); filter GET /dlq with it."})
     last_error = _str(metadata={"description": "The error of the last failed attempt of a retrying job."})
+    failure_count = ma.fields.Integer(
+        allow_none=True,
+        metadata={
+            "description": "Archive: failed attempts before the success (see GET /jobs/{id}/failures)."
+        },
+    )
 
     @ma.pre_dump
     def every_field(self, row: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
