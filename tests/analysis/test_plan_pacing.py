@@ -19,7 +19,6 @@ from chokaq_ops.models import FailureReason
 from chokaq_ops.settings import Settings
 from chokaq_ops.storage import Dead, Retry
 from tests.analysis.conftest import plan_audit_ids, seed_dlq, table_counts
-from tests.analysis.test_http_client import api  # noqa: F401 (the served-API fixture)
 
 TYPE = "billing.charge.v1"
 
@@ -192,7 +191,7 @@ def test_purge_plans_take_a_rate_but_no_canary(client, store) -> None:
     assert bad.value.field == "canary" and table_counts(store)["dlq"] == 5
 
 
-def test_canary_over_the_api(api, store) -> None:  # noqa: F811
+def test_canary_over_the_api(api, store) -> None:
     url, tokens = api
     seed(store, 30, broken=True)
     remote = connect(url, tokens["operator"])
