@@ -38,9 +38,7 @@ def create_app(
         app.config.update(test_config)
     if store is None:
         store = Store.from_settings(settings)
-    metrics = getattr(host, "metrics", None) or Metrics(
-        store, worker_gone_s=settings.health.worker_heartbeat_timeout
-    )
+    metrics = getattr(host, "metrics", None) or Metrics(store)
     app.extensions["chokaq"] = Context(
         settings=settings,
         store=store,

@@ -6,10 +6,8 @@ from chokaq_api.extensions import Api
 from chokaq_api.resources import (
     archive,
     audit,
-    circuits,
     dlq,
     events,
-    failures,
     health,
     index,
     jobs,
@@ -22,23 +20,7 @@ from chokaq_api.resources import (
 )
 from chokaq_api.resources.events.schemas import EventSchema
 
-MODULES = (
-    index,
-    health,
-    jobs,
-    dlq,
-    archive,
-    queues,
-    stats,
-    rescue,
-    events,
-    audit,
-    plans,
-    workers,
-    circuits,
-    failures,
-    whoami,
-)
+MODULES = (index, health, jobs, dlq, archive, queues, stats, rescue, events, audit, plans, workers, whoami)
 URL_PREFIX = "/api/v1"
 
 

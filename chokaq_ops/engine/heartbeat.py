@@ -47,7 +47,6 @@ class Heartbeats:
             self._beat_overrun()
             return
         try:
-            self.register()  # the registry row (engine/worker.py): one more statement per beat
             self._beat()
         finally:
             self._beat_lock.release()

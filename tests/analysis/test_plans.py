@@ -100,12 +100,7 @@ def test_plan_from_a_frame_with_edits(client: DbClient, store) -> None:
         assert (job["location"], job["payload"], job["priority"]) == ("hot", payload, 20)
         assert json.loads(job["payload"])
     audit = client.audit(plan_id=plan.id)
-    assert len(audit) == 9 and set(audit["action"]) == {
-        "plan_create",
-        "plan_start",
-        "resurrect",
-        "plan_finish",
-    }
+    assert len(audit) == 7 and set(audit["action"]) == {"plan_create", "resurrect"}
     audit = audit[audit["action"] == "resurrect"]
     assert all(d["after"]["priority"] == 20 for d in audit["details"])
     assert all(d["before"]["payload"].endswith(",}") for d in audit["details"])
