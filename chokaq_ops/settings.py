@@ -221,7 +221,7 @@ class Settings:
                 bool(name.strip()) and len(name) <= 255, "Queues", f"bad queue name {name!r} (1-255 chars)"
             )
             zombies[f"Queues.{name}.ZombieTimeoutSeconds"] = q.zombie_timeout_seconds
-        # PRODUCT §4.8: a zombie timeout within a few heartbeats would send live jobs to the DLQ.
+        # docs/configuration.md: a zombie timeout within a few heartbeats would send live jobs to the DLQ.
         hb = self.execution.heartbeat_interval_max
         times = "3 \N{MULTIPLICATION SIGN}"
         for name, value in zombies.items():

@@ -1,4 +1,4 @@
-"""`chokaq bench <name>` end to end with tiny row counts: valid JSON lines with the keys of PRODUCT §9.
+"""`chokaq bench <name>` end to end with tiny row counts: JSON lines with the keys in docs/benchmarks.md.
 
 No timing assertions: figures are for docs/benchmarks.md, not for tests.
 """

@@ -1,6 +1,6 @@
 """Canonical column names and dtypes of every DataFrame the toolkit returns, defined once.
 
-Job frames (DLQ, archive and hot snapshots) use the contract's field names (PRODUCT §3) plus
+Job frames (DLQ, archive and hot snapshots) use the field names of docs/storage-contract.md plus
 `fingerprint`, in this order:
 
 =================  ========================  ==============================================================

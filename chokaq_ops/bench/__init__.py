@@ -1,4 +1,4 @@
-"""`chokaq bench <name>`: measurements of the storage hot paths (PRODUCT §9), on a scratch database.
+"""`chokaq bench <name>`: measurements of the storage hot paths (docs/benchmarks.md), on a scratch database.
 
 Every bench is a module registered in `BENCHES` below. The CLI (chokaq_ops/cli/bench.py) builds one
 subcommand per entry and gives each the shared flags `--db`, `--config`, `--rows N`, `--repeat K`

@@ -30,8 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "bench",
         help="measure the storage hot paths (deletes data: use a scratch database)",
-        description="Benchmarks of PRODUCT §9. They delete every job in the database they run on: use a "
-        "scratch database (createdb chokaq_bench). Output: one JSON object per line.",
+        description="Benchmarks (docs/benchmarks.md). They delete every job in the database they run "
+        "on: use a scratch database (createdb chokaq_bench). Output: one JSON object per line.",
     )
     benches = p.add_subparsers(dest="bench", metavar="BENCH", parser_class=type(p))
     benches.required = True

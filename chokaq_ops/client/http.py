@@ -1,4 +1,4 @@
-"""HttpClient: the same toolkit over the REST API (PRODUCT §5), for operators without database access.
+"""HttpClient: the same toolkit over the REST API (docs/api.md), for operators without database access.
 
 The API decides who you are (the token's name is the audit actor) and what you may do (its role). GETs
 are retried on connection errors and 5xx answers; a request that changes something is retried only when

@@ -1,4 +1,4 @@
-"""Failure taxonomy and retry policy (PRODUCT §4.6): what a failed execution turns into.
+"""Failure taxonomy and retry policy (docs/worker.md): what a failed execution turns into.
 
 Pure functions over settings and exceptions, so the rules can be read and tested without a database.
 
@@ -80,7 +80,7 @@ def backoff(failed_attempt: int, policy: RetrySettings, rand: Callable[[], float
     [0, JitterMaxDelay) and clipped so the total never exceeds MaxDelay.
 
     The first retry waits BaseDelay (3 s by default); the original .NET code waited BaseDelay *
-    Multiplier because it passed n+1 — PRODUCT §4.6 fixes that deliberately."""
+    Multiplier because it passed n+1 — docs/worker.md fixes that deliberately."""
     n = max(1, int(failed_attempt))
     try:
         raw = policy.base_delay * policy.backoff_multiplier ** (n - 1)

@@ -1,5 +1,5 @@
 """The worker: claims jobs in sets, starts them in sets, runs them on a pool of threads, finishes them in
-sets — every write fenced by the worker id (PRODUCT §4.2-4.6, seeds 001/002).
+sets — every write fenced by the worker id (docs/worker.md-4.6, seeds 001/002).
 
 Threads of one Worker, each in the module that holds its code:
 

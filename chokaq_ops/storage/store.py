@@ -1,4 +1,4 @@
-"""The Store: every storage operation of PRODUCT §4 over one database URL."""
+"""The Store: every storage operation (docs/storage-contract.md) over one database URL."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`chokaq bench load` with a tiny row count: JSON lines with the PRODUCT §9 keys plus memory figures.
+"""`chokaq bench load` with a tiny row count: JSON lines with the docs/benchmarks.md keys plus memory figures.
 
 No timing assertions: the figures are for docs/notebooks.md, not for tests."""
 

@@ -19,7 +19,7 @@ from polling import wait_for  # noqa: F401 (the crash tests import it from here)
 TESTS_DIR = Path(__file__).resolve().parent.parent
 CHOKAQ = str(Path(sys.executable).with_name("chokaq"))
 
-# Heartbeat 0.2-0.3 s, zombie and fetched timeouts 2 s, a sweep every 0.5 s (PRODUCT §4.8: a zombie
+# Heartbeat 0.2-0.3 s, zombie and fetched timeouts 2 s, a sweep every 0.5 s (docs/configuration.md: a zombie
 # timeout must exceed 3 x the heartbeat maximum, so 2 s is comfortably legal).
 FAST = {
     "Execution": {"HeartbeatIntervalMin": "200ms", "HeartbeatIntervalMax": "300ms"},

@@ -1,4 +1,4 @@
-"""The failure taxonomy and the backoff formula, as pure functions (PRODUCT §4.6)."""
+"""The failure taxonomy and the backoff formula, as pure functions (docs/worker.md)."""
 
 from __future__ import annotations
 

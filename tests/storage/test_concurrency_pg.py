@@ -1,4 +1,4 @@
-"""Concurrency on PostgreSQL with real row locks (reference §11.1, 7-8, 20-21; PRODUCT §4.2, §4.13): many
+"""Concurrency on PostgreSQL with real row locks (reference §11.1, 7-8, 20-21; docs/worker.md, §4.13): many
 workers claim each job once, concurrent moves of one job happen once, counters stay exact, caps hold."""
 
 from __future__ import annotations

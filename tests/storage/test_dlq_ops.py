@@ -1,4 +1,4 @@
-"""Operator mutations (PRODUCT §4.9-§4.12; reference §11.22-27): edit gates, resurrect, bulk resurrect in
+"""Operator mutations (docs/rescue.md-§4.12; reference §11.22-27): edit gates, resurrect, bulk resurrect in
 transactions of at most 1000, cancel, purge in CleanupBatchSize batches, and their audit and event rows."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Enqueue and fetch (PRODUCT §4.1-§4.2, reference §11.1-4, 20-21) on SQLite and PostgreSQL."""
+"""Enqueue and fetch (docs/storage-contract.md-§4.2, reference §11.1-4, 20-21) on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 

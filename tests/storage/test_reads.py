@@ -1,4 +1,4 @@
-"""Reads (PRODUCT §5 listings, reference §11.26, 28-29) over one dataset per dialect built once: filters
+"""Reads (docs/api.md listings, reference §11.26, 28-29) over one dataset per dialect built once: filters
 (each field), sorts (each key, both directions), paging totals, literal `%`/`_`, injection-looking input,
 get_job, preview, summary, top errors, stats and queue lag."""
 

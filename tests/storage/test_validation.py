@@ -1,4 +1,4 @@
-"""Bad input (PRODUCT §3 limits, reference §1.11 and §11.30): a ValidationError naming the field, raised
+"""Bad input (docs/storage-contract.md limits): a ValidationError naming the field, raised
 before anything is written, so every table is exactly as it was."""
 
 from __future__ import annotations

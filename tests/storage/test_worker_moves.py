@@ -1,4 +1,4 @@
-"""Worker and rescue moves (PRODUCT §4.3-§4.7, §4.13; reference §11.5-9, 18-19, 28): owner fencing, the
+"""Worker and rescue moves (docs/worker.md-§4.7, §4.13; reference §11.5-9, 18-19, 28): owner fencing, the
 one-table invariant, exact counters and metric buckets written with each terminal move."""
 
 from __future__ import annotations
