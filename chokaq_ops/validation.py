@@ -73,7 +73,7 @@ def priority(value: Any, field: str = "priority") -> int | None:
 
 def payload(value: Any, field: str = "payload", *, max_bytes: int, require_json: bool) -> str | None:
     """Payload text within the byte limit. Producers may store invalid JSON (the worker then fails the job
-    as Fatal, the seeds' workflow); operator edits must be valid JSON."""
+    as Fatal, the operator's workflow); operator edits must be valid JSON."""
     if value is None:
         return None
     if not isinstance(value, str):

@@ -1,4 +1,4 @@
-"""resurrect: rows/s of Store.resurrect_many over N dead jobs, in transactions of 1000 (the seeds' rule).
+"""resurrect: rows/s of Store.resurrect_many over N dead jobs, in transactions of 1000 (docs/api.md).
 
 Each run seeds N Zombie jobs among rows/10 other dead jobs (--noise), resurrects the Zombies by the
 filter reason=Zombie (or by their ids, --by ids) and checks that exactly they are pending again.

@@ -2,7 +2,7 @@
 
 PAYLOAD is JSON text, or `-` to read it from stdin. It is stored as given, even when it is not valid JSON:
 the worker then fails the job as Fatal with the parse error, which an operator can fix in the DLQ (the
-seeds' workflow). With an idempotency key already held by an active job, nothing is added and the
+operator's workflow). With an idempotency key already held by an active job, nothing is added and the
 existing job's id is printed (a note goes to stderr).
 """
 

@@ -1,4 +1,4 @@
-"""The zombie-rescue sweep (docs/rescue.md, seed 001): two independent phases on the database clock.
+"""The zombie-rescue sweep (docs/rescue.md): two independent phases on the database clock.
 
 Phase 1 returns fetched-but-never-started reservations older than `Recovery.FetchedJobTimeout` to pending
 (user code never ran, so this is a safe retry). Phase 2 moves processing jobs whose heartbeat is older than

@@ -18,7 +18,7 @@ from chokaq_ops.storage.worker_ops import reason_number, report_twins
 
 log = logging.getLogger("chokaq.storage")
 
-RESURRECT_CHUNK = 1000  # the seeds' rule: bulk resurrect commits at most 1000 jobs per transaction
+RESURRECT_CHUNK = 1000  # bulk resurrect commits at most 1000 jobs per transaction
 # How far back the audit log is searched for an operator move whose reply was lost (audited_unseen): it
 # covers the call's own retries and a caller retrying after the error it was given.
 LOST_REPLY_WINDOW_S = 3600.0

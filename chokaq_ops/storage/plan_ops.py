@@ -33,7 +33,7 @@ from chokaq_ops.storage.worker_ops import report_twins
 log = logging.getLogger("chokaq.plans")
 
 ACTIONS = ("resurrect", "purge", "cancel")
-PLAN_CHUNK = 1000  # the seeds' rule for bulk moves: at most 1000 jobs per transaction
+PLAN_CHUNK = 1000  # the rule for bulk moves (docs/api.md): at most 1000 jobs per transaction
 SAMPLE_SIZE = 10
 MAX_PLAN_JOBS = 10_000_000
 # Where a resurrected job can be now (plan_outcomes), in the order a report lists them.

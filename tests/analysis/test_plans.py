@@ -86,7 +86,7 @@ def test_plan_from_a_frame_with_edits(client: DbClient, store) -> None:
     seed_dlq(store, 6, queue="billing", payload=lambda i: f'{{"order": {i},}}', reason=FailureReason.Fatal)
     seed_dlq(store, 4, queue="mail")
     frame = client.load_dlq(reason="Fatal")
-    frame["payload"] = frame["payload"].str.replace(",}", "}", regex=False)  # fix the seeds' stray comma
+    frame["payload"] = frame["payload"].str.replace(",}", "}", regex=False)  # fix the stray comma
     frame["priority"] = 20
     plan = client.plan_resurrect(frame, edits=["payload", "priority"])
     assert plan.total == 6 and plan.edited == 6 and plan.by_reason == {"Fatal": 6}

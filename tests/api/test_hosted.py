@@ -1,4 +1,4 @@
-"""The API next to a real engine Host in one process (what `chokaq serve` runs): the seeds' operator
+"""The API next to a real engine Host in one process (what `chokaq serve` runs): the operator's
 workflow through the Flask test client, readiness of the hosted worker, and its metrics."""
 
 from __future__ import annotations

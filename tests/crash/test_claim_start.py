@@ -1,4 +1,4 @@
-"""Claim-and-start keeps the seeds' line between fetched and processing: a job is processing only once an
+"""Claim-and-start keeps the line between fetched and processing: a job is processing only once an
 execution slot was free for it, so a dead worker leaves as zombies only jobs whose user code started.
 Lost replies of claims and of finishing writes are recovered without false zombies or false conflicts."""
 

@@ -1,4 +1,4 @@
-"""The Deck in real Chromium against a real `chokaq serve`, on SQLite and PostgreSQL: the seeds' fix-and-
+"""The Deck in real Chromium against a real `chokaq serve`, on SQLite and PostgreSQL: the operator's fix-and-
 resurrect workflow by clicks, role-aware controls, hostile text staying text under a strict CSP, a bulk
 resurrect plan with progress, and live arrivals without reload."""
 
@@ -15,7 +15,7 @@ from tests.api.served import FAST_TOML, wait_for
 
 pytestmark = pytest.mark.slow
 
-# The seeds' payload: a comma missing after "subject" (line 3).
+# The operator story's payload: a comma missing after "subject" (line 3).
 MALFORMED = '{\n  "to": "user@example.com",\n  "subject": "Welcome!"\n  "body": "Hello, World!"\n}'
 FIXED = MALFORMED.replace('"Welcome!"\n', '"Welcome!",\n')
 HOSTILE = "<img src=x onerror=alert(1)>"
@@ -37,7 +37,7 @@ def test_seed_workflow_by_clicks(deck):
     page.get_by_role("button", name="Filter").click()
     page.get_by_role("button", name=f"Inspect {job_id}").click()
     inspector = page.locator("aside.inspector")
-    # The Inspector shows the parse error with its traceback and every field of the seeds' table.
+    # The Inspector shows the parse error with its traceback and every field of the Inspector's table.
     details = inspector.get_by_test_id("error-details")
     assert "Expecting ',' delimiter" in details.text_content()
     assert "Traceback" in details.text_content()

@@ -1,4 +1,4 @@
-"""Per-job heartbeats (seed 002): advancing while a handler runs, failures counted, degraded, cancelled."""
+"""Per-job heartbeats: advancing while a handler runs, failures counted, degraded, cancelled."""
 
 from __future__ import annotations
 

@@ -40,7 +40,7 @@ class PaymentDeclined(Exception):
     pass
 
 
-SEEDS_PAYLOAD = '{"to": "ops@example.com" "subject": "Weekly report"}'  # the seeds' missing comma
+SEEDS_PAYLOAD = '{"to": "ops@example.com" "subject": "Weekly report"}'  # the missing comma
 
 
 def test_fatal_kinds_go_to_the_dlq_without_retry(store):
