@@ -38,7 +38,9 @@ def create_app(
         app.config.update(test_config)
     if store is None:
         store = Store.from_settings(settings)
-    metrics = getattr(host, "metrics", None) or Metrics(store)
+    metrics = getattr(host, "metrics", None) or Metrics(
+        store, worker_gone_s=settings.health.worker_heartbeat_timeout
+    )
     app.extensions["chokaq"] = Context(
         settings=settings,
         store=store,

@@ -65,6 +65,9 @@ ROUTES: Mapping[tuple[str, str], Rule] = {
     ("POST", "/jobs/cancel"): OPERATOR,
     ("GET", "/jobs/<job_id>"): READER,
     ("PATCH", "/jobs/<job_id>"): OPERATOR,
+    ("GET", "/jobs/<job_id>/failures"): READER,
+    ("POST", "/jobs/locate"): READER,  # a read with an id list too long for a query string
+    ("GET", "/failures"): READER,
     ("GET", "/dlq"): READER,
     ("GET", "/dlq/summary"): READER,
     ("POST", "/dlq/preview"): READER,  # reads only: a dry run of a bulk operation
@@ -100,6 +103,11 @@ ROUTES: Mapping[tuple[str, str], Rule] = {
     # The Deck's needs: who the token is (to offer only what its role may do) and the workers.
     ("GET", "/whoami"): READER,
     ("GET", "/workers"): READER,
+    ("PATCH", "/workers/<worker_id>"): ADMIN,  # live concurrency of a registered worker
+    # The circuit breaker per job type (docs/circuits.md): forcing one stops or releases a whole type.
+    ("GET", "/circuits"): READER,
+    ("GET", "/circuits/<path:type_key>"): READER,
+    ("PATCH", "/circuits/<path:type_key>"): ADMIN,
 }
 
 

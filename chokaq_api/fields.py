@@ -107,3 +107,26 @@ def hot_status(**kwargs: Any) -> EnumName:
 def choice(values: list[str] | tuple[str, ...], **kwargs: Any) -> ma.fields.String:
     """A string from a fixed list (sorts, orders, roles): unknown values answer 422 naming the field."""
     return ma.fields.String(validate=ma.validate.OneOf(values), **kwargs)
+
+
+class GrammarText(ma.fields.Field):
+    """A filter of the one grammar (chokaq_ops/filters.py): text ("Fatal,Timeout", "!Zombie", "24h") or,
+    in a JSON body, a list of such texts. Parsed by the grammar in the schema's post_load, so the API,
+    Python and the CLI read the same words the same way."""
+
+    def __init__(self, *, max_len: int = 20_000, **kwargs: Any) -> None:
+        kwargs.setdefault("metadata", {})
+        kwargs["metadata"].setdefault("type", "string")
+        super().__init__(**kwargs)
+        self.max_len = max_len
+
+    def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> Any:
+        items = value if isinstance(value, list) else [value]
+        if not items or not all(isinstance(v, str) and 1 <= len(v) <= self.max_len for v in items):
+            raise ma.ValidationError(f"expected text (1 to {self.max_len} characters) or a list of texts")
+        return value
+
+
+def grammar_error(exc: Exception) -> ma.ValidationError:
+    """A filter-grammar error as the schema's 422, naming the field."""
+    return ma.ValidationError(str(exc), getattr(exc, "field", None) or "filter")

@@ -16,6 +16,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "job": "chokaq_ops.engine.handlers",
+    "CircuitPolicy": "chokaq_ops.engine.handlers",
     "JobContext": "chokaq_ops.engine.handlers",
     "connect": "chokaq_ops.client",
     "Store": "chokaq_ops.storage",
@@ -24,6 +25,7 @@ _LAZY = {
 __all__ = [
     "Actor",
     "ChokaqError",
+    "CircuitPolicy",
     "DlqFilter",
     "FailureReason",
     "FatalJobError",
@@ -43,3 +45,8 @@ def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'chokaq_ops' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # Tab completion (IPython, Jupyter, dir()) lists the lazy names too, not only those loaded so far.
+    return sorted({*globals(), *__all__})

@@ -10,9 +10,17 @@ from __future__ import annotations
 import hashlib
 import re
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["Fingerprint", "fingerprint_exception", "fingerprint_text", "normalize_message"]
+__all__ = [
+    "Fingerprint",
+    "add_normalizer",
+    "fingerprint_exception",
+    "fingerprint_text",
+    "normalize_message",
+    "remove_normalizer",
+]
 
 EMPTY_TEMPLATE = "(empty error details)"
 TEMPLATE_LIMIT = 300
@@ -38,11 +46,16 @@ class Fingerprint:
 #   uuid   before hex: a UUID's groups are hex runs and would become "<hex>-<hex>-...".
 #   ts     before ip/number: "2026-11-30T10:00:00Z" would otherwise be shredded into "<n>-<n>-...".
 #   ip     before number: "10.0.0.1" would become "<n>.<n>".
-#   hex    before id: "0x7f3a..." and hash-like runs are reported as <hex>; pure-decimal runs are left to
-#          the number rule so "order 42" and "order 12345678" share a template.
+#   hex    before id: "0x7f3a..." (an address or literal) is reported as <hex>.
 #   worker before id: our own zombie text names the worker ("worker w-1a2b"); such short host-derived
 #          ids slip through the generic rules, and one zombie group per worker would be useless.
-#   id     before number: "usr_8f3kd92jd" must become "usr_<id>", not "usr_<n>f<n>kd...".
+#   status before id and number: an HTTP status after a word that introduces one ("HTTP 503", "status
+#          500", "returned 502") or before its reason phrase ("503 Service Unavailable") stays literal, so
+#          a 500 and a 503 are two groups.
+#   id     before number: any run of 8 or more letters and digits that holds a digit is an id, whatever its
+#          alphabet: "usr_8f3kd92jd" -> "usr_<id>", and a hex request id is <id> whether it happens to
+#          be "3f9a2c71" or "83920175" (all digits), so one outage is one group. Shorter numbers ("order
+#          42", "retry 3 of 5") are counts and stay <n>.
 #   n      (numbers) last among the token rules; quotes never clash (they start at a quote character).
 _HEX = r"[0-9a-fA-F]"
 _TOKEN_RULES = [
@@ -60,9 +73,17 @@ _TOKEN_RULES = [
         rf"|(?=[0-9a-fA-F:]*\d)(?:(?:{_HEX}{{1,4}}:){{7}}{_HEX}{{1,4}}"
         rf"|(?:(?:{_HEX}{{1,4}}:){{1,7}}|:):(?:{_HEX}{{1,4}}(?::{_HEX}{{1,4}}){{0,6}})?)(?![\w.:]))",
     ),
-    ("hex", rf"(?<![0-9a-zA-Z])(?:0[xX]{_HEX}+|(?={_HEX}*\d)(?={_HEX}*[a-fA-F]){_HEX}{{8,}})(?![0-9a-zA-Z])"),
+    ("hex", rf"(?<![0-9a-zA-Z])0[xX]{_HEX}+(?![0-9a-zA-Z])"),
     ("worker", r"(?P<label>(?i:\bworker(?:[ _-]?id)?)[ =:#]+)(?=[\w.-]*\d)[\w.-]*\w"),
-    ("id", r"(?<![0-9a-zA-Z])(?=[A-Za-z]*\d)(?=\d*[A-Za-z])[A-Za-z0-9]{8,}={0,2}(?![0-9a-zA-Z])"),
+    (
+        "status",
+        r"(?i:\b(?:https?(?:/\d(?:\.\d)?)?|status(?:[ _]code)?|code|returned|responded|response|error)"
+        r"[ \t]*[:=]?[ \t]*)[1-5]\d\d(?![\w.])"
+        r"|(?<![\w.])[1-5]\d\d(?= (?:Server Error|Client Error|Service Unavailable|Internal Server Error"
+        r"|Bad Gateway|Gateway Time-?out|Bad Request|Unauthorized|Forbidden|Not Found|Conflict"
+        r"|Too Many Requests)\b)",
+    ),
+    ("id", r"(?<![0-9a-zA-Z])(?=[A-Za-z]*\d)[A-Za-z0-9]{8,}={0,2}(?![0-9a-zA-Z])"),
     # A unit of up to 3 letters belongs to the number: "30s", "512MB", "1.5GiB".
     (
         "n",
@@ -96,14 +117,42 @@ def _replace(match: re.Match[str]) -> str:
         return _normalize_url(match.group())
     if kind == "worker":
         return match["label"] + "<id>"
+    if kind == "status":  # kept as written: the status is what tells the failures apart
+        return match.group()
     if kind in ("squote", "dquote"):  # keep the quote character: 'x' -> '<str>', "x" -> "<str>"
         return f"{match.group()[0]}<str>{match.group()[0]}"
     return f"<{kind}>"  # the group names are the placeholders: <email>, <uuid>, <ts>, ..., <n>
 
 
+_NORMALIZERS: list[Callable[[str], str]] = []
+
+
+def add_normalizer(fn: Callable[[str], str]) -> Callable[[str], str]:
+    """Register a custom message normaliser (usable as a decorator), run before the built-in rules on
+    every message: e.g. replace tenant names with ``<tenant>`` so one failure across tenants is one group.
+
+    It must be pure and deterministic, and registered the same way wherever fingerprints are computed:
+    in the worker processes (which store the fingerprint) and in the notebook that recomputes them
+    (``add_fingerprints(recompute=True)``), typically by importing one module of yours in both. Adding
+    one changes the fingerprints of new failures only; stored ones stay as they were."""
+    if not callable(fn):
+        raise TypeError("a normaliser is a function str -> str")
+    _NORMALIZERS.append(fn)
+    return fn
+
+
+def remove_normalizer(fn: Callable[[str], str]) -> None:
+    """Unregister a normaliser added with `add_normalizer`."""
+    _NORMALIZERS.remove(fn)
+
+
 def normalize_message(message: str) -> str:
-    """Replace the variable parts of an error message with placeholders; see the rule order above."""
-    text = " ".join(message[:_RAW_LIMIT].split())
+    """Replace the variable parts of an error message with placeholders: the custom normalisers of
+    `add_normalizer` first, then the built-in rules above."""
+    text = message[:_RAW_LIMIT]
+    for fn in _NORMALIZERS:
+        text = fn(text)
+    text = " ".join(text.split())
     text = _TOKENS.sub(_replace, text)
     return text[:TEMPLATE_LIMIT].rstrip()
 

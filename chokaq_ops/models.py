@@ -90,7 +90,9 @@ class EnqueueResult:
 
 @dataclass(frozen=True)
 class DlqFilter:
-    """Filter over dead jobs; every field narrows the match (AND). Dates are inclusive."""
+    """Filter over dead jobs; every field narrows the match (AND). Time windows are half-open:
+    failed_from <= failed_at < failed_to. The tuple fields are the filter grammar's lists ("any of") and
+    exclusions (chokaq_ops/filters.py builds them; a single value goes to the plain field)."""
 
     queue: str | None = None
     type: str | None = None
@@ -102,6 +104,14 @@ class DlqFilter:
     failed_to: datetime | None = None
     created_from: datetime | None = None
     created_to: datetime | None = None
+    ids: tuple[str, ...] | None = None
+    queues: tuple[str, ...] | None = None
+    not_queues: tuple[str, ...] | None = None
+    types: tuple[str, ...] | None = None
+    not_types: tuple[str, ...] | None = None
+    reasons: tuple[FailureReason, ...] | None = None
+    not_reasons: tuple[FailureReason, ...] | None = None
+    fingerprints: tuple[str, ...] | None = None
 
     def is_empty(self) -> bool:
         return all(getattr(self, f) is None for f in self.__dataclass_fields__)
@@ -173,3 +183,21 @@ def dead_job_evidence(job: dict[str, Any]) -> dict[str, float | None]:
         else between(job.get("failed_at"), job.get("started_at")),
         "heartbeat_age_seconds": between(job.get("failed_at"), job.get("heartbeat_at")),
     }
+
+
+@dataclass(frozen=True, slots=True)
+class FailureFilter:
+    """Which failure-history rows to read. Tuples are "any of"; `not_*` tuples exclude. Times are
+    timezone-aware and half-open: failed_from <= failed_at < failed_to."""
+
+    ids: tuple[str, ...] | None = None
+    queues: tuple[str, ...] | None = None
+    not_queues: tuple[str, ...] | None = None
+    types: tuple[str, ...] | None = None
+    not_types: tuple[str, ...] | None = None
+    reasons: tuple[FailureReason, ...] | None = None
+    not_reasons: tuple[FailureReason, ...] | None = None
+    fingerprints: tuple[str, ...] | None = None
+    outcome: str | None = None
+    failed_from: datetime | None = None
+    failed_to: datetime | None = None

@@ -66,6 +66,7 @@ class RetrySettings:
     backoff_multiplier: float = field(default=2.0, metadata=_limit(1, kind="number"))  # a factor, not seconds
     jitter_max_delay: float = field(default=1.0, metadata=_limit(0))
     max_job_age: float | None = _DAY  # None: no lifetime budget
+    circuit_breaker_delay: float = 5.0  # a job met by an open circuit runs again this much later
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +76,11 @@ class WorkerSettings:
     prefetch: int = field(default=100, metadata=_limit(1))
     fetch_batch_size: int = field(default=20, metadata=_limit(1))
     polling_interval: float = 1.0
+    # Wake idle workers at once when jobs become claimable (NOTIFY on PostgreSQL, PRAGMA data_version on
+    # SQLite, and in-process); off, they are found by polling alone (engine/wakeup.py).
+    instant_pickup: bool = True
+    # SQLite: how often the worker process looks for commits of other processes (a PRAGMA, no I/O).
+    change_check_interval: float = field(default=0.002, metadata=_limit(0.0005, 10))
     no_queues_sleep_interval: float = 5.0
     shutdown_grace_period: float = 30.0
     queues: tuple[str, ...] = ()  # empty: every queue
@@ -87,7 +93,24 @@ class RetentionSettings:
     dlq: float | None = None  # the DLQ waits for a human unless told otherwise
     metric_buckets: float = 7 * _DAY
     events: float = 7 * _DAY  # the live stream's outbox; readers reconnect within minutes, not weeks
+    workers: float = _DAY  # registry rows of workers not seen this long (crashed or killed) are deleted
+    # Failed attempts outlive their job's DLQ row (a resurrect deletes it): long enough for a post-mortem.
+    failure_history: float = 30 * _DAY
     interval: float = 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class CircuitSettings:
+    """The circuit breaker per job type (docs/circuits.md); `@job(circuit=CircuitPolicy(...))` overrides
+    a type's numbers."""
+
+    enabled: bool = True
+    failure_threshold: int = field(default=5, metadata=_limit(1))  # counted failures within the window...
+    failure_window: float = 60.0  # ...(a tumbling window from the first of them) open the circuit
+    break_duration: float = 30.0  # open this long, then half-open
+    half_open_max_calls: int = field(default=1, metadata=_limit(1))  # probes at once; as many successes close
+    half_open_probe_timeout: float = 30.0  # a probe not resolved by then frees its permit
+    refresh_interval: float = 1.0  # how often a worker re-reads the circuits that are not closed
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +168,18 @@ class QueueSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class CircuitOverride:
+    """`Circuits.<type>.*`: one job type's circuit-breaker numbers; None takes the handler's policy, else
+    `Circuit.*` (docs/circuits.md)."""
+
+    failure_threshold: int | None = field(default=None, metadata=_limit(1))
+    failure_window: float | None = None
+    break_duration: float | None = None
+    half_open_max_calls: int | None = field(default=None, metadata=_limit(1))
+    half_open_probe_timeout: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     storage: StorageSettings = field(default_factory=StorageSettings)
     recovery: RecoverySettings = field(default_factory=RecoverySettings)
@@ -153,18 +188,22 @@ class Settings:
     worker: WorkerSettings = field(default_factory=WorkerSettings)
     retention: RetentionSettings = field(default_factory=RetentionSettings)
     health: HealthSettings = field(default_factory=HealthSettings)
+    circuit: CircuitSettings = field(default_factory=CircuitSettings)
     api: ApiSettings = field(default_factory=ApiSettings)
     serialization: SerializationSettings = field(default_factory=SerializationSettings)
     deck: DeckSettings = field(default_factory=DeckSettings)
+    circuits: Mapping[str, CircuitOverride] = field(default_factory=lambda: MappingProxyType({}))
     queues: Mapping[str, QueueSettings] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
-        if not isinstance(self.queues, MappingProxyType):
-            object.__setattr__(self, "queues", MappingProxyType(dict(self.queues)))
+        for name in _MAPS:
+            if not isinstance(getattr(self, name), MappingProxyType):
+                object.__setattr__(self, name, MappingProxyType(dict(getattr(self, name))))
 
     def __reduce__(self):
         # A mappingproxy cannot be pickled, and settings travel to worker processes by pickle.
-        return (type(self), (*(getattr(self, f.name) for f in fields(self)[:-1]), dict(self.queues)))
+        values = (getattr(self, f.name) for f in fields(self))
+        return (type(self), tuple(dict(v) if isinstance(v, MappingProxyType) else v for v in values))
 
     def zombie_timeout_for(self, queue: str) -> float:
         q = _queue_lookup(self.queues, queue)
@@ -191,7 +230,7 @@ class Settings:
         for key, value in values.items():
             name, spec = _display(key), _FIELD_OF[(key[0], key[-1])]
             low, high = spec.metadata.get("limit", (None, None))
-            if low is not None:
+            if low is not None and value is not None:  # None: a per-type override left to the default
                 bounds = f"at least {low}" if high is None else f"between {low} and {high}"
                 ok = low <= value <= (math.inf if high is None else high)
                 _require(ok, name, f"must be {bounds} (got {_show(key, value)})")
@@ -366,16 +405,19 @@ _CONVERTERS = {
     "bool": _boolean,
     "str": _string,
     "str | None": _optional(_string),
+    "int | None": _optional(_integer),
     "tuple[str, ...]": _names,
 }
 
 # ---------------------------------------------------------------------------------------------- keys
 
 _Key = tuple[str, ...]  # ("recovery", "scan_interval") or ("queues", "<name>", "zombie_timeout_seconds")
+# Sections that are maps of a name (a queue, a job type) to a table of settings.
+_MAPS: dict[str, type] = {"queues": QueueSettings, "circuits": CircuitOverride}
 
 _SECTION_CLASSES: dict[str, type] = {
-    name: cls for name, cls in get_type_hints(Settings).items() if name != "queues"
-} | {"queues": QueueSettings}
+    name: cls for name, cls in get_type_hints(Settings).items() if name not in _MAPS
+} | _MAPS
 _FIELD_OF = {(s, f.name): f for s, cls in _SECTION_CLASSES.items() for f in fields(cls)}
 
 
@@ -394,6 +436,13 @@ _NAMES: dict[str, dict[str, _Key]] = {
 _NAMES["storage"]["Database"] = ("storage", "url")
 _NAMES["health"]["QueueLagDegradedThreshold"] = ("health", "queue_lag_degraded")
 _NAMES["health"]["QueueLagUnhealthyThreshold"] = ("health", "queue_lag_unhealthy")
+# The original's CircuitPolicy spells its durations in seconds.
+_NAMES["circuit"]["FailureWindowSeconds"] = ("circuit", "failure_window")
+_NAMES["circuit"]["BreakDurationSeconds"] = ("circuit", "break_duration")
+_NAMES["circuit"]["HalfOpenProbeTimeoutSeconds"] = ("circuit", "half_open_probe_timeout")
+_NAMES["circuits"]["FailureWindowSeconds"] = ("circuits", "failure_window")
+_NAMES["circuits"]["BreakDurationSeconds"] = ("circuits", "break_duration")
+_NAMES["circuits"]["HalfOpenProbeTimeoutSeconds"] = ("circuits", "half_open_probe_timeout")
 _NAMES["sqlserver"] = {
     "CleanupBatchSize": ("storage", "cleanup_batch_size"),
     "MaxTransientRetries": ("storage", "max_transient_retries"),
@@ -415,8 +464,8 @@ _TOP_FIELDS = {_norm(name): key for name, key in _TOP_ALIASES.items()}
 
 
 def _display(key: _Key) -> str:
-    if key[0] == "queues":
-        return f"Queues.{key[1]}.{_pascal(key[2])}"
+    if key[0] in _MAPS:
+        return f"{_pascal(key[0])}.{key[1]}.{_pascal(key[2])}"
     return f"{_pascal(key[0])}.{_pascal(key[1])}"
 
 
@@ -435,13 +484,19 @@ def _resolve(parts: list[str]) -> tuple[_Key, bool] | None:
         return (_TOP_FIELDS[head], True) if head in _TOP_FIELDS else None
     if head not in _FIELDS:
         return None
-    name_at = 2 if head == "queues" else 1
-    section = _SECTION_NAMES[head] + (f".{parts[1]}" if head == "queues" else "")
+    if head in _MAPS:
+        # The name may hold dots (a job type like "payments.charge.v1" in a dotted override key).
+        if len(parts) >= 3:
+            parts = [parts[0], ".".join(parts[1:-1]), parts[-1]]
+        name_at = 2
+    else:
+        name_at = 1
+    section = _SECTION_NAMES[head] + (f".{parts[1]}" if head in _MAPS else "")
     if len(parts) != name_at + 1 or _norm(parts[name_at]) not in _FIELDS[head]:
         raise _unknown(parts, [f"{section}.{name}" for name in _NAMES[head]])
     target = _FIELDS[head][_norm(parts[name_at])]
-    if head == "queues":
-        return ("queues", parts[1], target[1]), False
+    if head in _MAPS:
+        return (head, parts[1], target[1]), False
     return target, (head, _norm(parts[1])) != (target[0], _norm(target[1]))
 
 
@@ -487,11 +542,12 @@ def _file_layer(path: Path) -> _Layer:
         if not isinstance(value, dict):
             raise errors.ConfigError(f"{path}: {top!r} must be a table", field=_SECTION_NAMES[head])
         for name, inner in value.items():
-            if head != "queues":
+            if head not in _MAPS:
                 _add(layer, [top, name], inner, f"{path}: {top}.{name}", strict=True)
                 continue
+            section = _SECTION_NAMES[head]
             if not isinstance(inner, dict):
-                raise errors.ConfigError(f"{path}: Queues.{name} must be a table", field="Queues")
+                raise errors.ConfigError(f"{path}: {section}.{name} must be a table", field=section)
             for k, v in inner.items():
                 _add(layer, [top, name, k], v, f"{path}: {top}.{name}.{k}", strict=True)
     return layer
@@ -532,24 +588,26 @@ def _merge(values: dict[_Key, Any], layer: _Layer, fold_queue_case: bool = False
 def _flatten(settings: Settings) -> dict[_Key, Any]:
     values: dict[_Key, Any] = {}
     for section in _SECTION_CLASSES:
-        if section != "queues":
+        if section not in _MAPS:
             obj = getattr(settings, section)
             values.update({(section, f.name): getattr(obj, f.name) for f in fields(obj)})
-    for name, q in settings.queues.items():
-        values.update({("queues", name, f.name): getattr(q, f.name) for f in fields(q)})
+    for section in _MAPS:
+        for name, q in getattr(settings, section).items():
+            values.update({(section, name, f.name): getattr(q, f.name) for f in fields(q)})
     return values
 
 
 def _build(values: Mapping[_Key, Any]) -> Settings:
     kwargs: dict[str, dict[str, Any]] = {s: {} for s in _SECTION_CLASSES}
-    queues: dict[str, dict[str, Any]] = {}
+    maps: dict[str, dict[str, dict[str, Any]]] = {m: {} for m in _MAPS}
     for key, value in values.items():
-        if key[0] == "queues":
-            queues.setdefault(key[1], {})[key[2]] = value
+        if key[0] in _MAPS:
+            maps[key[0]].setdefault(key[1], {})[key[2]] = value
         else:
             kwargs[key[0]][key[1]] = value
-    sections = {s: _SECTION_CLASSES[s](**kw) for s, kw in kwargs.items() if s != "queues"}
-    return Settings(**sections, queues={name: QueueSettings(**kw) for name, kw in queues.items()})
+    sections = {s: _SECTION_CLASSES[s](**kw) for s, kw in kwargs.items() if s not in _MAPS}
+    built = {m: {name: cls(**kw) for name, kw in maps[m].items()} for m, cls in _MAPS.items()}
+    return Settings(**sections, **built)
 
 
 def _config_path(config_file: str | os.PathLike[str] | None, env: Mapping[str, str]) -> Path | None:

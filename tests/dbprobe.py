@@ -21,6 +21,7 @@ _AGEABLE = {
     "audit_log": ("at",),
     "metric_buckets": ("bucket_start",),
     "events": ("at",),
+    "job_failures": ("failed_at",),  # no id column: age every row (ids=None)
 }
 
 

@@ -25,6 +25,7 @@ TINY = {
     "sweep": ["--rows", "300", "--zombies", "12", "--abandoned", "5", "--live", "10"],
     "claim": ["--rows", "400", "--batch", "5", "--claims", "6", "--queues", "3"],
     "maintenance": ["--rows", "60", "--keep", "5", "--jobs", "4", "--every", "2"],
+    "enqueue": ["--rows", "40", "--batch", "10"],
 }
 EXTRA = {  # other paths through the same benches
     "claim": [["--queue-filter"], ["--max-workers", "1000"]],
@@ -80,6 +81,23 @@ def test_bench_variants_run(
     assert main(["bench", name, "--db", db_url, "--repeat", "1", *TINY[name], *flags]) == 0
     *runs, summary = _lines(capsys)
     assert len(runs) == 1 and summary["stat"] == "median" and summary["p50_ms"] > 0
+
+
+def test_bench_latency_measures_every_job_idle_and_under_load(
+    db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A worker process of its own. SQLite stamps milliseconds, so a pickup may read 0: no `> 0` here.
+    flags = ["--rows", "6", "--gap", "5", "--rate", "200", "--repeat", "1"]
+    assert main(["bench", "latency", "--db", db_url, *flags]) == 0
+    lines = _lines(capsys)
+    runs = {r["mode"]: r for r in lines if "stat" not in r}
+    summaries = {r["mode"]: r for r in lines if r.get("stat") == "median"}
+    assert set(runs) == set(summaries) == {"idle", "load"}
+    for record in runs.values():
+        assert record["rows"] == 6 and set(record) >= MACHINE_KEYS
+        assert 0 <= record["p50_ms"] <= record["p95_ms"] <= record["p99_ms"] <= record["max_ms"]
+    with Store(db_url, pool_size=1) as store:
+        assert store.run("table_counts") == [{"hot": 0, "archive": 0, "dlq": 0}]
 
 
 def test_bench_refuses_a_database_that_holds_jobs(db_url: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import traceback
 
 import pytest
@@ -11,9 +12,11 @@ import pytest
 from chokaq_ops.fingerprint import (
     EMPTY_TEMPLATE,
     Fingerprint,
+    add_normalizer,
     fingerprint_exception,
     fingerprint_text,
     normalize_message,
+    remove_normalizer,
 )
 
 # A realistic traceback: worker frame (ours), the application handler, then library and stdlib frames.
@@ -351,7 +354,7 @@ def test_fingerprint_exception_of_a_chained_exception():
         _raise_chained()
     fp = fingerprint_exception(info.value)
     assert fp == fingerprint_text("".join(traceback.format_exception(info.value)))
-    assert (fp.exception_type, fp.template) == ("RuntimeError", "payload of job <n> rejected")
+    assert (fp.exception_type, fp.template) == ("RuntimeError", "payload of job <id> rejected")
     assert fp.frame == "tests/test_fingerprint.py:_raise_chained"
 
 
@@ -399,11 +402,11 @@ def test_fingerprint_is_frozen():
         ("mail to bob.smith+tag@mail.example.com bounced", "mail to <email> bounced"),
         (
             "GET https://api.example.com/users/12345/orders/a1b2c3d4e5f6?token=abc#top failed.",
-            "GET https://api.example.com/users/<n>/orders/<hex> failed.",
+            "GET https://api.example.com/users/<n>/orders/<id> failed.",
         ),
         ("POST http://user:secret@10.1.2.3:8080/hook", "POST http://<ip>:<n>/hook"),
         ("object at 0x7f3a2b1c", "object at <hex>"),
-        ("sha 9f86d081884c7d659a2feaa0c55ad015 mismatch", "sha <hex> mismatch"),
+        ("sha 9f86d081884c7d659a2feaa0c55ad015 mismatch", "sha <id> mismatch"),
         ("deadbeefcafe is a word-like hex without digits", "deadbeefcafe is a word-like hex without digits"),
         ("ulid 01ARZ3NDEKTSV4RRFFQ69G5FAV", "ulid <id>"),
         ("token eyJhbGciOiJIUzI1NiJ9 expired", "token <id> expired"),
@@ -419,7 +422,7 @@ def test_fingerprint_is_frozen():
         ("retry 3 of 5", "retry <n> of <n>"),
         ("delta -5 ratio 0.75 big 1.5e-3", "delta <n> ratio <n> big <n>"),
         ("ran 30s using 512MB (95%)", "ran <n> using <n> (<n>)"),
-        ("order 42 and order 12345678", "order <n> and order <n>"),
+        ("order 42 and order 12345678", "order <n> and order <id>"),
         ("worker-3 and worker_17 failed", "worker-<n> and worker_<n> failed"),
         ("worker w-1a2b lost", "worker <id> lost"),
         ("python v1.2.3 utf8", "python v1.2.3 utf8"),
@@ -449,3 +452,62 @@ def test_normalize_message_is_idempotent(message):
     once = normalize_message(message)
     assert once != message
     assert normalize_message(once) == once
+
+
+# The two templates of a 503 outage: the same request-id field, hex with letters or all digits.
+OUTAGE = (
+    "requests.exceptions.HTTPError: {code} Server Error: {phrase} for url: "
+    "https://pay.example.com/v1/charge (request id {rid})"
+)
+
+
+def _outage(code: int, phrase: str, rid: str) -> str:
+    return (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/app/billing.py", line 12, in charge\n'
+        "    resp.raise_for_status()\n" + OUTAGE.format(code=code, phrase=phrase, rid=rid) + "\n"
+    )
+
+
+def test_an_outage_is_one_group_whatever_the_request_id_alphabet():
+    hex_id = fingerprint_text(_outage(503, "Service Unavailable", "3f9a2c71"))
+    digit_id = fingerprint_text(_outage(503, "Service Unavailable", "83920175"))
+    assert hex_id.id == digit_id.id
+    assert hex_id.template.endswith("(request id <id>)")
+
+
+def test_status_codes_stay_two_groups():
+    five_hundred = fingerprint_text(_outage(500, "Internal Server Error", "83920175"))
+    five_oh_three = fingerprint_text(_outage(503, "Service Unavailable", "83920175"))
+    assert five_hundred.id != five_oh_three.id
+    assert "503 Server Error" in five_oh_three.template
+
+
+@pytest.mark.parametrize(
+    ("message", "template"),
+    [
+        ("upstream returned 503 for request 1234567890", "upstream returned 503 for request <id>"),
+        ("HTTP 502 from gateway", "HTTP 502 from gateway"),
+        ("status=500, status code: 429", "status=500, status code: 429"),
+        ("got 404 Not Found", "got 404 Not Found"),
+        ("took 500ms for 503 rows", "took <n> for <n> rows"),  # a count, not a status
+    ],
+)
+def test_status_code_rules(message, template):
+    assert normalize_message(message) == template
+
+
+def test_custom_normalisers_run_first_and_can_be_removed():
+    def tenants(text: str) -> str:
+        return re.sub(r"tenant [a-z]+", "tenant <tenant>", text)
+
+    before = normalize_message("quota exceeded for tenant acme")
+    add_normalizer(tenants)
+    try:
+        assert normalize_message("quota exceeded for tenant acme") == "quota exceeded for tenant <tenant>"
+        assert normalize_message("quota exceeded for tenant globex") == "quota exceeded for tenant <tenant>"
+    finally:
+        remove_normalizer(tenants)
+    assert normalize_message("quota exceeded for tenant acme") == before
+    with pytest.raises(TypeError):
+        add_normalizer("not a function")  # type: ignore[arg-type]

@@ -572,3 +572,14 @@ def test_an_implicit_chokaq_toml_writable_by_others_is_refused(tmp_path, monkeyp
     assert load_settings(str(path), env={}).storage.url == "sqlite:///./planted.db"
     path.chmod(0o644)
     assert load_settings(env={}).storage.url == "sqlite:///./planted.db"
+
+
+def test_per_type_circuit_overrides_from_a_file(tmp_path):
+    path = tmp_path / "c.toml"
+    path.write_text('[Circuits."payments.charge.v1"]\nFailureThreshold = 3\nBreakDurationSeconds = 90\n')
+    s = load_settings(config_file=path, env={})
+    o = s.circuits["payments.charge.v1"]
+    assert (o.failure_threshold, o.break_duration, o.failure_window) == (3, 90.0, None)
+    path.write_text('[Circuits."x"]\nFailureThreshold = 0\n')
+    with pytest.raises(errors.ConfigError, match=r"Circuits\.x\.FailureThreshold"):
+        load_settings(config_file=path, env={})

@@ -6,8 +6,10 @@ from chokaq_api.extensions import Api
 from chokaq_api.resources import (
     archive,
     audit,
+    circuits,
     dlq,
     events,
+    failures,
     health,
     index,
     jobs,
@@ -20,7 +22,23 @@ from chokaq_api.resources import (
 )
 from chokaq_api.resources.events.schemas import EventSchema
 
-MODULES = (index, health, jobs, dlq, archive, queues, stats, rescue, events, audit, plans, workers, whoami)
+MODULES = (
+    index,
+    health,
+    jobs,
+    dlq,
+    archive,
+    queues,
+    stats,
+    rescue,
+    events,
+    audit,
+    plans,
+    workers,
+    circuits,
+    failures,
+    whoami,
+)
 URL_PREFIX = "/api/v1"
 
 

@@ -23,7 +23,9 @@ def add_fingerprints(jobs: pd.DataFrame, *, recompute: bool = False, details: bo
     Parameters
     ----------
     jobs : DataFrame
-        A job frame with ``error_details`` (load it with ``heavy=True``, the default).
+        A job frame. With ``error_details`` (``heavy=True``, the default) missing fingerprints are
+        computed and the detail columns filled; a light frame keeps its stored fingerprints and gets
+        empty detail columns (``recompute=True`` needs the text and raises KeyError without it).
     recompute : bool
         Recompute every fingerprint from ``error_details`` instead of only the missing ones.
     details : bool
@@ -43,7 +45,17 @@ def add_fingerprints(jobs: pd.DataFrame, *, recompute: bool = False, details: bo
     """
     out = jobs.copy()
     if C.ERROR_DETAILS not in out.columns:
-        raise KeyError("fingerprints need the error_details column: load the frame with heavy=True")
+        # A light frame (heavy=False): the stored fingerprints are all there is; the parts they are made
+        # of need the text, so the detail columns come back empty rather than failing the call.
+        if recompute or C.FINGERPRINT not in out.columns:
+            raise KeyError(
+                "recomputing fingerprints needs the error_details column: load the frame with heavy=True"
+            )
+        out[C.FINGERPRINT] = out[C.FINGERPRINT].astype(C.STRING_DTYPE)
+        if details:
+            for column in (C.EXCEPTION_TYPE, C.TEMPLATE, C.FRAME):
+                out[column] = pd.Series(pd.NA, index=out.index, dtype=C.STRING_DTYPE)
+        return out
     texts = out[C.ERROR_DETAILS]
     stored = out[C.FINGERPRINT] if C.FINGERPRINT in out.columns else pd.Series(pd.NA, index=out.index)
     need = texts.notna() & (stored.isna() | recompute)

@@ -8,12 +8,14 @@ period, and that times are UTC.
 
 from __future__ import annotations
 
+import hashlib
 import textwrap
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from chokaq_ops.analysis import columns as C
+from chokaq_ops.models import FailureReason
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -75,6 +77,28 @@ def _whole_counts(ax: Axes, ticks: int = 8) -> None:
     ax.yaxis.set_major_locator(MaxNLocator(nbins=ticks, integer=True))
 
 
+# A key keeps its colour in every panel and every notebook run: failure reasons by their number, "other"
+# grey, anything else (queues, types, fingerprints, workers) by a stable hash into tab20. The colour of a
+# group no longer depends on which other groups a panel happens to show or on their order.
+_PALETTE = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf",
+    "#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5",
+]  # fmt: skip
+_OTHER = "#7f7f7f"
+
+
+def colour_of(key: object) -> str:
+    """The colour a group key gets in every chart (stable across panels, frames and sessions)."""
+    text = str(key)
+    if text in ("other", "all other groups"):
+        return _OTHER
+    reason = next((r for r in FailureReason if r.name == text), None)
+    if reason is not None:
+        return _PALETTE[int(reason) % len(_PALETTE)]
+    digest = hashlib.sha1(text.encode(), usedforsecurity=False).digest()
+    return _PALETTE[int.from_bytes(digest[:4], "big") % len(_PALETTE)]
+
+
 def _stacked_bars(ax: Axes, counts: pd.DataFrame, labels: dict[str, str] | None = None) -> None:
     """Bars per period, one colour per column, the largest column at the bottom."""
     index = counts.index.tz_convert("UTC").tz_localize(None)
@@ -84,7 +108,14 @@ def _stacked_bars(ax: Axes, counts: pd.DataFrame, labels: dict[str, str] | None 
     for column in order:
         values = counts[column].to_numpy()
         name = (labels or {}).get(str(column), str(column))
-        ax.bar(index + step / 2, values, width=step * 0.85, bottom=bottom.to_numpy(), label=name)
+        ax.bar(
+            index + step / 2,
+            values,
+            width=step * 0.85,
+            bottom=bottom.to_numpy(),
+            label=name,
+            color=colour_of(column),
+        )
         bottom += values
     _date_axis(ax)
     _whole_counts(ax)
@@ -196,9 +227,8 @@ def plot_fingerprint_trends(
     axes = [axes] if n == 1 else list(axes)
     index = trends.index.tz_convert("UTC").tz_localize(None)
     width = _step(trends.index)
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for i, (panel, column) in enumerate(zip(axes, trends.columns, strict=True)):
-        panel.bar(index + width / 2, trends[column], width=width * 0.85, color=colors[i % len(colors)])
+    for panel, column in zip(axes, trends.columns, strict=True):
+        panel.bar(index + width / 2, trends[column], width=width * 0.85, color=colour_of(column))
         name = labels.get(str(column), "all other groups" if column == "other" else str(column))
         total = int(trends[column].sum())
         panel.set_title(f"{name}  ({total:,} job{'' if total == 1 else 's'})", loc="left", fontsize=8)
@@ -250,8 +280,8 @@ def plot_zombies(report: pd.DataFrame, ax: Axes | None = None, *, title: str | N
         ax.set_title(title or "No zombies")
         return ax
     handles: list[Any] = []
-    for i, (worker, rows) in enumerate(report.groupby(C.WORKER_ID, dropna=False, observed=True)):
-        color = f"C{i % 10}"
+    for worker, rows in report.groupby(C.WORKER_ID, dropna=False, observed=True):
+        color = colour_of(worker)
         idem = rows[C.IDEMPOTENT].fillna(False).astype(bool)
         ax.scatter(rows.loc[~idem, C.RUNTIME_S], rows.loc[~idem, C.HEARTBEAT_AGE_S], s=40, color=color)
         ax.scatter(

@@ -32,6 +32,8 @@ BENCHES: dict[str, str] = {
     "maintenance": "chokaq_ops.bench.maintenance",
     "claim": "chokaq_ops.bench.claim",
     "throughput": "chokaq_ops.bench.throughput",
+    "latency": "chokaq_ops.bench.latency",
+    "enqueue": "chokaq_ops.bench.enqueue",
     "api": "chokaq_ops.bench.api",
     "load": "chokaq_ops.bench.frame_load",  # not bench/load.py: it would shadow bench.load()
 }

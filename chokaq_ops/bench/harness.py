@@ -8,8 +8,9 @@ import math
 import os
 import platform
 import statistics
+import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import cache
 from typing import Any
 
@@ -196,6 +197,29 @@ class BatchClock:
             "batch_p95_ms": round(percentile(self.ms, 95), 2),
             "batch_max_ms": round(max(self.ms), 2),
         }
+
+
+def spread(one: Callable[[int], None], calls: int, threads: int) -> float:
+    """Seconds to make `calls` calls `one(0) .. one(calls - 1)` from `threads` threads taking the next
+    number as each finishes one (producers sharing a store, as an application's threads would)."""
+    counter = iter(range(calls))
+    lock = threading.Lock()
+
+    def work() -> None:
+        while True:
+            with lock:
+                i = next(counter, None)
+            if i is None:
+                return
+            one(i)
+
+    workers = [threading.Thread(target=work) for _ in range(threads)]
+    start = time.perf_counter()
+    for t in workers:
+        t.start()
+    for t in workers:
+        t.join()
+    return time.perf_counter() - start
 
 
 def expect(condition: bool, message: str) -> None:

@@ -24,7 +24,11 @@ COMMAND_MODULES = (
     "enqueue",
     "jobs",
     "queues",
+    "circuits",
+    "workers",
     "dlq",
+    "plans",
+    "audit",
     "archive",
     "rescue",
     "demo",
@@ -71,6 +75,11 @@ def _remember_parsers(parser: argparse.ArgumentParser) -> None:
                 _remember_parsers(child)
 
 
+# Exit codes (docs/notebooks.md): 0 ok, 1 halted or trouble, 2 usage, 3 interrupted (SIGINT/SIGTERM
+# between chunks; resumable), 4 database unreachable.
+EXIT_DB_UNREACHABLE = 4
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args, unknown = parser.parse_known_args(argv)
@@ -90,6 +99,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except errors.JobNotFound as exc:
         print(f"chokaq: {exc}", file=sys.stderr)
         return 1
+    except errors.TransientStorageError as exc:
+        # The database did not answer (down, unreachable, timing out): distinct from trouble in the work,
+        # so a cron wrapper can retry later instead of paging someone.
+        print(f"chokaq: database unreachable: {exc}", file=sys.stderr)
+        return EXIT_DB_UNREACHABLE
     except errors.ChokaqError as exc:
         print(f"chokaq: {exc}", file=sys.stderr)
         return 1

@@ -81,6 +81,12 @@ def print_json(value: Any) -> None:
     sys.stdout.write("\n")
 
 
+def print_json_line(value: Any) -> None:
+    """One JSON object on one line, flushed at once: a script reading a long run's output line by line
+    gets each line when it happens, and every line parses on its own (JSON lines)."""
+    print(json.dumps(to_jsonable(value), separators=(",", ":")), flush=True)
+
+
 def text(value: Any, key: str = "") -> str:
     """One value as every human-readable view prints it: `-` for none, times in UTC to the millisecond
     (as in error messages), durations in milliseconds (`*_ms`) to a tenth."""

@@ -15,17 +15,22 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
+import signal
 import sys
-from datetime import UTC, datetime, timedelta
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from chokaq_ops import errors
 from chokaq_ops.cli import common
+from chokaq_ops.client.base import dlq_filter
+from chokaq_ops.filters import TIME_HELP, parse_choice, parse_time
 from chokaq_ops.fingerprint import fingerprint_text
-from chokaq_ops.models import FailureReason, dead_job_evidence
+from chokaq_ops.models import Actor, DlqFilter, FailureReason, dead_job_evidence
 from chokaq_ops.settings import parse_duration
 from chokaq_ops.storage.migrate import require_current
-from chokaq_ops.storage.plan_ops import error_line
+from chokaq_ops.storage.plan_ops import PLAN_CHUNK, error_line
 from chokaq_ops.storage.read_ops import DLQ_SORTS
 
 if TYPE_CHECKING:
@@ -93,25 +98,18 @@ def client_of(args: argparse.Namespace) -> DbClient:
     return client
 
 
-WHEN_HELP = "an ISO 8601 time (UTC unless it has a zone), or how long ago: 24h, 24h ago, 7d, 90m, 1h30m"
+WHEN_HELP = TIME_HELP
 
 
 def when(text: str) -> datetime:
-    """An ISO 8601 time (UTC when it has no zone) or a duration meaning that long ago (24h, 7d, 90m),
-    optionally followed by `ago` ("24h ago"). A negative duration would be in the future: refused."""
+    """A time in the one filter grammar (chokaq_ops.filters): ISO 8601 with a zone, 24h, 24h ago, 7d,
+    now, today, yesterday. A time without a zone is refused: exit 2 with the message."""
     try:
-        value = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        body = text.strip()
-        body = body[:-3].rstrip() if body.lower().endswith(" ago") else body
-        try:
-            seconds = parse_duration(body) if body and not body.startswith(("-", "+")) else None
-        except errors.ConfigError:
-            seconds = None
-        if seconds is None:
-            raise argparse.ArgumentTypeError(f"expected {WHEN_HELP}; got {text!r}") from None
-        return datetime.now(UTC) - timedelta(seconds=seconds)
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        value = parse_time(text, "time")
+    except errors.ValidationError as exc:
+        raise argparse.ArgumentTypeError(str(exc).replace("time: ", "", 1)) from None
+    assert value is not None
+    return value
 
 
 def positive(text: str) -> int:
@@ -160,24 +158,21 @@ def progress_wanted() -> bool:
 
 def add_filters(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("filters (every one given narrows the match)")
-    g.add_argument("--queue")
-    g.add_argument("--type")
-    g.add_argument("--reason", help=f"one of {', '.join(r.name for r in FailureReason)}")
-    g.add_argument("--fingerprint", help="an error group id (see `chokaq dlq summary`)")
+    lists = "comma-separated; !VALUE excludes"
+    g.add_argument("--queue", help=lists)
+    g.add_argument("--type", help=lists)
+    g.add_argument("--reason", help=f"{', '.join(r.name for r in FailureReason)}; {lists}")
+    g.add_argument("--fingerprint", help="error group ids, comma-separated (see `chokaq dlq summary`)")
     g.add_argument("--search", help="substring of id, type, tags or error details")
     g.add_argument("--tag")
     for name in TIMES:
-        g.add_argument("--" + name.replace("_", "-"), type=when, metavar="TIME", help=WHEN_HELP)
+        end = "inclusive" if name.endswith("_from") else "exclusive"
+        g.add_argument("--" + name.replace("_", "-"), type=when, metavar="TIME", help=f"{WHEN_HELP} ({end})")
 
 
 def filters_of(args: argparse.Namespace) -> dict[str, Any]:
-    out = {k: getattr(args, k) for k in (*FILTERS, *TIMES) if getattr(args, k, None) is not None}
-    if "reason" in out:
-        try:
-            out["reason"] = FailureReason.parse(out["reason"])
-        except ValueError as exc:
-            raise errors.ValidationError(str(exc), field="reason") from None
-    return out
+    """The filter options as the grammar's words (chokaq_ops.filters parses them, as for Python and API)."""
+    return {k: getattr(args, k) for k in (*FILTERS, *TIMES) if getattr(args, k, None) is not None}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -194,6 +189,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     common.add_common(ls)
     common.add_format(ls)
     add_filters(ls)
+    ls.add_argument("--ids", help="only these job ids, comma-separated")
     ls.add_argument("--sort", choices=DLQ_SORTS, default="failed_at")
     ls.add_argument("--order", choices=("asc", "desc"), default="desc")
     ls.add_argument("--limit", type=positive, default=50, help="jobs per page (default 50, at most 1000)")
@@ -227,6 +223,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         b.add_argument("--max-jobs", type=positive, metavar="N", help="at most N jobs")
         b.add_argument("--dry-run", action="store_true", help="show what would be touched; change nothing")
         b.add_argument("--resume", metavar="PLAN_ID", help="finish an interrupted run (its plan id)")
+        b.add_argument(
+            "--idempotent-only",
+            action="store_true",
+            help="only job types a worker declared idempotent (@job(idempotent=True)); with --type, "
+            "those of its types",
+        )
+        b.add_argument(
+            "--label",
+            metavar="NAME",
+            help="name the plan; a re-run with the same label resumes its unfinished plan instead of "
+            "freezing a new one (cron-safe)",
+        )
         if name == "resurrect":
             b.add_argument("--payload", help="replacement payload (JSON) for every job of --ids")
             b.add_argument(
@@ -258,6 +266,15 @@ def register(sub: argparse._SubParsersAction) -> None:
         b.add_argument(
             "--rate", type=per_second, metavar="JOBS_PER_S", help="at most this many jobs per second"
         )
+        if name == "resurrect":
+            b.add_argument(
+                "--spread",
+                type=duration,
+                default=0.0,
+                metavar="DURATION",
+                help="jitter the resurrected jobs' due times over this window (e.g. 60s), so jobs that still "
+                "fail do not retry in one synchronized wave",
+            )
         b.add_argument(
             "--chunk-size",
             type=positive,
@@ -278,10 +295,8 @@ def run_ls(args: argparse.Namespace) -> int:
     if args.limit > 1000:
         raise errors.ValidationError("--limit is at most 1000", field="limit")
     with client_of(args) as client:
-        from chokaq_ops.client.base import dlq_filter
-
         page = client.store.list_dlq(
-            dlq_filter(**filters_of(args)),
+            dlq_filter(**filters_of(args), ids=args.ids),
             sort=args.sort,
             descending=args.order == "desc",
             page=args.page,
@@ -374,6 +389,17 @@ def run_bulk(args: argparse.Namespace) -> int:
         )
     if edits and ids is None:
         raise errors.ValidationError("--payload/--set-tags/--priority need --ids", field="payload")
+    if getattr(args, "idempotent_only", False) and not args.resume:
+        narrowed = _idempotent_only(args, filters)
+        if narrowed is None:
+            if args.format == "json":
+                common.print_json_line({"matched": 0, "plan_id": None})
+            else:
+                print(f"no job type is declared idempotent: nothing to {action}", file=sys.stderr)
+            return 0
+        filters = narrowed
+    if args.label and args.resume:
+        raise errors.ValidationError("give --label or --resume, not both", field="label")
     with client_of(args) as client:
         if args.dry_run:
             if args.resume:
@@ -384,67 +410,150 @@ def run_bulk(args: argparse.Namespace) -> int:
                 if args.max_jobs is not None:
                     out["matched"] = min(out["matched"], args.max_jobs)
             return _print_result(args, out, dry_run=True)
+        who = Actor(actor_of(args))
+        plan = None
+        resumed = False
         if args.resume:
             plan = client.plan(args.resume)
+        elif args.label:
+            found = client.store.plan_by_label(action, args.label)
+            plan = client.plan(found["id"]) if found else None
+        if plan is not None:
             if plan.action != action:
                 raise errors.ValidationError(
                     f"plan {plan.id} is a {plan.action} plan, not {action}", field="resume"
                 )
+            resumed = True
+            client.store.note_plan(plan.id, "plan_resume", actor=who, details={"by": "cli"})
         else:
-            selection = ids if ids is not None else None
+            selection: Any = ids
+            if ids is None:
+                matched = client.store.count_dlq(dlq_filter(**filters)) if filters else None
+                if matched == 0:  # nothing to do is not trouble, and leaves no empty plan behind
+                    if args.format == "json":
+                        common.print_json_line({"matched": 0, "plan_id": None})
+                    else:
+                        print(f"no dead job matches: nothing to {action}", file=sys.stderr)
+                    return 0
+                selection = dlq_filter(**filters) if filters else DlqFilter()
             plan_edits = dict.fromkeys(ids, edits) if edits and ids is not None else None
-            make = client.plan_resurrect if action == "resurrect" else client.plan_purge
-            kwargs: dict[str, Any] = {"max_jobs": args.max_jobs}
-            if args.chunk_size is not None:
-                kwargs["chunk_size"] = args.chunk_size
-            if plan_edits:
-                kwargs["edits"] = plan_edits
-            if selection is None and not filters:
-                from chokaq_ops.models import DlqFilter
-
-                selection = DlqFilter()
-            plan = make(selection, **kwargs, **({} if ids is not None or not filters else filters))
-            if args.format != "json":
-                print(f"plan {plan.id}: {plan.total} job(s) in {plan.chunks} chunk(s)", file=sys.stderr)
-        before = plan.chunks_done
+            created = client.store.create_plan(
+                action,
+                actor=who,
+                ids=selection if ids is not None else None,
+                flt=None if ids is not None else selection,
+                edits=plan_edits,
+                max_jobs=args.max_jobs,
+                chunk_size=args.chunk_size or PLAN_CHUNK,
+                label=args.label,
+            )
+            plan = client.plan(created["id"])
+        # The plan id first, before any work: whatever ends this run, a script has it.
+        head = {"event": "plan", "plan_id": plan.id, "label": args.label, "resumed": resumed}
+        head |= {"total": plan.total, "remaining": plan.remaining}
+        if args.format == "json":
+            common.print_json_line(head)
+        else:
+            verb = "resuming" if resumed else "plan"
+            print(f"{verb} {plan.id}: {plan.remaining} of {plan.total} job(s) left", file=sys.stderr)
+        before_done, before_chunks = plan.done, plan.chunks_done
         pacing = {"rate": args.rate}
         if action == "resurrect":
-            pacing |= {"canary": args.canary, "watch": args.watch, "max_failure_rate": args.max_failure_rate}
-        try:
-            plan.execute(progress=progress_wanted(), **pacing)
-        except errors.PlanHalted as halted:
-            return _print_halted(args, halted, before)
-        except KeyboardInterrupt:
-            print(
-                f"\ninterrupted; finish with: chokaq dlq {action} --resume {plan.id}",
-                file=sys.stderr,
-            )
-            return 130
-        key = "resurrected" if action == "resurrect" else "purged"
-        out = {
-            key: plan.done,
-            "batches": plan.chunks_done - before,
-            "skipped": plan.skipped,
-            "plan_id": plan.id,
-        }
+            pacing |= {
+                "canary": args.canary,
+                "watch": args.watch,
+                "max_failure_rate": args.max_failure_rate,
+                "spread": args.spread,
+            }
+        with interruptible() as stopped:
+            try:
+                plan.execute(progress=progress_wanted(), **pacing)
+            except errors.PlanHalted as halted:
+                client.store.note_plan(plan.id, "plan_halt", actor=who, details={"reason": str(halted)})
+                return _print_halted(args, halted, before_done, before_chunks)
+            except KeyboardInterrupt:
+                plan.refresh()
+                signame = stopped.get("signal", "SIGINT")
+                client.store.note_plan(plan.id, "plan_interrupt", actor=who, details={"signal": signame})
+                out = _counts(plan, action, before_done, before_chunks) | {
+                    "event": "interrupted",
+                    "signal": signame,
+                }
+                if args.format == "json":
+                    common.print_json_line(out)
+                else:
+                    print(
+                        f"\ninterrupted ({signame}); finish with: chokaq dlq {action} --resume {plan.id}"
+                        + (f" (or re-run with --label {args.label})" if args.label else ""),
+                        file=sys.stderr,
+                    )
+                return EXIT_INTERRUPTED
+        out = _counts(plan, action, before_done, before_chunks) | {"event": "finished"}
+        if args.format == "json":
+            common.print_json_line(out)
+            return 0
         return _print_result(args, out, dry_run=False)
 
 
-def _print_halted(args: argparse.Namespace, halted: errors.PlanHalted, before: int) -> int:
+EXIT_INTERRUPTED = 3
+
+
+def _idempotent_only(args: argparse.Namespace, filters: dict[str, Any]) -> dict[str, Any] | None:
+    """Narrow the type filter to the types workers declared idempotent (server-side, see job_types)."""
+    if args.ids:
+        raise errors.ValidationError(
+            "--idempotent-only goes with filters, not --ids", field="idempotent_only"
+        )
+    with client_of(args) as client:
+        safe = client.store.idempotent_types()
+    chosen = parse_choice(filters.get("type"), "type")
+    wanted = [t for t in safe if chosen.include is None or t in chosen.include]
+    wanted = [t for t in wanted if t not in (chosen.exclude or ())]
+    return {**filters, "type": wanted} if wanted else None  # None: no safe type, nothing can match
+
+
+def _counts(plan: Any, action: str, before_done: int, before_chunks: int) -> dict[str, Any]:
+    """A run's numbers: the plan's totals and, apart, what this run did (a resumed plan did some before)."""
+    key = "resurrected" if action == "resurrect" else "purged"
+    return {
+        "plan_id": plan.id,
+        "state": plan.state,
+        key: plan.done,
+        f"{key}_this_run": plan.done - before_done,
+        "batches": plan.chunks_done,
+        "batches_this_run": plan.chunks_done - before_chunks,
+        "skipped": plan.skipped,
+        "remaining": plan.remaining,
+    }
+
+
+@contextmanager
+def interruptible() -> Iterator[dict[str, str]]:
+    """SIGTERM (cron and systemd timeouts) ends a run as SIGINT does: between chunks, with a final line.
+    The mapping says which signal it was."""
+    seen: dict[str, str] = {}
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        seen["signal"] = signal.Signals(signum).name
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield seen
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _print_halted(
+    args: argparse.Namespace, halted: errors.PlanHalted, before_done: int, before_chunks: int
+) -> int:
     """A paced run that stopped itself: what it did, why, and how to go on. Exit 1."""
     plan = halted.plan
     got = halted.outcomes
     if args.format == "json":
-        common.print_json(
-            {
-                "halted": str(halted),
-                "resurrected": plan.done,
-                "batches": plan.chunks_done - before,
-                "remaining": plan.remaining,
-                "plan_id": plan.id,
-                "outcomes": got,
-            }
-        )
+        out = _counts(plan, "resurrect", before_done, before_chunks)
+        common.print_json_line(out | {"event": "halted", "halted": str(halted), "outcomes": got})
     else:
         print(f"chokaq: {halted}", file=sys.stderr)
         print(
@@ -454,7 +563,7 @@ def _print_halted(args: argparse.Namespace, halted: errors.PlanHalted, before: i
         )
         print(
             f"  go on after a fix: chokaq dlq resurrect --resume {plan.id} (add --canary again to re-check); "
-            f"drop the rest: discard plan {plan.id} (POST /plans/{plan.id}/discard or plan.discard())",
+            f"drop the rest: chokaq plans discard {plan.id}",
             file=sys.stderr,
         )
     return 1

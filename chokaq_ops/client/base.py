@@ -5,14 +5,25 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 import pandas as pd
 
 from chokaq_ops import errors
+from chokaq_ops import filters as filters_module
 from chokaq_ops.analysis.plans import Plan
-from chokaq_ops.models import DlqFilter, FailureReason, HotFilter, Status
+from chokaq_ops.filters import failure_filter
+from chokaq_ops.models import (
+    DEFAULT_PRIORITY,
+    DEFAULT_QUEUE,
+    DlqFilter,
+    FailureFilter,
+    HotFilter,
+    NewJob,
+    Status,
+)
 
 DLQ_FILTER_FIELDS = tuple(DlqFilter.__dataclass_fields__)
 HOT_FILTER_FIELDS = tuple(HotFilter.__dataclass_fields__)
@@ -49,24 +60,91 @@ QUEUE_COLUMNS = [
 
 
 def parse_time(value: Any, field: str) -> datetime | None:
-    """A point in time from a datetime, date, pandas Timestamp, ISO 8601 text, or a timedelta meaning
-    "that long ago". Times without a zone are taken as UTC (as the API does)."""
-    if value is None:
-        return None
-    if isinstance(value, timedelta):
-        return datetime.now(UTC) - value
-    if isinstance(value, pd.Timestamp):
-        value = value.to_pydatetime()
-    elif isinstance(value, str):
+    """A point in time in the one filter grammar (`chokaq_ops.filters.parse_time`: aware datetimes,
+    pandas/numpy timestamps, ISO 8601 with a zone, 24h / 7d / yesterday, a timedelta meaning "that long
+    ago"); a `date` is that day's midnight UTC. A time without a zone is refused."""
+    if isinstance(value, date) and not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day, tzinfo=UTC)
+    return filters_module.parse_time(value, field)
+
+
+ENQUEUE_FIELDS = ("type", "payload", "queue", "priority", "tags", "delay", "at", "idempotency_key", "id")
+
+
+def new_job(
+    type: str,
+    payload: Any = None,
+    *,
+    queue: str = DEFAULT_QUEUE,
+    priority: int = DEFAULT_PRIORITY,
+    tags: str | Sequence[str] | None = None,
+    delay: float | timedelta | None = None,
+    at: Any = None,
+    idempotency_key: str | None = None,
+    id: str | None = None,
+) -> NewJob:
+    """A producer's arguments as a NewJob. `payload`: a string is stored exactly as given (JSON text, or
+    anything the handler parses itself); any other value is stored as its JSON; None is ``{}``. `tags`: a
+    comma-separated string or a list of tags. `delay` (seconds or a timedelta) or `at` (a time, as for
+    `parse_time`; a time without a zone is UTC) schedules the job; give one of them."""
+    if delay is not None and at is not None:
+        raise errors.ValidationError("give delay or at, not both", field="delay")
+    if isinstance(delay, timedelta):
+        delay = delay.total_seconds()
+    if delay is not None and (isinstance(delay, bool) or not isinstance(delay, int | float)):
+        raise errors.ValidationError(f"delay must be seconds or a timedelta, got {delay!r}", field="delay")
+    if isinstance(at, timedelta):
+        raise errors.ValidationError("at is a point in time; use delay= for a timedelta", field="at")
+    if not isinstance(tags, str | None):
+        tags = ",".join(str(t) for t in tags)
+    if payload is None:
+        payload = "{}"
+    elif not isinstance(payload, str):
         try:
-            value = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise errors.ValidationError(f"{field} is not an ISO 8601 time: {value!r}", field=field) from None
-    elif isinstance(value, date) and not isinstance(value, datetime):
-        value = datetime(value.year, value.month, value.day)
-    if not isinstance(value, datetime):
-        raise errors.ValidationError(f"{field} must be a time, got {type(value).__name__}", field=field)
-    return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+            payload = json.dumps(payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise errors.ValidationError(f"payload is not a JSON value: {exc}", field="payload") from None
+    return NewJob(
+        type=type,
+        payload=payload,
+        queue=queue,
+        priority=priority,
+        tags=tags,
+        idempotency_key=idempotency_key,
+        id=id,
+        delay_seconds=None if delay is None else float(delay),
+        scheduled_at=parse_time(at, "at"),
+    )
+
+
+def new_jobs(jobs: Iterable[Mapping[str, Any] | NewJob]) -> list[NewJob]:
+    """`enqueue_many`'s items: mappings with `enqueue`'s argument names (``type`` required), or NewJobs."""
+    out = []
+    for n, item in enumerate(jobs):
+        if isinstance(item, NewJob):
+            out.append(item)
+            continue
+        if not isinstance(item, Mapping):
+            raise errors.ValidationError(f"jobs[{n}] must be a mapping or a NewJob", field=f"jobs[{n}]")
+        unknown = sorted(set(item) - set(ENQUEUE_FIELDS))
+        if unknown:
+            raise errors.ValidationError(
+                f"jobs[{n}] has unknown field {unknown[0]!r}; use {', '.join(ENQUEUE_FIELDS)}",
+                field=unknown[0],
+            )
+        if "type" not in item:
+            raise errors.ValidationError(f"jobs[{n}] has no type", field="type")
+        out.append(new_job(**item))
+    return out
+
+
+def ids_or_conflict(results: Sequence[Any]) -> list[str]:
+    """Enqueue results as ids; items refused because their id is used by another job raise Conflict."""
+    used = [r.id for r in results if r.status == "conflict"]
+    if used:
+        shown = ", ".join(used[:10]) + (f" and {len(used) - 10} more" if len(used) > 10 else "")
+        raise errors.Conflict(f"job id(s) used by another job already: {shown}", field="id")
+    return [r.id for r in results]
 
 
 def _check_fields(filters: Mapping[str, Any], allowed: Sequence[str], what: str) -> None:
@@ -78,23 +156,9 @@ def _check_fields(filters: Mapping[str, Any], allowed: Sequence[str], what: str)
 
 
 def dlq_filter(filters: Mapping[str, Any] | DlqFilter | None = None, **more: Any) -> DlqFilter:
-    """A DlqFilter from keyword filters: reason by name or number, times as for `parse_time`."""
-    if isinstance(filters, DlqFilter):
-        if more:
-            raise errors.ValidationError("give a DlqFilter or keyword filters, not both", field="filter")
-        return filters
-    values = {**(filters or {}), **more}
-    values = {k: v for k, v in values.items() if v is not None}
-    _check_fields(values, DLQ_FILTER_FIELDS, "DLQ")
-    if "reason" in values and not isinstance(values["reason"], FailureReason):
-        try:
-            values["reason"] = FailureReason.parse(values["reason"])
-        except ValueError as exc:
-            raise errors.ValidationError(str(exc), field="reason") from None
-    for key in ("failed_from", "failed_to", "created_from", "created_to"):
-        if key in values:
-            values[key] = parse_time(values[key], key)
-    return DlqFilter(**values)
+    """A DlqFilter from keyword filters in the one grammar of `chokaq_ops.filters` (lists, ``!``
+    exclusions, ``ids``, relative times, naive times refused, half-open windows)."""
+    return filters_module.dlq_filter(filters, **more)
 
 
 def hot_filter(filters: Mapping[str, Any] | HotFilter | None = None, **more: Any) -> HotFilter:
@@ -216,8 +280,50 @@ def audit_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return frame.astype({"id": "int64", "count": "int64"})
 
 
+FAILURE_COLUMNS = [
+    "seq",
+    "job_id",
+    "queue",
+    "type",
+    "attempt",
+    "outcome",
+    "failure_reason",
+    "fingerprint",
+    "error_line",
+    "error_details",
+    "worker_id",
+    "failed_at",
+]
+
+
+def failures_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    frame = records_frame(rows, FAILURE_COLUMNS, ("failed_at",))
+    return frame.astype({"seq": "int64", "attempt": "int64"})
+
+
+IDS_PER_REQUEST = 200
+LOCATE_COLUMNS = ["id", "location", "status", "failure_reason", "finished_at"]
+
+
 class BaseClient:
     """The methods both clients implement the same way on top of their transport."""
+
+    def enqueue(self, type: str, payload: Any = None, *, connection: Any = None, **options: Any) -> str:
+        """Enqueue one job; returns its id. `options`: queue, priority, tags, delay or at,
+        idempotency_key, id (see `new_job`). With an `idempotency_key` an active job already holds,
+        nothing is inserted and that job's id is returned. An `id` already used by another job raises
+        Conflict. `connection` (database clients only): the application's own open sqlite3 / pyodbc
+        connection; the job is inserted in its open transaction and exists only if the application
+        commits it."""
+        return self.enqueue_many([{**options, "type": type, "payload": payload}], connection=connection)[0]
+
+    def enqueue_many(
+        self, jobs: Iterable[Mapping[str, Any] | NewJob], *, connection: Any = None
+    ) -> list[str]:
+        """Enqueue jobs given as mappings with `enqueue`'s argument names (``type`` required) or NewJobs;
+        returns their ids in order (an active duplicate's id for a repeated idempotency key). Items whose
+        `id` is used by another job raise Conflict naming them; the other items are enqueued."""
+        return self._enqueue(new_jobs(jobs), connection)  # type: ignore[attr-defined]
 
     def plan(self, plan_id: str) -> Plan:
         """An existing plan by id (to inspect, execute or resume it)."""
@@ -284,6 +390,60 @@ class BaseClient:
             action, ids=ids, flt=flt, edits=plan_edits or None, max_jobs=max_jobs, chunk_size=chunk_size
         )
         return Plan(self, data)  # type: ignore[arg-type]
+
+    def failure_history(self, selection: Any = None, *, limit: int = 100_000, **filters: Any) -> pd.DataFrame:
+        """Every failed attempt (retried or dead-lettered) of the selected jobs, oldest first, kept after
+        a resurrect and a success (until Retention.FailureHistory). `selection`: a frame (its `id`
+        column), a Series or a list of ids; or keyword filters of `chokaq_ops.filters`: ``ids``,
+        ``queue``, ``type``, ``reason``, ``fingerprint`` (lists, ``!`` excludes), ``outcome`` (retry or
+        dead), ``failed_from``/``failed_to`` (half-open).
+
+        Columns: seq (int64, the history's order), job_id, queue, type, attempt (int64, the attempt that
+        failed), outcome, failure_reason (Transient for a retried attempt), fingerprint, error_line (the
+        first line), error_details, worker_id, failed_at (UTC)."""
+        ids = ids_of(selection)
+        if ids is not None:
+            if "ids" in filters:
+                raise errors.ValidationError("give a selection or ids=, not both", field="ids")
+            filters = {**filters, "ids": ids}
+        elif selection is not None:
+            raise errors.ValidationError("the selection must be a frame, a Series or ids", field="ids")
+        flt = failure_filter(filters)
+        if flt.ids is None:
+            return failures_frame(self._failure_pages(flt, limit))
+        rows: list[dict[str, Any]] = []
+        # Ids go in chunks: an API query string holds a few hundred of them, not a frame's worth.
+        for start in range(0, len(flt.ids), IDS_PER_REQUEST):
+            part = replace(flt, ids=flt.ids[start : start + IDS_PER_REQUEST])
+            rows.extend(self._failure_pages(part, limit - len(rows)))
+            if len(rows) >= limit:
+                break
+        rows.sort(key=lambda r: int(r["seq"]))
+        return failures_frame(rows)
+
+    def locate(self, ids: Any) -> pd.DataFrame:
+        """Where jobs are now: a frame (its `id` column), a Series or ids. Columns: id, location (hot,
+        archive, dlq or gone), status (pending, fetched, processing, succeeded, dead), failure_reason
+        (dead jobs), finished_at (UTC: archived or dead-lettered at). One row per id, in the given order."""
+        wanted = ids_of(ids)
+        if wanted is None:
+            raise errors.ValidationError("locate takes a frame, a Series or ids", field="ids")
+        rows: list[dict[str, Any]] = []
+        for start in range(0, len(wanted), IDS_PER_REQUEST):
+            rows.extend(self._locate(wanted[start : start + IDS_PER_REQUEST]))  # type: ignore[attr-defined]
+        return records_frame(rows, LOCATE_COLUMNS, ("finished_at",))
+
+    def _failure_pages(self, flt: FailureFilter, limit: int) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        after: int | None = None
+        while len(rows) < limit:
+            size = min(5000, limit - len(rows))
+            got = self._failure_rows(flt, size, after)  # type: ignore[attr-defined]
+            rows.extend(got)
+            if len(got) < size:
+                break
+            after = int(got[-1]["seq"])
+        return rows
 
     def plans(self, *, state: str | None = None, action: str | None = None, limit: int = 100) -> pd.DataFrame:
         """Recent plans, newest first. Columns: id, action, actor, state, total, done, skipped, remaining,

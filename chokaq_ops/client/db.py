@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from datetime import timedelta
 from typing import Any
 
 import pandas as pd
@@ -18,10 +20,11 @@ from chokaq_ops.client.base import (
     audit_frame,
     dlq_filter,
     hot_filter,
+    ids_or_conflict,
     parse_time,
     records_frame,
 )
-from chokaq_ops.models import Actor, ArchiveFilter, DlqFilter, HotFilter
+from chokaq_ops.models import Actor, ArchiveFilter, DlqFilter, FailureFilter, HotFilter, NewJob
 from chokaq_ops.settings import Settings
 from chokaq_ops.storage import Store
 from chokaq_ops.storage.admin_ops import UNSET
@@ -134,8 +137,13 @@ class DbClient(BaseClient):
         params = frames.dlq_params(self.store, flt)
         if params["failed_to"] is None:
             # Freeze the end: jobs that die while a big load runs do not stretch it out.
-            params["failed_to"] = self.store.now()
+            params["failed_to"] = self._frozen_end()
         return self._load("dlq", params, heavy=heavy, limit=limit, chunk_size=chunk_size, progress=progress)
+
+    def _frozen_end(self) -> Any:
+        """Now on the database clock, as the exclusive end of a half-open window: one millisecond (the
+        coarsest clock, SQLite's) past it, so a job that failed in this very millisecond is in."""
+        return self.store.now() + timedelta(milliseconds=1)
 
     def iter_dlq(
         self,
@@ -149,7 +157,7 @@ class DbClient(BaseClient):
         too big to hold at once."""
         params = frames.dlq_params(self.store, dlq_filter(filters, **kw))
         if params["failed_to"] is None:
-            params["failed_to"] = self.store.now()
+            params["failed_to"] = self._frozen_end()
         return frames.iter_job_pages(self.store, "dlq", params, heavy=heavy, chunk_size=chunk_size)
 
     def load_archive(
@@ -300,6 +308,18 @@ class DbClient(BaseClient):
             job_id, actor=self._who(), payload=payload, tags=tags, priority=priority
         )
 
+    # ------------------------------------------------------------------ producing
+
+    def _enqueue(self, jobs: list[NewJob], connection: Any) -> list[str]:
+        # A producer's enqueue is the application's own write, like a worker's, not an operator's change:
+        # it needs no actor and writes no audit row; the actor, when given, is the jobs' created_by.
+        jobs = [replace(j, created_by=j.created_by or self._actor_name) for j in jobs]
+        if connection is None:
+            results = self.store.enqueue(jobs)
+        else:
+            results = self.store.enqueue_on(connection, jobs)
+        return ids_or_conflict(results)
+
     # ------------------------------------------------------------------ queues, stats, audit
 
     def queues(self) -> pd.DataFrame:
@@ -316,6 +336,14 @@ class DbClient(BaseClient):
 
     def resume(self, name: str) -> dict[str, Any]:
         return self.store.set_queue(name, actor=self._who(), paused=False)
+
+    def set_worker_concurrency(self, worker_id: str, concurrency: int) -> dict[str, Any]:
+        """A running worker's handler slots, applied at its next heartbeat (lowering cancels nothing)."""
+        return self.store.set_worker_concurrency(worker_id, concurrency, actor=self._who())
+
+    def set_circuit(self, type_key: str, state: str) -> dict[str, Any]:
+        """Force a job type's circuit "open" (until closed) or "closed" (its failure count cleared)."""
+        return self.store.set_circuit(type_key, state, actor=self._who())
 
     def set_queue(
         self,
@@ -372,6 +400,12 @@ class DbClient(BaseClient):
             page += 1
         return audit_frame(rows)
 
+    def _locate(self, ids: list[str]) -> list[dict[str, Any]]:
+        return self.store.locate(ids)
+
+    def _failure_rows(self, flt: FailureFilter, limit: int, after: int | None) -> list[dict[str, Any]]:
+        return self.store.failure_history(flt, limit=limit, after_seq=after)
+
     # ------------------------------------------------------------------ plans
 
     def _plan_create(
@@ -391,8 +425,8 @@ class DbClient(BaseClient):
     def _plan_get(self, plan_id: str) -> dict[str, Any]:
         return self.store.get_plan(plan_id)
 
-    def _plan_chunk(self, plan_id: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
-        return self.store.execute_plan_chunk(plan_id, actor=self._who(plan_id))
+    def _plan_chunk(self, plan_id: str, spread: float = 0.0) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        return self.store.execute_plan_chunk(plan_id, actor=self._who(plan_id), spread=spread)
 
     def _plan_items(self, plan_id: str) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []

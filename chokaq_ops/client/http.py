@@ -25,11 +25,13 @@ from chokaq_ops.client.base import (
     audit_frame,
     dlq_filter,
     hot_filter,
+    ids_or_conflict,
     parse_time,
     records_frame,
 )
 from chokaq_ops.client.transport import PAGE, UNSET, Transport, filter_json, quote, time_text, times
-from chokaq_ops.models import DlqFilter, HotFilter
+from chokaq_ops.filters import filter_query
+from chokaq_ops.models import DlqFilter, EnqueueResult, FailureFilter, HotFilter, NewJob
 
 
 class HttpClient(BaseClient):
@@ -61,6 +63,33 @@ class HttpClient(BaseClient):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _enqueue(self, jobs: list[NewJob], connection: Any) -> list[str]:
+        if connection is not None:
+            raise errors.ValidationError(
+                "a transactional enqueue needs the database: connect() to its URL, not to the API",
+                field="connection",
+            )
+        # One POST /jobs per job, each audited by the API under the token's name like any enqueue there.
+        results = []
+        for job in jobs:
+            body = {
+                "type": job.type,
+                "payload": job.payload,
+                "queue": job.queue,
+                "priority": job.priority,
+                "tags": job.tags,
+                "idempotency_key": job.idempotency_key,
+                "id": job.id,
+                "delay_seconds": job.delay_seconds,
+                "scheduled_at": time_text(job.scheduled_at) if job.scheduled_at else None,
+            }
+            try:
+                created = self.api.post("/jobs", {k: v for k, v in body.items() if v is not None})
+                results.append(EnqueueResult(id=created["id"], created=True, status="new"))
+            except errors.InvalidState:  # the API's 409 on POST /jobs: the id is used by another job
+                results.append(EnqueueResult(id=str(job.id), created=False, status="conflict"))
+        return ids_or_conflict(results)
 
     def _frame(
         self,
@@ -258,6 +287,14 @@ class HttpClient(BaseClient):
     def resume(self, name: str) -> dict[str, Any]:
         return self.set_queue(name, paused=False)
 
+    def set_worker_concurrency(self, worker_id: str, concurrency: int) -> dict[str, Any]:
+        """A running worker's handler slots (admin token), applied at its next heartbeat."""
+        return self.api.patch(f"/workers/{quote(worker_id)}", {"concurrency": concurrency})
+
+    def set_circuit(self, type_key: str, state: str) -> dict[str, Any]:
+        """Force a job type's circuit "open" (until closed) or "closed" (admin token)."""
+        return self.api.patch(f"/circuits/{quote(type_key, safe='/')}", {"state": state})
+
     def set_queue(
         self,
         name: str,
@@ -330,9 +367,10 @@ class HttpClient(BaseClient):
     def _plan_get(self, plan_id: str) -> dict[str, Any]:
         return self.api.get(f"/plans/{quote(plan_id)}")
 
-    def _plan_chunk(self, plan_id: str) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    def _plan_chunk(self, plan_id: str, spread: float = 0.0) -> tuple[dict[str, Any], dict[str, Any] | None]:
         # One chunk per request: the client shows progress, and an interrupted client loses nothing.
-        got = self.api.post(f"/plans/{quote(plan_id)}/execute", {"max_chunks": 1})
+        body: dict[str, Any] = {"max_chunks": 1} | ({"spread": spread} if spread else {})
+        got = self.api.post(f"/plans/{quote(plan_id)}/execute", body)
         chunks = got.pop("executed", [])
         return got, (chunks[0] if chunks else None)
 
@@ -350,6 +388,15 @@ class HttpClient(BaseClient):
 
     def _plan_outcomes(self, plan_id: str, from_chunk: int | None, to_chunk: int | None) -> dict[str, Any]:
         return self.api.get(f"/plans/{quote(plan_id)}/outcomes", from_chunk=from_chunk, to_chunk=to_chunk)
+
+    def _locate(self, ids: list[str]) -> list[dict[str, Any]]:
+        return [times(r) for r in self.api.post("/jobs/locate", {"ids": ids})]
+
+    def _failure_rows(self, flt: FailureFilter, limit: int, after: int | None) -> list[dict[str, Any]]:
+        params = {**filter_query(flt), "limit": limit}
+        if after is not None:
+            params["after_seq"] = after
+        return self.api.call("GET", "/failures", params=params).json()
 
     def _plan_list(self, *, state: str | None, action: str | None, limit: int) -> list[dict[str, Any]]:
         got = self.api.call(

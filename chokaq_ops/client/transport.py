@@ -14,6 +14,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.util.retry import Retry
 
 from chokaq_ops import errors
+from chokaq_ops.filters import dlq_query
 from chokaq_ops.models import DlqFilter, HotFilter
 
 API_PREFIX = "/api/v1"
@@ -31,7 +32,10 @@ def time_text(value: datetime) -> str:
 
 
 def filter_json(flt: DlqFilter | HotFilter | dict[str, Any]) -> dict[str, Any]:
-    """A filter as the API's query or body fields: times in ISO 8601, enums by name, unset fields left out."""
+    """A filter as the API's query or body fields: times in ISO 8601, enums by name, unset fields left out;
+    a DLQ filter in the grammar's text (lists, ! exclusions), which the API parses back to the same filter."""
+    if isinstance(flt, DlqFilter):
+        return dlq_query(flt)
     items = flt.items() if isinstance(flt, dict) else ((k, getattr(flt, k)) for k in flt.__dataclass_fields__)
     out: dict[str, Any] = {}
     for key, value in items:

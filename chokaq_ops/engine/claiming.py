@@ -25,6 +25,7 @@ log = logging.getLogger("chokaq.worker")
 LINGER_S = 0.001  # with under half the slots free and jobs running, wait this long for more
 FAST_CLAIMS = 4.0  # handlers taking less than this many claim round trips on average are fast
 EWMA = 0.05  # weight of the newest sample in the moving averages of run and claim times
+IDLE_MARK_REFRESH_S = 20.0  # an idle worker's mark is renewed this often (it counts for a minute)
 _WAIT = object()  # _next_claim: nothing to claim yet, turn the loop (stamp, refresh) and ask again
 
 
@@ -67,6 +68,8 @@ class Claiming:
                 start, limit = plan
                 self._free -= start  # held for the jobs this claim starts
                 exact_caps = self._exact_caps
+                # A wake-up from here on may be for a job this claim misses: it keeps the idle wait short.
+                self._wake_fetch = False
             began = time.perf_counter()
             try:
                 rows = self.db(
@@ -89,7 +92,56 @@ class Claiming:
             failures = 0
             self._claimed(rows, start)
             if len(rows) < limit:
-                self._idle(w.polling_interval)
+                if self._mark_idle():
+                    continue  # newly marked: an enqueue that did not see the mark yet did not notify
+                self._idle(self._until_due(w.polling_interval))
+            elif self._idle_since is not None:
+                self._unmark_idle()
+
+    def _mark_idle(self) -> bool:
+        """PostgreSQL: mark this worker as waiting, so that enqueues NOTIFY (they skip it while every
+        worker is busy: a notifying commit holds a database-wide lock until it is flushed). The mark is
+        refreshed every IDLE_MARK_REFRESH_S while idle; older than a minute it no longer counts (a
+        worker that died). True when the worker was not marked before."""
+        if self.watcher is None or self.store.dialect.name != "postgresql":
+            return False
+        now = time.monotonic()
+        fresh = self._idle_since is not None and now - self._idle_since < IDLE_MARK_REFRESH_S
+        if fresh:
+            return False
+        was_marked = self._idle_since is not None
+        try:
+            self.db(self.store.run, "mark_idle", worker_id=self.worker_id)
+        except Exception as exc:
+            log.warning("cannot mark the worker idle (new jobs wait for the poll): %s", exc)
+            return False
+        self._idle_since = now
+        return not was_marked
+
+    def _unmark_idle(self) -> None:
+        try:
+            self.db(self.store.run, "unmark_idle", worker_id=self.worker_id)
+            self._idle_since = None
+        except Exception as exc:
+            log.warning("cannot unmark the worker idle (enqueues keep notifying): %s", exc)
+
+    def _until_due(self, polling: float) -> float:
+        """How long an idle loop waits: the polling interval, or less when a delayed job of this worker's
+        queues falls due sooner (woken a millisecond after, so that the claim finds it due)."""
+        if self.watcher is None:
+            return polling
+        try:
+            wait = self.db(self.store.next_due, self.queues)
+        except Exception as exc:
+            log.warning("cannot read the next due time (polling instead): %s", exc)
+            return polling
+        return polling if wait is None else min(polling, wait + 0.001)
+
+    def _wake(self) -> None:
+        """Jobs may have become claimable (engine/wakeup.py): end the idle wait."""
+        with self._lock:
+            self._wake_fetch = True
+            self._cv_fetch.notify()
 
     def _next_claim(self, timeout: float) -> tuple[int, int] | object | None:
         """(lock held) Wait for something to claim; (jobs to start, jobs to claim), `_WAIT` after
@@ -193,13 +245,13 @@ class Claiming:
         """Wait after a short fetch; wakes early on stop or when a capped queue freed a slot."""
         end = time.monotonic() + seconds
         with self._lock:
-            self._wake_fetch = False
             while not self._stopping and not self._wake_fetch:
                 left = end - time.monotonic()
                 if left <= 0:
                     return
                 self._cv_fetch.wait(min(left, 1.0))
                 self._loop_stamp = time.monotonic()
+            self._wake_fetch = False
 
     def _refresh_queues(self, now: float) -> None:
         """Re-read queue control rows: pause state and caps; release what must not stay buffered."""

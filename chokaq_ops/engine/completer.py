@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from chokaq_ops import errors
-from chokaq_ops.engine.execution import DEAD, OK, RETRY, Outcome
+from chokaq_ops.engine.execution import DEAD, DEFER, OK, RETRY, Outcome
 from chokaq_ops.storage.worker_ops import Dead, Retry
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("chokaq.worker")
 
-TRANSITION = {OK: "archive_succeeded", DEAD: "move_to_dlq", RETRY: "reschedule"}
+TRANSITION = {OK: "archive_succeeded", DEAD: "move_to_dlq", RETRY: "reschedule", DEFER: "defer"}
 LINGER_S = 0.004  # under load, wait this long for more outcomes before a flush...
 LINGER_ENOUGH = 64  # ...unless this many are already waiting
 
@@ -103,7 +103,7 @@ class Completer:
                     self._flushing = 0
 
     def _flush(self, batch: list[Outcome]) -> None:
-        groups: dict[str, list[Outcome]] = {OK: [], DEAD: [], RETRY: []}
+        groups: dict[str, list[Outcome]] = {OK: [], DEAD: [], RETRY: [], DEFER: []}
         for o in batch:
             if o.run.lost:
                 self.w.forget([o.run])  # counted when the heartbeat found it lost
@@ -173,15 +173,20 @@ class Completer:
         self.w.forget([o.run for o in items])
 
     def _statement(self, kind: str) -> Callable[..., list[str]]:
+        if kind == DEFER:
+            delay = self.w.settings.retry.circuit_breaker_delay
+            return lambda worker_id, ids: self.w.store.defer(worker_id, ids, delay)
         return getattr(self.w.store, TRANSITION[kind])
 
     @staticmethod
     def _payload(kind: str, items: Sequence[Outcome]) -> list[Any]:
         if kind == OK:
             return [(o.run.id, o.duration_ms) for o in items]
+        if kind == DEFER:
+            return [o.run.id for o in items]
         if kind == DEAD:
             return [
                 Dead(o.run.id, o.reason, o.error or "", o.fingerprint, o.duration_ms)  # type: ignore[arg-type]
                 for o in items
             ]
-        return [Retry(o.run.id, o.delay, o.error) for o in items]
+        return [Retry(o.run.id, o.delay, o.error, o.fingerprint) for o in items]

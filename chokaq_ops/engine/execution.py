@@ -28,7 +28,7 @@ RUNNING, DONE, TIMED_OUT, HEARTBEAT_FAILED, LOST, ABANDONED = (
     "lost",
     "abandoned",
 )
-OK, DEAD, RETRY = "ok", "dead", "retry"
+OK, DEAD, RETRY, DEFER = "ok", "dead", "retry", "defer"  # DEFER: met by an open circuit, never ran
 
 MAX_ERROR_CHARS = 64_000  # a RecursionError traceback can be megabytes; keep the head and the end
 
@@ -109,7 +109,16 @@ class Run:
 class Outcome:
     """What the completer writes for a run: archive (ok), DLQ (dead) or reschedule (retry)."""
 
-    __slots__ = ("delay", "duration_ms", "error", "fingerprint", "kind", "reason", "run")
+    __slots__ = (
+        "counts_for_circuit",
+        "delay",
+        "duration_ms",
+        "error",
+        "fingerprint",
+        "kind",
+        "reason",
+        "run",
+    )
 
     def __init__(
         self,
@@ -120,6 +129,7 @@ class Outcome:
         reason: FailureReason | None = None,
         error: str | None = None,
         delay: float = 0.0,
+        fingerprint: str | None = None,
     ) -> None:
         self.run = run
         self.kind = kind
@@ -127,7 +137,10 @@ class Outcome:
         self.reason = reason
         self.error = error
         self.delay = delay
-        self.fingerprint = fingerprint_text(error).id if kind == DEAD else None
+        self.fingerprint = fingerprint or (fingerprint_text(error).id if kind == DEAD else None)
+        # A failure the handler raised that says the downstream may be unwell: set by `failed` for
+        # everything but fatal errors (timeouts by the job's own limit, shutdowns, lost jobs never count).
+        self.counts_for_circuit = False
 
 
 def execute(run: Run, policy: RetrySettings) -> Outcome:
@@ -163,14 +176,27 @@ def failed(run: Run, exc: BaseException, duration_ms: float, policy: RetrySettin
     trace = format_exception(exc)
     if decision.retry:
         summary = f"{type(exc).__name__}: {exc}"
-        return Outcome(run, RETRY, duration_ms, delay=decision.delay, error=clip(summary, 4000))
+        # Fingerprinted from the traceback, as the dead-lettering of the same error will be: the failure
+        # history groups a job's retried attempts with its final failure.
+        out = Outcome(
+            run,
+            RETRY,
+            duration_ms,
+            delay=decision.delay,
+            error=clip(summary, 4000),
+            fingerprint=fingerprint_text(trace).id,
+        )
+        out.counts_for_circuit = True
+        return out
     if decision.reason is FailureReason.Fatal:
         text = f"FATAL: {type(exc).__name__}: {exc}\n{trace}"
     elif decision.reason is FailureReason.RetryLifetimeExpired:
         text = f"{decision.note}. Last error: {type(exc).__name__}: {exc}\n{trace}"
     else:
         text = f"{decision.note}\n{trace}"
-    return Outcome(run, DEAD, duration_ms, reason=decision.reason, error=clip(text))
+    out = Outcome(run, DEAD, duration_ms, reason=decision.reason, error=clip(text))
+    out.counts_for_circuit = decision.reason is not FailureReason.Fatal
+    return out
 
 
 def format_exception(exc: BaseException) -> str:

@@ -15,6 +15,7 @@ the decorators, which register into the module-level `registry`. Tests and embed
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import sys
@@ -26,9 +27,11 @@ from typing import Any
 from chokaq_ops import errors
 
 __all__ = [
+    "CircuitPolicy",
     "Handler",
     "JobCancelled",
     "JobContext",
+    "Producer",
     "Registry",
     "job",
     "load_handler_modules",
@@ -47,6 +50,33 @@ class JobCancelled(errors.ChokaqError):
 
 
 @dataclass(frozen=True, slots=True)
+class CircuitPolicy:
+    """A job type's own circuit-breaker numbers (`@job(..., circuit=CircuitPolicy(failure_threshold=3))`);
+    a field left None takes the `Circuit.*` setting. `@job(..., circuit=False)` turns the breaker off for
+    the type."""
+
+    failure_threshold: int | None = None
+    failure_window: float | None = None
+    break_duration: float | None = None
+    half_open_max_calls: int | None = None
+    half_open_probe_timeout: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("failure_threshold", "half_open_max_calls"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise errors.ConfigError(f"circuit {name} must be 1 or more, got {value!r}", field=name)
+        for name in ("failure_window", "break_duration", "half_open_probe_timeout"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int | float) or value <= 0
+            ):
+                raise errors.ConfigError(
+                    f"circuit {name} must be positive seconds, got {value!r}", field=name
+                )
+
+
+@dataclass(frozen=True, slots=True)
 class Handler:
     """A registered handler and its options. `None` options fall back to the configuration."""
 
@@ -57,6 +87,7 @@ class Handler:
     fatal: tuple[type[BaseException], ...] = ()  # also fatal for this handler (DLQ Fatal, no retry)
     retry_on: tuple[type[BaseException], ...] = ()  # always retried, even when classified fatal
     idempotent: bool = False  # informs operators deciding whether resurrecting a zombie is safe
+    circuit: CircuitPolicy | bool = True  # False: no circuit breaker for this type; a policy: its numbers
 
     @property
     def name(self) -> str:
@@ -101,6 +132,40 @@ class JobContext:
             raise JobCancelled(f"job {self.job_id} cancelled: {reason}", reason=reason)
 
 
+class Producer:
+    """`handler.enqueue(payload, ...)`: enqueue jobs of one handler's type.
+
+    `using` is a client (``chokaq_ops.connect(...)``); without it, the process's default client, made
+    once from the environment as ``connect()`` makes it (CHOKAQ_API_URL, else CHOKAQ_DB / the config
+    file). The other arguments are those of the client's `enqueue`, `connection=` included."""
+
+    def __init__(self, type_key: str) -> None:
+        self.type = type_key
+
+    def enqueue(self, payload: Any = None, *, using: Any = None, **options: Any) -> str:
+        return (using or _default_client()).enqueue(self.type, payload, **options)
+
+    def enqueue_many(
+        self, payloads: Iterable[Any], *, using: Any = None, connection: Any = None, **options: Any
+    ) -> list[str]:
+        """One job per payload, every one with the same `options` (queue, priority, tags, delay...)."""
+        jobs = [{**options, "type": self.type, "payload": p} for p in payloads]
+        return (using or _default_client()).enqueue_many(jobs, connection=connection)
+
+
+_default: list[Any] = []
+_default_lock = threading.Lock()
+
+
+def _default_client() -> Any:
+    with _default_lock:
+        if not _default:
+            from chokaq_ops.client import connect
+
+            _default.append(connect())
+        return _default[0]
+
+
 class Registry:
     """Job type -> Handler. Registering the same type twice with a different function is an error
     (two modules claiming one type key is a deployment bug); re-registering the same function, as a
@@ -119,14 +184,24 @@ class Registry:
         fatal: Iterable[type[BaseException]] = (),
         retry_on: Iterable[type[BaseException]] = (),
         idempotent: bool = False,
+        circuit: CircuitPolicy | bool = True,
     ) -> Callable[[HandlerFn], HandlerFn]:
         """Decorator registering `fn(payload, ctx)` as the handler of `type_key`."""
         spec = _options(type_key, timeout, max_attempts, fatal, retry_on)
+        if not isinstance(circuit, bool | CircuitPolicy):
+            raise errors.ConfigError(
+                f"circuit must be True, False or a CircuitPolicy, got {circuit!r}", field="circuit"
+            )
 
         def register(fn: HandlerFn) -> HandlerFn:
             if not callable(fn):
                 raise errors.ConfigError(f"@job({type_key!r}) must decorate a function", field="type")
-            self.add(Handler(spec[0], fn, spec[1], spec[2], spec[3], spec[4], bool(idempotent)))
+            self.add(Handler(spec[0], fn, spec[1], spec[2], spec[3], spec[4], bool(idempotent), circuit))
+            # A callable that takes no attributes (a bound method) still registers; it just has no
+            # `.enqueue` (Producer(type) gives the same).
+            with contextlib.suppress(AttributeError, TypeError):
+                fn.enqueue = Producer(spec[0]).enqueue  # type: ignore[attr-defined]
+                fn.enqueue_many = Producer(spec[0]).enqueue_many  # type: ignore[attr-defined]
             return fn
 
         return register
@@ -205,6 +280,7 @@ def job(
     fatal: Iterable[type[BaseException]] = (),
     retry_on: Iterable[type[BaseException]] = (),
     idempotent: bool = False,
+    circuit: CircuitPolicy | bool = True,
 ) -> Callable[[HandlerFn], HandlerFn]:
     """Register a handler in the default registry; see `Registry.job`.
 
@@ -214,6 +290,8 @@ def job(
     - `retry_on`: exception classes always retried, even those classified fatal (e.g. a library that
       raises ValueError for a transient condition).
     - `idempotent`: declares that running the job twice is safe (shown to operators reviewing zombies).
+    - `circuit`: the type's circuit breaker (docs/circuits.md): a `CircuitPolicy` with its own numbers,
+      or False to run the type without one.
     """
     return registry.job(
         type_key,
@@ -222,6 +300,7 @@ def job(
         fatal=fatal,
         retry_on=retry_on,
         idempotent=idempotent,
+        circuit=circuit,
     )
 
 

@@ -71,7 +71,11 @@ class Host:
     ) -> None:
         self.settings = settings
         self.store = store
-        self.metrics = metrics if metrics is not None else Metrics(store)
+        self.metrics = (
+            metrics
+            if metrics is not None
+            else Metrics(store, worker_gone_s=settings.health.worker_heartbeat_timeout)
+        )
         self.worker: Worker | None = None
         if run_worker and registry is None:
             # The default registry is filled by importing the configured modules (a no-op when the

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -41,7 +41,13 @@ class LabelBudget:
 
 
 class Metrics:
-    def __init__(self, store: Store | None = None, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self,
+        store: Store | None = None,
+        registry: CollectorRegistry | None = None,
+        *,
+        worker_gone_s: float = 30.0,
+    ) -> None:
         self.registry = registry or CollectorRegistry()
         self.queue_label = LabelBudget(100)
         self.type_label = LabelBudget(500)
@@ -77,6 +83,24 @@ class Metrics:
         self.rescue_recovered = Counter(
             "chokaq_rescue_recovered", "Abandoned fetched jobs returned to pending by the sweep.", registry=r
         )
+        self.circuit_state = Gauge(
+            "chokaq_circuit_state",
+            "Circuit breaker of a job type as this process last saw it: 0 closed, 1 open, 2 half-open.",
+            ["type"],
+            registry=r,
+        )
+        self.circuit_transitions = Counter(
+            "chokaq_circuit_transitions",
+            "Circuit state changes this process caused, by the state entered.",
+            ["type", "state"],
+            registry=r,
+        )
+        self.circuit_deferred = Counter(
+            "chokaq_circuit_deferred",
+            "Jobs met by an open circuit and deferred by Retry.CircuitBreakerDelay (no attempt consumed).",
+            ["type"],
+            registry=r,
+        )
         self.rescue_zombies = Counter(
             "chokaq_rescue_zombies", "Zombie jobs moved to the DLQ by the sweep.", registry=r
         )
@@ -96,7 +120,7 @@ class Metrics:
             registry=r,
         )
         if store is not None:
-            r.register(QueueCollector(store))
+            r.register(QueueCollector(store, worker_gone_s))
 
     def labels(self, queue: str | None, job_type: str | None) -> dict[str, str]:
         return {"queue": self.queue_label(queue), "type": self.type_label(job_type)}
@@ -130,13 +154,14 @@ def cap_queues(queues: list[dict[str, Any]], limit: int) -> list[dict[str, Any]]
 class QueueCollector(Collector):
     """Queue depth, lag and dead-letter counts, read from the database at scrape time."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, worker_gone_s: float = 30.0) -> None:
         self.store = store
+        self.worker_gone_s = worker_gone_s  # Health.WorkerHeartbeatTimeout: see Store.queue_stats
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         up = GaugeMetricFamily("chokaq_storage_up", "1 when the last scrape could read the database.")
         try:
-            queues = self.store.queue_stats()
+            queues = self.store.queue_stats(worker_gone_s=self.worker_gone_s)
         except Exception as exc:  # a scrape must never fail because the database is down
             log.warning("metrics: cannot read queue stats: %s", exc)
             up.add_metric([], 0)
@@ -148,7 +173,9 @@ class QueueCollector(Collector):
             "chokaq_queue_jobs", "Hot jobs per queue and status.", labels=["queue", "status"]
         )
         lag = GaugeMetricFamily(
-            "chokaq_queue_lag_seconds", "Age of the oldest due pending job per queue.", labels=["queue"]
+            "chokaq_queue_lag_seconds",
+            "Age of the oldest due job no live worker runs, per queue (pending, or held by a dead worker).",
+            labels=["queue"],
         )
         dead = GaugeMetricFamily(
             "chokaq_queue_dead_jobs", "Failed total per queue (DLQ size).", labels=["queue"]

@@ -1,8 +1,10 @@
 """The zombie-rescue sweep (docs/rescue.md): two independent phases on the database clock.
 
 Phase 1 returns fetched-but-never-started reservations older than `Recovery.FetchedJobTimeout` to pending
-(user code never ran, so this is a safe retry). Phase 2 moves processing jobs whose heartbeat is older than
-the queue's zombie timeout to the DLQ as `Zombie` (user code may have had side effects: a human decides).
+(user code never ran, so this is a safe retry), and at once those of a worker whose registry row is older
+than `Health.WorkerHeartbeatTimeout` (the worker died: nobody will start them). Phase 2 moves
+processing jobs whose heartbeat is older than the queue's zombie timeout to the DLQ as `Zombie` (user
+code may have had side effects: a human decides).
 
 After a database outage the zombie phase waits (docs/rescue.md "Outages"): a sweeper that could not reach
 the database, or was itself stopped, holds phase 2 until it has seen the database continuously for
@@ -184,6 +186,14 @@ class Rescuer:
                 partial(self.store.recover_abandoned, audit=self._audit("rescue_recover")),
                 recovery.fetched_job_timeout,
             )
+            # Phase 1b: a dead worker's reservations come back within Health.WorkerHeartbeatTimeout of
+            # its last registry beat, not after FetchedJobTimeout (docs/rescue.md "Dead workers").
+            recovered += self._phase(
+                "recover_orphaned",
+                failures,
+                partial(self.store.recover_orphaned, audit=self._audit("rescue_orphans")),
+                self.settings.health.worker_heartbeat_timeout,
+            )
             archived = []
             if self._zombie_phase_allowed():
                 archived = self._phase("archive_zombies", failures, self._archive_zombies)
@@ -292,8 +302,8 @@ def sweep_now(
     store: Store, settings: Settings, metrics: Metrics | None = None, *, actor: str | None = None
 ) -> RescueReport:
     """One forced sweep (`POST /rescue`, `chokaq rescue`): no lease, and failures raise RescueError.
-    `actor`: who asked; each phase then writes an audit row (`rescue_recover`, `rescue_zombies`) with
-    its moves, in their transaction."""
+    `actor`: who asked; each phase then writes an audit row (`rescue_recover`, `rescue_orphans`,
+    `rescue_zombies`) with its moves, in their transaction."""
     rescuer = Rescuer(store, settings, metrics, actor=actor)
     try:
         return rescuer.sweep()

@@ -7,7 +7,9 @@
 - metric buckets older than `Retention.MetricBuckets` (7 days) and events older than `Retention.Events`
   (7 days: the events table is the live stream's outbox, and a reader reconnects within minutes), also
   in `Storage.CleanupBatchSize` transactions, so on SQLite a worker's heartbeat gets the writer lock
-  between two batches however much there is to prune.
+  between two batches however much there is to prune;
+- worker registry rows not refreshed for `Retention.Workers` (1 day): workers that crashed or were
+  killed (a worker that stops deletes its own row).
 
 Cutoffs come from the database clock. Each part runs on its own: one failing does not stop the others.
 A database lease ("retention") lets one of many hosting processes do the work per interval.
@@ -50,7 +52,7 @@ class Retention:
     def run(self, force: bool = False) -> dict[str, Any]:
         """One retention pass. Returns what it did: `skipped` (another process holds the lease),
         `archive_purged`, `dlq_purged`, `batches` (their committed transactions), `pruned`,
-        `buckets_pruned`, `events_pruned`, `prune_batches` and `errors`. Never raises."""
+        `buckets_pruned`, `events_pruned`, `failures_pruned`, `prune_batches` and `errors`. Never raises."""
         result: dict[str, Any] = {
             "skipped": False,
             "archive_purged": 0,
@@ -59,7 +61,9 @@ class Retention:
             "pruned": False,
             "buckets_pruned": 0,
             "events_pruned": 0,
+            "failures_pruned": 0,
             "prune_batches": 0,
+            "workers_pruned": 0,
             "errors": [],
         }
         try:
@@ -76,6 +80,7 @@ class Retention:
         if r.dlq is not None:
             self._part(result, "dlq", self._purge_dlq, r.dlq)
         self._part(result, "prune", self._prune)
+        self._part(result, "workers", self._prune_workers)
         if result["archive_purged"] or result["dlq_purged"]:
             log.info(
                 "retention: purged %d archived jobs and %d dead jobs in %d batches",
@@ -117,8 +122,16 @@ class Retention:
 
     def _prune(self, result: dict[str, Any]) -> None:
         r = self.settings.retention
-        done = self.store.prune(buckets_older_than_s=r.metric_buckets, events_older_than_s=r.events)
+        done = self.store.prune(
+            buckets_older_than_s=r.metric_buckets,
+            events_older_than_s=r.events,
+            failures_older_than_s=r.failure_history,
+        )
         result["pruned"] = True
         result["buckets_pruned"] = done["buckets"]
         result["events_pruned"] = done["events"]
+        result["failures_pruned"] = done["failures"]
         result["prune_batches"] = done["batches"]
+
+    def _prune_workers(self, result: dict[str, Any]) -> None:
+        result["workers_pruned"] = self.store.prune_workers(self.settings.retention.workers)

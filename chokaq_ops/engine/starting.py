@@ -18,6 +18,7 @@ from typing import Any
 
 from chokaq_ops.engine.claiming import EWMA, LINGER_S
 from chokaq_ops.engine.execution import (
+    DEFER,
     DONE,
     RUNNING,
     TIMED_OUT,
@@ -111,7 +112,15 @@ class Starting:
             )
 
     def _dispatch(self, runs: Sequence[Run], took: int) -> None:
-        """Runs onto the execution threads; `took` slots were held for them (the rest are freed)."""
+        """Runs onto the execution threads; `took` slots were held for them (the rest are freed). Jobs
+        an open circuit meets do not run: they are deferred (engine/circuits.py)."""
+        runs, met = self.circuits.gate(runs)
+        if met:
+            with self._lock:
+                for run in met:
+                    self._owned[run.id] = run  # heartbeats cover them until the deferral is written
+            for run in met:
+                self.completer.add(Outcome(run, DEFER))
         with self._lock:
             self._free += took - len(runs)
             for run in runs:

@@ -27,20 +27,25 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import queue
+import socket
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
-from chokaq_ops import ids
+from chokaq_ops import errors, ids
 from chokaq_ops.engine import handlers as handler_registry
+from chokaq_ops.engine import wakeup
+from chokaq_ops.engine.circuits import Circuits
 from chokaq_ops.engine.claiming import Claiming
 from chokaq_ops.engine.completer import TRANSITION, Completer
 from chokaq_ops.engine.execution import (
     ABANDONED,
     DEAD,
+    DEFER,
     OK,
     RETRY,
     RUNNING,
@@ -52,7 +57,7 @@ from chokaq_ops.engine.heartbeat import Heartbeats
 from chokaq_ops.engine.metrics import Metrics
 from chokaq_ops.engine.starting import Starting
 from chokaq_ops.settings import Settings
-from chokaq_ops.storage import Store
+from chokaq_ops.storage import Store, signals
 from chokaq_ops.storage.deadline import DeadlineExceeded
 
 log = logging.getLogger("chokaq.worker")
@@ -117,8 +122,14 @@ class Worker(Claiming, Starting, Heartbeats):
         self._timeouts: dict[str, tuple[float, str]] = {}
         self.counts: Counter[str] = Counter()
         self.completer = Completer(self)
+        self.circuits = Circuits(self)
+        self._unregistered = False
+        self.host = socket.gethostname()
+        self.pid = os.getpid()
         self._threads: list[threading.Thread] = []
         self._executors: list[threading.Thread] = []
+        self.watcher: wakeup.Watcher | None = None
+        self._idle_since: float | None = None  # monotonic time of this worker's idle mark (PostgreSQL)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -127,6 +138,13 @@ class Worker(Claiming, Starting, Heartbeats):
             raise RuntimeError("a Worker starts once")
         self._started = True
         name = self.worker_id
+        # The server learns which types are safe to run twice, so --idempotent-only and the console can
+        # choose retries without importing handler code. Best effort: a worker starting while the database
+        # is away still starts (and waits for it as it always did); the next start records them.
+        try:
+            self.store.register_job_types({h.type: h.idempotent for h in self.registry})
+        except errors.ChokaqError as exc:
+            log.warning("could not record the job types' idempotency declarations: %s", exc)
         self._threads = [
             threading.Thread(target=self._fetch_loop, name=f"chokaq-fetch-{name}", daemon=True),
             threading.Thread(target=self._start_loop, name=f"chokaq-start-{name}", daemon=True),
@@ -136,9 +154,15 @@ class Worker(Claiming, Starting, Heartbeats):
             threading.Thread(target=self._exec_loop, name=f"chokaq-exec-{i}-{name}", daemon=True)
             for i in range(self.concurrency)
         ]
+        if self.settings.worker.instant_pickup:
+            signals.subscribe(self.store.dialect.url, self._wake)
+            self.watcher = wakeup.acquire(
+                self.store, change_check_interval=self.settings.worker.change_check_interval
+            )
         self.completer.thread.start()
         for t in [*self._threads, *self._executors]:
             t.start()
+        self.register()
         log.info(
             "worker started worker_id=%s concurrency=%d prefetch=%d queues=%s handlers=%d db=%s",
             self.worker_id,
@@ -163,8 +187,13 @@ class Worker(Claiming, Starting, Heartbeats):
             self._stopping = True
             self._cv_start.notify_all()
             self._cv_fetch.notify_all()
+        if self.watcher is not None:
+            signals.unsubscribe(self.store.dialect.url, self._wake)
+            wakeup.release(self.watcher)
         for t in self._threads[:2]:  # fetcher and starter may sit in a database call
             t.join(max(grace, 5.0))
+        if self._idle_since is not None:
+            self._unmark_idle()
         with self._lock:
             rows = [entry[3] for entry in self._buffer]
             self._buffer = []
@@ -195,6 +224,11 @@ class Worker(Claiming, Starting, Heartbeats):
         written = self.completer.close(timeout=max(5.0, grace))
         for t in self._executors:
             t.join(0.05 if leftover else 1.0)
+        self._unregistered = True
+        try:
+            self.db(self.store.worker_unregister, self.worker_id)
+        except Exception as exc:  # retention prunes the row later
+            log.warning("worker registry row not removed: %s", exc)
         summary = {"released": released, "rescheduled": len(leftover), "unwritten": 0 if written else 1}
         log.info(
             "worker stopped worker_id=%s released=%d rescheduled=%d%s",
@@ -210,6 +244,55 @@ class Worker(Claiming, Starting, Heartbeats):
         with self._lock:
             self._hurry = True
             self._cv_idle.notify_all()
+
+    # ------------------------------------------------------------------ registry and live concurrency
+
+    def register(self) -> None:
+        """Refresh this worker's registry row (one statement; called on every heartbeat) and apply the
+        operator's concurrency target it returns. Never raises: the job heartbeats matter more."""
+        if self._unregistered:
+            return
+        with self._lock:
+            running, prefetched = len(self._running), len(self._buffer)
+        try:
+            desired = self.db(
+                self.store.worker_register,
+                self.worker_id,
+                host=self.host,
+                pid=self.pid,
+                queues=self.queues,
+                concurrency=self.concurrency,
+                running=running,
+                prefetched=prefetched,
+            )
+        except Exception as exc:
+            log.warning("worker registry row not refreshed: %s", exc)
+            return
+        if desired is not None and desired != self.concurrency:
+            self.set_concurrency(desired)
+
+    def set_concurrency(self, n: int) -> None:
+        """Change the number of handler slots now. Lowering never cancels a running job: new starts wait
+        until fewer than `n` run. Raising adds execution threads as needed."""
+        n = max(1, int(n))
+        with self._lock:
+            if self._stopping:
+                return
+            old = self.concurrency
+            self.concurrency = n
+            self._free += n - old
+            extra = [
+                threading.Thread(
+                    target=self._exec_loop, name=f"chokaq-exec-{i}-{self.worker_id}", daemon=True
+                )
+                for i in range(len(self._executors), n)
+            ]
+            self._executors.extend(extra)
+            self._cv_start.notify_all()
+            self._cv_fetch.notify_all()
+        for t in extra:
+            t.start()
+        log.info("worker concurrency changed worker_id=%s from=%d to=%d", self.worker_id, old, n)
 
     @property
     def running(self) -> bool:
@@ -285,6 +368,8 @@ class Worker(Claiming, Starting, Heartbeats):
                         r.max_attempts,
                         _first_line(o.error),
                     )
+                elif kind == DEFER:
+                    log.info("job deferred: the circuit of its type is open job_id=%s type=%s", r.id, r.type)
                 elif kind == RETRY:
                     log.info(
                         "job retry scheduled job_id=%s type=%s attempt=%d/%d delay=%.3fs error=%s",
@@ -302,9 +387,16 @@ class Worker(Claiming, Starting, Heartbeats):
                 self._child(self.metrics.succeeded, q, t).inc(n)
             elif kind == DEAD:
                 self._child(self.metrics.failed, q, t, reason).inc(n)
+            elif kind == DEFER:
+                self.metrics.circuit_deferred.labels(self.metrics.type_label(t)).inc(n)
             else:
                 self._child(self.metrics.retried, q, t).inc(n)
-        self.counts[{OK: "succeeded", DEAD: "dead", RETRY: "retried"}[kind]] += len(items) - len(refused)
+        key = {OK: "succeeded", DEAD: "dead", RETRY: "retried", DEFER: "deferred"}[kind]
+        self.counts[key] += len(items) - len(refused)
+        try:
+            self.circuits.record(kind, [o for o in items if o.run.id in applied])
+        except Exception as exc:  # the outcome is written; a lost count only delays a circuit's opening
+            log.warning("circuit %s report of %d jobs failed: %s", kind, len(items), exc)
         if refused:
             self._conflict(TRANSITION[kind], len(refused))
             log.warning(

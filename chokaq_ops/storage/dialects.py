@@ -60,6 +60,12 @@ class Dialect:
     def begin(self, conn: Any, write: bool) -> None:
         raise NotImplementedError
 
+    def join_transaction(self, conn: Any) -> None:
+        """Check that `conn`, an application's own connection, has (or now opens) a transaction an
+        enqueue can join; a connection that would commit each statement on its own is refused, since a
+        job committed without the application's write breaks the promise of a transactional enqueue."""
+        raise NotImplementedError
+
     def bound(self, conn: Any, seconds: float | None) -> Callable[[], None] | None:
         """Prepare `conn` for a call bounded to `seconds` (None: unbounded); returns what aborts the call
         from another thread once the bound has passed (see storage/deadline.py), or None if nothing can."""
@@ -162,6 +168,24 @@ class SqliteDialect(Dialect):
         # fail with SQLITE_BUSY instead of waiting).
         conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
 
+    def join_transaction(self, conn: Any) -> None:
+        if not isinstance(conn, sqlite3.Connection):
+            raise errors.ValidationError(
+                f"a SQLite store enqueues on a sqlite3 connection, not {type(conn).__name__}",
+                field="connection",
+            )
+        if conn.in_transaction:
+            return
+        if conn.isolation_level is None:
+            raise errors.ValidationError(
+                "the sqlite3 connection is in autocommit mode with no open transaction: "
+                "run BEGIN first (or enqueue without connection=)",
+                field="connection",
+            )
+        # sqlite3's legacy mode would open a deferred transaction at the application's next write; open
+        # it here instead, IMMEDIATE so the enqueue's reads never have to upgrade to the write lock.
+        conn.execute("BEGIN IMMEDIATE")
+
     def is_transient(self, exc: BaseException) -> bool:
         if isinstance(exc, sqlite3.OperationalError):
             text = str(exc).lower()
@@ -226,6 +250,25 @@ class PostgresDialect(Dialect):
     # id(hot connection) -> monotonic time before which it runs the hot statements plain (the statistics
     # said jobs_hot was too small to make generic plans from when it last looked).
     _plain_until: dict[int, float] = field(default_factory=dict, repr=False)
+
+    def libpq_params(self) -> dict[str, Any]:
+        """The URL's server, database and login as libpq keywords (psycopg): for the worker's listening
+        connection (engine/wakeup.py), the one connection that does not go through ODBC."""
+        parts = urlsplit(self.url)
+        return {
+            "host": parts.hostname or "127.0.0.1",
+            "port": parts.port or 5432,
+            "dbname": unquote(parts.path.lstrip("/")) or "postgres",
+            "user": unquote(parts.username or "postgres"),
+            "password": unquote(parts.password or "") or None,
+            "connect_timeout": max(1, math.ceil(self.connect_timeout)) if self.connect_timeout > 0 else 10,
+            "keepalives": 1,
+            "keepalives_idle": KEEPALIVE_IDLE_S,
+            "keepalives_interval": KEEPALIVE_INTERVAL_S,
+            "keepalives_count": KEEPALIVE_COUNT,
+            "tcp_user_timeout": TCP_USER_TIMEOUT_MS,
+            "application_name": "chokaq-listener",
+        }
 
     @property
     def driver_prepares(self) -> bool:
@@ -397,6 +440,20 @@ class PostgresDialect(Dialect):
 
     def begin(self, conn: Any, write: bool) -> None:
         conn.autocommit = False
+
+    def join_transaction(self, conn: Any) -> None:
+        pyodbc = _pyodbc()
+        if not isinstance(conn, pyodbc.Connection):
+            raise errors.ValidationError(
+                f"a PostgreSQL store enqueues on a pyodbc connection, not {type(conn).__name__}",
+                field="connection",
+            )
+        if conn.autocommit:
+            raise errors.ValidationError(
+                "the pyodbc connection is in autocommit mode: open it with autocommit=False "
+                "(or enqueue without connection=)",
+                field="connection",
+            )
 
     def commit(self, conn: Any) -> None:
         if not conn.autocommit:

@@ -62,6 +62,7 @@ class PlanOps(AdminOps):
         edits: Mapping[str, Mapping[str, Any]] | None = None,
         max_jobs: int | None = None,
         chunk_size: int = PLAN_CHUNK,
+        label: str | None = None,
     ) -> dict[str, Any]:
         """Freeze the jobs of a plan and return it (a dry run: nothing moves until it is executed).
 
@@ -83,6 +84,7 @@ class PlanOps(AdminOps):
             raise errors.ValidationError(f"chunk_size must be between 1 and {PLAN_CHUNK}", field="chunk_size")
         if edits and action != "resurrect":
             raise errors.ValidationError("only resurrect plans take edits", field="edits")
+        label = validation.text(label, "label", max_len=200, required=False)
         hot = action == "cancel"
         if flt is not None and not isinstance(flt, HotFilter if hot else DlqFilter):
             want = "HotFilter" if hot else "DlqFilter"
@@ -99,9 +101,11 @@ class PlanOps(AdminOps):
             chunks = -(-total // chunk_size)
             seal = {"action": action, "actor": actor.name, "chunk_size": chunk_size, "chunks": chunks}
             what = {"action": action, "filter": details["filter"], "max_jobs": max_jobs, "total": total}
+            if label is not None:
+                what["label"] = label
 
             def create(tx: Any) -> list[dict[str, Any]]:
-                rows = tx.run("plan_create", id=plan_id, total=total, details=details, **seal)
+                rows = tx.run("plan_create", id=plan_id, total=total, details=details, label=label, **seal)
                 audit_in(tx, Actor(actor.name, plan_id), "plan_create", count=total, details=what)
                 return rows
 
@@ -326,12 +330,13 @@ class PlanOps(AdminOps):
     # ------------------------------------------------------------------ execution
 
     def execute_plan_chunk(
-        self, plan_id: str, *, actor: Actor
+        self, plan_id: str, *, actor: Actor, spread: float = 0.0
     ) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """Run the plan's next chunk in one transaction: claim its items, act on them, record the outcome.
 
         Returns (plan, chunk) where chunk is {chunk, claimed, done, skipped}, or None when nothing was left
-        to run (the plan is then done, or discarded). The audit rows carry `actor` and the plan id."""
+        to run (the plan is then done, or discarded). The audit rows carry `actor` and the plan id.
+        `spread` (seconds): a resurrect plan's jobs are due at times jittered over that window."""
         actor = _actor(actor)
         actor = Actor(actor.name, plan_id)
 
@@ -345,10 +350,19 @@ class PlanOps(AdminOps):
             claimed = tx.run("plan_claim_chunk", plan_id=plan_id)
             if not claimed:
                 done = tx.run("plan_finish", plan_id=plan_id)
+                if done:
+                    finished = _decode(done[0])
+                    audit_in(
+                        tx, actor, "plan_finish", count=int(finished["done"]), details=_progress(finished)
+                    )
                 return (_decode(done[0]) if done else plan), None
+            if plan["state"] == "ready":
+                audit_in(tx, actor, "plan_start", count=int(plan["total"]), details=_progress(plan))
             chunk = int(claimed[0]["chunk"])
-            moved = self._act(tx, plan, claimed, actor)
+            moved = self._act(tx, plan, claimed, actor, spread)
             after = _decode(tx.run("plan_chunk_done", plan_id=plan_id, chunk=chunk, moved=moved)[0])
+            if after["state"] == "done":  # the last chunk: the plan's end is audited with it
+                audit_in(tx, actor, "plan_finish", count=int(after["done"]), details=_progress(after))
             return after, {
                 "chunk": chunk,
                 "claimed": len(claimed),
@@ -358,7 +372,9 @@ class PlanOps(AdminOps):
 
         return self.transaction(step)
 
-    def _act(self, tx: Any, plan: dict[str, Any], claimed: list[dict[str, Any]], actor: Actor) -> list[str]:
+    def _act(
+        self, tx: Any, plan: dict[str, Any], claimed: list[dict[str, Any]], actor: Actor, spread: float = 0.0
+    ) -> list[str]:
         claimed = sorted(claimed, key=lambda r: r["ord"])
         ids = [r["job_id"] for r in claimed]
         details = {"filter": plan["filter"]} if plan.get("filter") else None
@@ -368,7 +384,7 @@ class PlanOps(AdminOps):
                 {"id": r["job_id"], "payload": r["payload"], "tags": r["tags"], "priority": r["priority"]}
                 for r in claimed
             ]
-            return resurrected(tx.run("resurrect", items=items, details=details, **common))
+            return resurrected(tx.run("resurrect", items=items, details=details, spread_s=spread, **common))
         elif plan["action"] == "purge":
             rows = tx.run("purge_dlq", ids=ids, batch=len(ids), action="purge_dlq", details=details, **common)
         else:
@@ -422,6 +438,25 @@ class PlanOps(AdminOps):
             return plan
 
         return self.transaction(approve)
+
+    def plan_by_label(self, action: str, label: str) -> dict[str, Any] | None:
+        """The newest unfinished (ready or running) plan of `action` with `label`, or None."""
+        label = validation.text(label, "label", max_len=200)  # type: ignore[assignment]
+        rows = self.run("plan_by_label", write=False, action=action, label=label)
+        return _decode(rows[0]) if rows else None
+
+    def note_plan(
+        self, plan_id: str, event: str, *, actor: Actor, details: Mapping[str, Any] | None = None
+    ) -> None:
+        """An audit row for what happened to a plan outside its chunk transactions: `plan_resume` (a run
+        picked it up again), `plan_interrupt` (SIGINT/SIGTERM stopped a run between chunks), `plan_halt`
+        (a paced run's canary or guard stopped it)."""
+        if event not in PLAN_EVENTS:
+            raise errors.ValidationError(f"event must be one of {', '.join(PLAN_EVENTS)}", field="event")
+        plan = self.get_plan(plan_id)
+        actor = Actor(_actor(actor).name, plan["id"])
+        info = {**_progress(plan), **(details or {})}
+        self.transaction(lambda tx: audit_in(tx, actor, event, count=int(plan["done"]), details=info))
 
     def discard_plan(self, plan_id: str, *, actor: Actor) -> dict[str, Any]:
         """Stop a plan for good: its unexecuted chunks will never run. Audited."""
@@ -488,3 +523,11 @@ def _decode(row: dict[str, Any]) -> dict[str, Any]:
         out[key] = int(out.get(key) or 0)
     out["remaining"] = out["total"] - out["done"] - out["skipped"]
     return out
+
+
+PLAN_EVENTS = ("plan_resume", "plan_interrupt", "plan_halt")
+
+
+def _progress(plan: Mapping[str, Any]) -> dict[str, Any]:
+    """Where a plan stood, for its lifecycle audit rows."""
+    return {k: plan.get(k) for k in ("state", "total", "done", "skipped", "chunks", "chunks_done", "label")}

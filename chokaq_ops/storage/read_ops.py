@@ -162,7 +162,7 @@ class ReadOps(AdminOps):
             return  # the list changed under us; plain OFFSET is still right
         hour = rows[0]["hour_at"]
         if descending:
-            params["failed_to"] = hour + timedelta(hours=1) - timedelta(microseconds=1)
+            params["failed_to"] = hour + timedelta(hours=1)  # half-open: the hour's end is excluded
         else:
             params["failed_from"] = hour
         paging["offset"] = int(rows[0]["skip"])
@@ -298,8 +298,9 @@ class ReadOps(AdminOps):
             "failed_5m": f5,
         }
 
-    def queue_stats(self, name: str | None = None) -> list[dict[str, Any]]:
-        """Per queue: control state, status counts, lag of the oldest due pending job, counters."""
+    def queue_stats(self, name: str | None = None, *, worker_gone_s: float = 30.0) -> list[dict[str, Any]]:
+        """Per queue: control state, status counts, lag of the oldest due job no live worker runs (pending,
+        or fetched by a worker whose registry row is older than `worker_gone_s`), counters."""
         if name is not None:
             name = validation.queue(name, "name")
         rows = self.run("queue_rows", write=False, name=name)
@@ -308,7 +309,7 @@ class ReadOps(AdminOps):
         counts: dict[str, dict[str, int]] = {}
         for r in self.run("hot_status_counts", write=False):
             counts.setdefault(r["queue"], {})[Status(int(r["status"])).name] = int(r["n"])
-        lags = {r["queue"]: r for r in self.run("queue_lag", write=False)}
+        lags = {r["queue"]: r for r in self.run("queue_lag", write=False, gone_s=float(worker_gone_s))}
         out = []
         for r in rows:
             c, lag = counts.get(r["name"], {}), lags.get(r["name"], {})
@@ -319,6 +320,7 @@ class ReadOps(AdminOps):
                     "fetched": c.get("fetched", 0),
                     "processing": c.get("processing", 0),
                     "due_pending": int(lag.get("due_pending") or 0),
+                    "stranded": int(lag.get("stranded") or 0),
                     "max_lag_seconds": max(0.0, float(lag.get("max_lag_s") or 0.0)),
                     "avg_lag_seconds": max(0.0, float(lag.get("avg_lag_s") or 0.0)),
                 }
@@ -364,14 +366,23 @@ class ReadOps(AdminOps):
     def last_event_id(self) -> int:
         return int(self.run("last_event_id", write=False)[0]["id"])
 
-    def prune(self, *, buckets_older_than_s: float, events_older_than_s: float) -> dict[str, int]:
-        """Delete metric buckets and events older than their retention, in CleanupBatchSize transactions.
-        Returns how many of each went and the number of batches."""
-        done = {"buckets": 0, "events": 0, "batches": 0}
+    def prune(
+        self,
+        *,
+        buckets_older_than_s: float,
+        events_older_than_s: float,
+        failures_older_than_s: float | None = None,
+    ) -> dict[str, int]:
+        """Delete metric buckets, events and failure history older than their retention, in
+        CleanupBatchSize transactions. Returns how many of each went and the number of batches."""
+        done = {"buckets": 0, "events": 0, "failures": 0, "batches": 0}
         for key, query, age in (
             ("buckets", "prune_buckets", buckets_older_than_s),
             ("events", "prune_events", events_older_than_s),
+            ("failures", "prune_failures", failures_older_than_s),
         ):
+            if age is None:
+                continue
             batches = self.run_batches(
                 query, count=_deleted, cursor=_after, older_than_s=float(age), after_at=None
             )

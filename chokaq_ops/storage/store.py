@@ -8,15 +8,18 @@ from typing import TYPE_CHECKING, Any
 from chokaq_ops import errors, validation
 from chokaq_ops.models import Actor, EnqueueResult, NewJob
 from chokaq_ops.storage.admin_ops import _person, audit_in
+from chokaq_ops.storage.circuit_ops import CircuitOps
+from chokaq_ops.storage.failure_ops import FailureOps
 from chokaq_ops.storage.plan_ops import PlanOps
 from chokaq_ops.storage.read_ops import ReadOps
+from chokaq_ops.storage.registry_ops import RegistryOps
 from chokaq_ops.storage.worker_ops import WorkerOps
 
 if TYPE_CHECKING:
     from chokaq_ops.settings import Settings
 
 
-class Store(ReadOps, WorkerOps, PlanOps):
+class Store(ReadOps, WorkerOps, PlanOps, CircuitOps, RegistryOps, FailureOps):
     """Producer, worker, rescue, operator, read and bulk-plan operations; safe to share between threads."""
 
     @classmethod

@@ -10,6 +10,7 @@ from typing import Any
 
 from chokaq_ops import errors, ids, validation
 from chokaq_ops.models import EnqueueResult, FailureReason, NewJob
+from chokaq_ops.storage import signals
 from chokaq_ops.storage.core import StoreCore, Tx
 
 log = logging.getLogger("chokaq.storage")
@@ -55,6 +56,7 @@ class Retry:
     id: str
     delay_s: float
     error: str | None = None
+    fingerprint: str | None = None
 
 
 class WorkerOps(StoreCore):
@@ -82,13 +84,9 @@ class WorkerOps(StoreCore):
         An enqueue whose earlier attempt may have committed unseen (retried inside this call, or an
         explicit id whose last enqueue raised a transient error) reports the jobs that attempt created
         as `new`, not as a conflict with themselves."""
-        jobs = list(jobs)
-        items = [self._enqueue_item(i, job) for i, job in enumerate(jobs)]
+        items, explicit = self._enqueue_items(jobs)
         if not items:
             return []
-        if len({i["id"] for i in items}) < len(items):
-            raise errors.ValidationError("the same job id appears twice in one enqueue", field="id")
-        explicit = {item["id"] for item, job in zip(items, jobs, strict=True) if job.id is not None}
         retries = self.thread_retries()
         try:
             rows = self._enqueue_rows(items, explicit)
@@ -107,7 +105,30 @@ class WorkerOps(StoreCore):
             for r in rows:
                 if r["status"] != "new" and items[r["ord"]]["id"] in mine:
                     r.update(status="new", id=items[r["ord"]]["id"])
+        if any(r["status"] == "new" for r in rows):
+            signals.publish(self.dialect.url)
         return self._results(self.run, items, rows)
+
+    def next_due(self, queues: Sequence[str] | None = None) -> float | None:
+        """Seconds (database clock) until the next pending job of `queues` (None: any) that is not due
+        yet becomes due; None when no such job waits."""
+        rows = self.run("next_due", write=False, queues=list(queues) if queues else None)
+        return max(0.0, float(rows[0]["wait_s"])) if rows else None
+
+    def enqueue_on(self, conn: Any, jobs: Iterable[NewJob]) -> list[EnqueueResult]:
+        """Enqueue inside the caller's own open transaction on `conn` (a sqlite3 connection to this
+        store's file, or a pyodbc connection to this store's PostgreSQL database): the jobs commit or roll
+        back with the caller's transaction, which this call neither commits nor rolls back. The same
+        named statements as `enqueue`; nothing is retried here (a failure fails the caller's
+        transaction, which the caller retries whole)."""
+        items, explicit = self._enqueue_items(jobs)
+        if not items:
+            return []
+        self.dialect.join_transaction(conn)
+        tx = Tx(self, conn)
+        # Always NOTIFY: the application's transaction may have begun before a worker went idle, so the
+        # idle-worker gate (see the enqueue SQL) could miss that worker.
+        return self._results(tx.run, items, self._enqueue_in(tx, items, explicit, notify=True))
 
     def _results(
         self, run: Any, items: list[dict[str, Any]], rows: list[dict[str, Any]]
@@ -135,12 +156,14 @@ class WorkerOps(StoreCore):
         transaction, the ids it inserted that a move committed into the archive or the DLQ meanwhile;
         those answer `conflict`. Generated ids are new by construction and keep the one-statement path."""
         if not explicit or not self.dialect.snapshot_per_statement:
-            return self.run("enqueue", items=items)
+            return self.run("enqueue", items=items, notify=False)
         return self.transaction(lambda tx: self._enqueue_in(tx, items, explicit))
 
-    def _enqueue_in(self, tx: Tx, items: list[dict[str, Any]], explicit: set[str]) -> list[dict[str, Any]]:
+    def _enqueue_in(
+        self, tx: Tx, items: list[dict[str, Any]], explicit: set[str], *, notify: bool = False
+    ) -> list[dict[str, Any]]:
         """The enqueue statement (and its re-check, see _enqueue_rows) inside an open transaction."""
-        rows = tx.run("enqueue", items=items)
+        rows = tx.run("enqueue", items=items, notify=notify)
         if explicit and self.dialect.snapshot_per_statement:
             inserted = [items[r["ord"]]["id"] for r in rows if r["status"] == "new"]
             inserted = [i for i in inserted if i in explicit]
@@ -158,6 +181,14 @@ class WorkerOps(StoreCore):
                 self._uncertain_enqueues[i] = None
             while len(self._uncertain_enqueues) > MAX_UNCERTAIN_ENQUEUES:
                 del self._uncertain_enqueues[next(iter(self._uncertain_enqueues))]
+
+    def _enqueue_items(self, jobs: Iterable[NewJob]) -> tuple[list[dict[str, Any]], set[str]]:
+        """The statement's items (validated) and the ids among them the producer chose."""
+        jobs = list(jobs)
+        items = [self._enqueue_item(i, job) for i, job in enumerate(jobs)]
+        if len({i["id"] for i in items}) < len(items):
+            raise errors.ValidationError("the same job id appears twice in one enqueue", field="id")
+        return items, {item["id"] for item, job in zip(items, jobs, strict=True) if job.id is not None}
 
     def _enqueue_item(self, ord_: int, job: NewJob) -> dict[str, Any]:
         if job.delay_seconds is not None and job.scheduled_at is not None:
@@ -352,7 +383,15 @@ class WorkerOps(StoreCore):
         """Processing -> pending after `delay_s` seconds of database time; counts as a retry."""
         if not items:
             return []
-        payload = [{"id": r.id, "delay_s": max(0.0, float(r.delay_s)), "error": r.error} for r in items]
+        payload = [
+            {
+                "id": r.id,
+                "delay_s": max(0.0, float(r.delay_s)),
+                "error": r.error,
+                "fingerprint": r.fingerprint,
+            }
+            for r in items
+        ]
         probes = [{"id": r.id, "kind": "retry", "error": r.error} for r in items]
         return self._finish("reschedule", worker_id, payload, probes)
 
@@ -419,6 +458,13 @@ class WorkerOps(StoreCore):
             after_at=None,
         )
         return [_moved(r) for rows in batches for r in rows]
+
+    def recover_orphaned(self, gone_s: float, *, audit: Audit | None = None) -> list[dict[str, Any]]:
+        """Fetched jobs of workers whose registry row is older than `gone_s` -> pending at once (user
+        code never ran; the attempt count is unchanged), in CleanupBatchSize transactions. `audit`: as
+        for recover_abandoned."""
+        batches = self.run_batches("recover_orphaned", each=self._audit_batches(audit), gone_s=float(gone_s))
+        return [r for rows in batches for r in rows]
 
     def archive_zombies(
         self,

@@ -10,6 +10,7 @@ SELECT 'PostgreSQL ' || current_setting('server_version') AS version;
 TRUNCATE jobs_hot, jobs_archive, jobs_dlq, audit_log, events, metric_buckets, plan_items, plans;
 DELETE FROM queues WHERE name LIKE 'bench.%';
 DELETE FROM stats_summary WHERE queue LIKE 'bench.%';
+DELETE FROM enqueue_counts WHERE queue LIKE 'bench.%';
 
 -- name: bench_vacuum
 -- Fresh statistics and visibility map after a bulk seed, as autovacuum would leave a settled table.
@@ -156,3 +157,14 @@ WHERE id IN (SELECT 'bench-h-' || lpad(CAST(g AS text), 10, '0')
 -- Writes out what the seed dirtied, so a timed run does not share the disk with that checkpoint
 -- (needs superuser or pg_checkpoint; the bench goes on without it).
 CHECKPOINT;
+
+-- name: bench_plain_insert
+-- The baseline of `chokaq bench enqueue`: one job row inserted as plainly as SQL allows (no
+-- idempotency, conflict or counter work), in its own autocommit transaction.
+INSERT INTO jobs_hot (id, queue, type, payload, priority, status, attempt_count, due_at, created_at, updated_at)
+VALUES (CAST(:id AS text), CAST(:queue AS text), CAST(:type AS text), CAST(:payload AS text), 10, 0, 0,
+        now(), now(), now());
+
+-- name: bench_pickup_ms
+-- Enqueue -> start of the archived jobs of :queue on the database clock, in milliseconds.
+SELECT EXTRACT(EPOCH FROM (started_at - created_at)) * 1000.0 AS ms FROM jobs_archive WHERE queue = CAST(:queue AS text);

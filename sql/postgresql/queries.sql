@@ -10,20 +10,38 @@
 h.id, h.queue, h.type, h.payload, h.tags, h.priority, h.attempt_count, h.created_at, h.scheduled_at,
 h.due_at, h.idempotency_key, h.created_by, h.status, h.started_at
 
+-- fragment: list_where
+-- The filter grammar's lists and exclusions over rows aliased d (JSON arrays or null): DLQ and failure history.
+(CAST(:queues AS jsonb) IS NULL OR d.queue IN (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb))))
+AND (CAST(:not_queues AS jsonb) IS NULL
+     OR d.queue NOT IN (SELECT jsonb_array_elements_text(CAST(:not_queues AS jsonb))))
+AND (CAST(:types AS jsonb) IS NULL OR d.type IN (SELECT jsonb_array_elements_text(CAST(:types AS jsonb))))
+AND (CAST(:not_types AS jsonb) IS NULL
+     OR d.type NOT IN (SELECT jsonb_array_elements_text(CAST(:not_types AS jsonb))))
+AND (CAST(:reasons AS jsonb) IS NULL
+     OR d.failure_reason IN (SELECT CAST(jsonb_array_elements_text(CAST(:reasons AS jsonb)) AS smallint)))
+AND (CAST(:not_reasons AS jsonb) IS NULL
+     OR d.failure_reason NOT IN (SELECT CAST(jsonb_array_elements_text(CAST(:not_reasons AS jsonb)) AS smallint)))
+AND (CAST(:fingerprints AS jsonb) IS NULL
+     OR d.fingerprint IN (SELECT jsonb_array_elements_text(CAST(:fingerprints AS jsonb))))
+
 -- fragment: dlq_where
 (CAST(:queue AS text) IS NULL OR d.queue = CAST(:queue AS text))
 AND (CAST(:type AS text) IS NULL OR d.type = CAST(:type AS text))
 AND (CAST(:reason AS integer) IS NULL OR d.failure_reason = CAST(:reason AS integer))
 AND (CAST(:fingerprint AS text) IS NULL OR d.fingerprint = CAST(:fingerprint AS text))
+-- Times are half-open [from, to). List filters (chokaq_ops/filters.py) are JSON arrays or null.
 AND (CAST(:failed_from AS timestamptz) IS NULL OR d.failed_at >= CAST(:failed_from AS timestamptz))
-AND (CAST(:failed_to AS timestamptz) IS NULL OR d.failed_at <= CAST(:failed_to AS timestamptz))
+AND (CAST(:failed_to AS timestamptz) IS NULL OR d.failed_at < CAST(:failed_to AS timestamptz))
 AND (CAST(:created_from AS timestamptz) IS NULL OR d.created_at >= CAST(:created_from AS timestamptz))
-AND (CAST(:created_to AS timestamptz) IS NULL OR d.created_at <= CAST(:created_to AS timestamptz))
+AND (CAST(:created_to AS timestamptz) IS NULL OR d.created_at < CAST(:created_to AS timestamptz))
 AND (CAST(:tag_like AS text) IS NULL OR (',' || replace(coalesce(d.tags, ''), ' ', '') || ',') LIKE CAST(:tag_like AS text))
 -- lower(..) LIKE lower(..) is ILIKE in the form the DLQ's trigram indexes (migration 0004) answer.
 AND (CAST(:search_like AS text) IS NULL OR lower(d.id) LIKE lower(CAST(:search_like AS text))
      OR lower(d.type) LIKE lower(CAST(:search_like AS text)) OR lower(d.tags) LIKE lower(CAST(:search_like AS text))
      OR lower(d.error_details) LIKE lower(CAST(:search_like AS text)))
+AND (CAST(:ids AS jsonb) IS NULL OR d.id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+AND {{list_where}}
 
 -- fragment: archive_where
 (CAST(:queue AS text) IS NULL OR a.queue = CAST(:queue AS text))
@@ -122,6 +140,14 @@ SELECT id, queue, type, payload, tags, idempotency_key, priority, failure_reason
        attempt_count, worker_id, heartbeat_at, created_at, started_at, now(), run_ms, created_by, last_modified_by
 FROM moved WHERE (SELECT count(*) FROM displaced) >= 0
 
+-- fragment: failures_moved
+-- The failure history row of every `moved` row going to the DLQ (see job_failures in schema.sql).
+INSERT INTO job_failures (job_id, queue, type, attempt, outcome, failure_reason, fingerprint, error_line,
+                          error_details, worker_id, failed_at)
+SELECT id, queue, type, attempt_count, 'dead', failure_reason, fingerprint,
+       left(split_part(error_details, E'\n', 1), 500), error_details, worker_id, now()
+FROM moved
+
 -- fragment: audit_moved
 INSERT INTO audit_log (actor, action, job_id, plan_id, details)
 SELECT CAST(:actor AS text), CAST(:action AS text), id, CAST(:plan_id AS text), CAST(:details AS text) FROM moved
@@ -131,6 +157,26 @@ UPDATE stats_summary s SET failed_total = greatest(0, s.failed_total - m.n), las
 FROM (SELECT queue, count(*) AS n FROM moved GROUP BY queue) m WHERE s.queue = m.queue
 
 -- ---------------------------------------------------------------- schema ledger
+
+-- fragment: count_enqueued
+-- Adds the new jobs of `ins` to their queues' enqueue counters: this connection's shard of each.
+INSERT INTO enqueue_counts (queue, shard, n, at)
+SELECT queue, pg_backend_pid() % 64, count(*), now() FROM ins GROUP BY queue ORDER BY queue
+ON CONFLICT (queue, shard) DO UPDATE SET n = enqueue_counts.n + excluded.n, at = excluded.at
+
+-- fragment: wake_workers
+-- Wakes listening workers (engine/wakeup.py) once per statement that made jobs claimable, however many:
+-- at most one pg_notify call, from the first row of `moved_rows` (a CTE the statement defines just
+-- before), delivered when the transaction commits (never on rollback). Identical notifications of one
+-- transaction are folded into one by PostgreSQL. Sent only while a worker is marked idle (a notifying
+-- commit holds a database-wide lock until it is flushed: notifying producers commit one at a time), or
+-- when :notify says so (an enqueue in the application's own transaction, which may have begun before
+-- the worker marked itself).
+signal AS (
+    SELECT pg_notify('chokaq_jobs', '') FROM (SELECT 1 FROM moved_rows LIMIT 1) x
+    WHERE CAST(:notify AS boolean)
+       OR EXISTS (SELECT 1 FROM idle_workers w WHERE w.seen_at > now() - interval '1 minute')
+)
 
 -- name: migrations_lock
 -- Serialises concurrent `chokaq migrate` runs for the rest of the transaction. An index build over a large
@@ -158,6 +204,22 @@ SELECT count(*) AS n FROM information_schema.tables WHERE table_schema = current
 -- name: schema_ledger_exists
 SELECT count(*) AS n FROM information_schema.tables
 WHERE table_schema = current_schema() AND table_name = 'schema_migrations';
+
+-- name: mark_idle
+-- This worker waits for work: enqueues NOTIFY while it is marked (see the enqueue's moved_rows).
+INSERT INTO idle_workers (worker_id, seen_at) VALUES (CAST(:worker_id AS text), now())
+ON CONFLICT (worker_id) DO UPDATE SET seen_at = excluded.seen_at;
+
+-- name: unmark_idle
+DELETE FROM idle_workers WHERE worker_id = CAST(:worker_id AS text);
+
+-- name: next_due
+-- Seconds from now (the database clock) until the earliest pending job that is not due yet is due, of
+-- the named queues (:queues, null for every queue); no row when none waits. The idle worker's timer.
+SELECT EXTRACT(EPOCH FROM (h.due_at - now())) AS wait_s FROM jobs_hot h
+WHERE h.status = 0 AND h.scheduled_at IS NOT NULL AND h.due_at > now()
+  AND (CAST(:queues AS jsonb) IS NULL OR h.queue IN (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb))))
+ORDER BY h.due_at LIMIT 1;
 
 -- name: db_now
 SELECT now() AS now_at;
@@ -191,15 +253,15 @@ ins AS (
     ON CONFLICT DO NOTHING
     RETURNING id, queue
 ),
+-- Only queues not seen before are inserted: a known queue's row is not even probed for a conflict.
 new_queues AS (
-    INSERT INTO queues (name) SELECT DISTINCT queue FROM ins ORDER BY queue ON CONFLICT DO NOTHING
+    INSERT INTO queues (name)
+    SELECT DISTINCT queue FROM ins WHERE NOT EXISTS (SELECT 1 FROM queues q WHERE q.name = ins.queue)
+    ORDER BY queue ON CONFLICT DO NOTHING
 ),
-counters AS (
-    INSERT INTO stats_summary (queue, enqueued_total, last_activity_at)
-    SELECT queue, count(*), now() FROM ins GROUP BY queue ORDER BY queue
-    ON CONFLICT (queue) DO UPDATE SET enqueued_total = stats_summary.enqueued_total + excluded.enqueued_total,
-                                      last_activity_at = excluded.last_activity_at
-)
+counters AS ({{count_enqueued}}),
+moved_rows AS (SELECT id FROM ins),
+{{wake_workers}}
 SELECT i.ord, coalesce(ins.id, h.id) AS id,
        CASE WHEN ins.id IS NOT NULL THEN 'new'
             WHEN i.idempotency_key IS NOT NULL AND (h.id IS NOT NULL OR NOT EXISTS (
@@ -209,6 +271,8 @@ SELECT i.ord, coalesce(ins.id, h.id) AS id,
 FROM items i
 LEFT JOIN ins ON ins.id = i.id
 LEFT JOIN jobs_hot h ON ins.id IS NULL AND h.idempotency_key = i.idempotency_key
+-- A SELECT-only CTE runs only when read: this reads it once.
+WHERE (SELECT count(*) FROM signal) >= 0
 ORDER BY i.ord;
 
 -- name: find_idempotency_keys
@@ -230,8 +294,9 @@ undone AS (
     DELETE FROM jobs_hot h WHERE h.id = ANY(ARRAY(SELECT id FROM raced)) RETURNING h.id, h.queue
 ),
 counters AS (
-    UPDATE stats_summary s SET enqueued_total = s.enqueued_total - c.n
-    FROM (SELECT queue, count(*) AS n FROM undone GROUP BY queue) c WHERE s.queue = c.queue
+    INSERT INTO enqueue_counts (queue, shard, n, at)
+    SELECT queue, pg_backend_pid() % 64, -count(*), now() FROM undone GROUP BY queue ORDER BY queue
+    ON CONFLICT (queue, shard) DO UPDATE SET n = enqueue_counts.n + excluded.n
 )
 SELECT id FROM undone;
 
@@ -438,19 +503,27 @@ SELECT m.id, (b.id IS NOT NULL) AS beat FROM mine m LEFT JOIN beat b ON b.id = m
 
 -- name: release
 -- Returns prefetched (never started) jobs to pending; attempts unchanged.
-UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = now()
-WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
-  AND worker_id = CAST(:worker_id AS text) AND status + 0 = 1
-RETURNING id;
+WITH moved_rows AS (
+    UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = now()
+    WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+      AND worker_id = CAST(:worker_id AS text) AND status + 0 = 1
+    RETURNING id
+),
+{{wake_workers}}
+SELECT id FROM moved_rows WHERE (SELECT count(*) FROM signal) >= 0;
 
 -- name: release_unstarted
 -- Jobs a start marked processing although its reply was lost and the worker never ran them: back to
 -- pending, the attempt that start counted taken back.
-UPDATE jobs_hot SET status = 0, worker_id = NULL, attempt_count = greatest(attempt_count - 1, 0),
-                    heartbeat_at = NULL, updated_at = now()
-WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
-  AND worker_id = CAST(:worker_id AS text) AND status + 0 = 2
-RETURNING id;
+WITH moved_rows AS (
+    UPDATE jobs_hot SET status = 0, worker_id = NULL, attempt_count = greatest(attempt_count - 1, 0),
+                        heartbeat_at = NULL, updated_at = now()
+    WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+      AND worker_id = CAST(:worker_id AS text) AND status + 0 = 2
+    RETURNING id
+),
+{{wake_workers}}
+SELECT id FROM moved_rows WHERE (SELECT count(*) FROM signal) >= 0;
 
 -- name: recover_claims
 -- Rows a claim of this worker committed although its reply was lost: held by :worker_id (fetched or
@@ -517,9 +590,11 @@ moved AS (
 -- archive_succeeded after `moved` and `displaced`.
 archived AS (
     INSERT INTO jobs_archive (id, queue, type, payload, tags, idempotency_key, priority, attempt_count, worker_id,
-                              created_at, started_at, finished_at, duration_ms, created_by, last_modified_by)
+                              created_at, started_at, finished_at, duration_ms, created_by, last_modified_by,
+                              failure_count)
     SELECT id, queue, type, payload, tags, idempotency_key, priority, attempt_count, worker_id, created_at,
-           started_at, now(), run_ms, created_by, last_modified_by FROM moved
+           started_at, now(), run_ms, created_by, last_modified_by,
+           (SELECT count(*) FROM job_failures f WHERE f.job_id = moved.id) FROM moved
     WHERE (SELECT count(*) FROM displaced) >= 0
 ),
 deltas (queue, ok, dead) AS (SELECT queue, 1, 0 FROM moved UNION ALL {{displaced_deltas}}),
@@ -563,6 +638,7 @@ moved AS (
 -- fragment: dead_rest
 -- move_to_dlq after `moved` and `displaced`.
 dead AS ({{dlq_insert_moved}}),
+failures AS ({{failures_moved}}),
 {{counters_failed}},
 buckets AS ({{buckets_failed}}),
 events AS (
@@ -589,7 +665,8 @@ SELECT m.id, m.queue, m.failure_reason, {{moved_twin}} FROM moved m
 -- name: reschedule
 -- Retry: back to pending after delay_s seconds on the database clock; attempts keep their count.
 WITH items AS (
-    SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, delay_s double precision, error text)
+    SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, delay_s double precision, error text,
+                                                                  fingerprint text)
 ),
 moved AS (
     UPDATE jobs_hot h SET status = 0, worker_id = NULL, heartbeat_at = NULL,
@@ -599,15 +676,25 @@ moved AS (
     FROM items i
     WHERE h.id = ANY(ARRAY(SELECT id FROM items)) AND h.id = i.id
       AND h.worker_id = CAST(:worker_id AS text) AND h.status + 0 = 2
-    RETURNING h.id, h.queue, h.scheduled_at
+    RETURNING h.id, h.queue, h.type, h.attempt_count, h.scheduled_at, i.error, i.fingerprint
+),
+-- A retried attempt is a failure too (reason Transient): the history keeps it after the job succeeds.
+failures AS (
+    INSERT INTO job_failures (job_id, queue, type, attempt, outcome, failure_reason, fingerprint, error_line,
+                              error_details, worker_id, failed_at)
+    SELECT id, queue, type, attempt_count, 'retry', 8, fingerprint, left(split_part(error, E'\n', 1), 500), error,
+           CAST(:worker_id AS text), now()
+    FROM moved
 ),
 counters AS (
     INSERT INTO stats_summary (queue, retried_total, last_activity_at)
     SELECT queue, count(*), now() FROM moved GROUP BY queue ORDER BY queue
     ON CONFLICT (queue) DO UPDATE SET retried_total = stats_summary.retried_total + excluded.retried_total,
                                       last_activity_at = excluded.last_activity_at
-)
-SELECT id, queue, scheduled_at FROM moved;
+),
+moved_rows AS (SELECT id FROM moved),
+{{wake_workers}}
+SELECT id, queue, scheduled_at FROM moved WHERE (SELECT count(*) FROM signal) >= 0;
 
 -- ---------------------------------------------------------------- rescue
 
@@ -627,8 +714,11 @@ moved AS (
     UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = now()
     WHERE id = ANY (ARRAY(SELECT id FROM victims)) AND status = 1
     RETURNING id, queue
-)
-SELECT id, queue, (SELECT max(updated_at) FROM victims) AS last_at FROM moved;
+),
+moved_rows AS (SELECT id FROM moved),
+{{wake_workers}}
+SELECT id, queue, (SELECT max(updated_at) FROM victims) AS last_at FROM moved
+WHERE (SELECT count(*) FROM signal) >= 0;
 
 -- name: archive_zombies
 -- Phase 2, one batch: the :batch stalest processing rows whose heartbeat (or last update) is older than
@@ -678,6 +768,7 @@ moved AS (
 ),
 {{displace_twins}},
 dead AS ({{dlq_insert_moved}}),
+failures AS ({{failures_moved}}),
 {{counters_failed}},
 buckets AS ({{buckets_failed}})
 SELECT m.id, m.queue, m.worker_id, {{moved_twin}}, coalesce(m.heartbeat_at, m.updated_at) AS last_at FROM moved m;
@@ -774,23 +865,34 @@ revived AS (
     INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
                           due_at, created_at, updated_at, created_by, last_modified_by)
     SELECT id, queue, type, coalesce(new_payload, payload), coalesce(new_tags, tags), NULL,
-           coalesce(new_priority, 10), 0, 0, now(), created_at, now(), created_by, CAST(:actor AS text)
+           coalesce(new_priority, 10), 0, 0,
+           -- :spread_s: due times jittered uniformly over that window (0: due now), so a bulk resurrect
+           -- of still-failing jobs does not come back as one synchronized wave (docs/api.md "spread").
+           now() + make_interval(secs => random() * CAST(:spread_s AS double precision)),
+           created_at, now(), created_by, CAST(:actor AS text)
     FROM moved m WHERE NOT EXISTS (SELECT 1 FROM hot_twins t WHERE t.id = m.id)
     RETURNING id, queue
 ),
 new_queues AS (
     INSERT INTO queues (name) SELECT DISTINCT queue FROM moved ORDER BY queue ON CONFLICT DO NOTHING
 ),
+moved_rows AS (SELECT id FROM revived),
+{{wake_workers}},
 counters AS ({{counters_failed_down}}),
 audit AS (
     INSERT INTO audit_log (actor, action, job_id, plan_id, details)
     SELECT CAST(:actor AS text), 'resurrect', id, CAST(:plan_id AS text),
-           CASE WHEN new_payload IS NULL AND new_tags IS NULL AND new_priority IS NULL THEN CAST(:details AS text)
-                ELSE json_build_object('filter', CAST(:details AS json),
-                                       'before', json_build_object('payload', payload, 'tags', tags),
-                                       'after', json_build_object('payload', coalesce(new_payload, payload),
-                                                                  'tags', coalesce(new_tags, tags),
-                                                                  'priority', coalesce(new_priority, 10)))::text END
+           -- The failure it came back from (reason, fingerprint): the audit keeps the outage's identity.
+           (CASE WHEN new_payload IS NULL AND new_tags IS NULL AND new_priority IS NULL
+                 THEN coalesce(CAST(:details AS jsonb), '{}'::jsonb)
+                 ELSE jsonb_build_object('filter', CAST(:details AS jsonb),
+                                         'before', jsonb_build_object('payload', payload, 'tags', tags),
+                                         'after', jsonb_build_object('payload', coalesce(new_payload, payload),
+                                                                     'tags', coalesce(new_tags, tags),
+                                                                     'priority', coalesce(new_priority, 10))) END
+            || jsonb_build_object('failure_reason',
+                                  (SELECT r.name FROM failure_reasons r WHERE r.code = m.failure_reason),
+                                  'fingerprint', m.fingerprint))::text
     FROM moved m WHERE NOT EXISTS (SELECT 1 FROM hot_twins t WHERE t.id = m.id)
 ),
 events AS (
@@ -811,7 +913,7 @@ moved AS (
     RETURNING d.*, i.payload AS new_payload, i.tags AS new_tags, i.priority AS new_priority
 ),
 {{resurrect_rest}}
-SELECT id, queue, CAST(NULL AS text) AS twin FROM revived
+SELECT id, queue, CAST(NULL AS text) AS twin FROM revived WHERE (SELECT count(*) FROM signal) >= 0
 UNION ALL
 SELECT id, queue, 'hot' FROM hot_twins;
 
@@ -837,6 +939,7 @@ moved AS (
 ),
 {{resurrect_rest}}
 SELECT (SELECT count(*) FROM revived) AS n, (SELECT count(*) FROM hot_twins) AS twins,
+       (SELECT count(*) FROM signal) AS signalled,
        c.failed_at AS cursor_at, c.id AS cursor_id
 FROM (SELECT failed_at, id FROM moved ORDER BY failed_at, id DESC LIMIT 1) c;
 
@@ -858,6 +961,7 @@ dead AS (
            CAST(:actor AS text)
     FROM moved WHERE (SELECT count(*) FROM displaced) >= 0
 ),
+failures AS ({{failures_moved}}),
 {{counters_failed}},
 buckets AS ({{buckets_failed}}),
 audit AS ({{audit_moved}}),
@@ -1098,9 +1202,10 @@ FROM jobs_hot h WHERE (h.status = 1 OR h.status = 2) AND h.worker_id IS NOT NULL
 GROUP BY h.worker_id ORDER BY h.worker_id;
 
 -- name: stats_totals
-SELECT coalesce(sum(enqueued_total), 0) AS enqueued_total, coalesce(sum(succeeded_total), 0) AS succeeded_total,
+SELECT coalesce(sum(enqueued_total), 0) + (SELECT coalesce(sum(n), 0) FROM enqueue_counts) AS enqueued_total,
+       coalesce(sum(succeeded_total), 0) AS succeeded_total,
        coalesce(sum(failed_total), 0) AS failed_total, coalesce(sum(retried_total), 0) AS retried_total,
-       max(last_activity_at) AS last_activity_at
+       greatest(max(last_activity_at), (SELECT max(at) FROM enqueue_counts)) AS last_activity_at
 FROM stats_summary;
 
 -- name: hot_status_counts
@@ -1116,20 +1221,31 @@ SELECT count(*) AS n FROM audit_log;
 
 -- name: queue_rows
 SELECT q.name, q.paused, q.active, q.zombie_timeout_seconds, q.max_workers, q.updated_at,
-       coalesce(s.enqueued_total, 0) AS enqueued_total, coalesce(s.succeeded_total, 0) AS succeeded_total,
+       coalesce(s.enqueued_total, 0) + coalesce(e.n, 0) AS enqueued_total,
+       coalesce(s.succeeded_total, 0) AS succeeded_total,
        coalesce(s.failed_total, 0) AS failed_total, coalesce(s.retried_total, 0) AS retried_total,
-       s.last_activity_at
+       greatest(s.last_activity_at, e.at) AS last_activity_at
 FROM queues q LEFT JOIN stats_summary s ON s.queue = q.name
+LEFT JOIN LATERAL (SELECT sum(c.n) AS n, max(c.at) AS at FROM enqueue_counts c WHERE c.queue = q.name) e ON true
 WHERE CAST(:name AS text) IS NULL OR q.name = CAST(:name AS text)
 ORDER BY q.name;
 
 -- name: queue_lag
--- Due pending jobs per queue and how long the oldest has waited (seconds, database clock).
-SELECT h.queue, count(*) AS due_pending,
-       extract(epoch FROM now() - min(h.due_at)) AS max_lag_s,
-       avg(extract(epoch FROM now() - h.due_at)) AS avg_lag_s
-FROM jobs_hot h WHERE h.status = 0 AND h.due_at <= now()
-GROUP BY h.queue;
+-- Due jobs no live worker runs, per queue: pending ones, and those fetched by a worker whose registry row
+-- is older than :gone_s (it died; the sweep returns them). Their count and how long the oldest has waited
+-- (seconds, database clock). Two branches, so the pending one keeps its index.
+WITH waiting AS (
+    SELECT h.queue, h.status, h.due_at FROM jobs_hot h WHERE h.status = 0 AND h.due_at <= now()
+    UNION ALL
+    SELECT h.queue, h.status, h.due_at FROM jobs_hot h
+    WHERE h.status = 1 AND h.due_at <= now() AND h.worker_id IN (
+        SELECT id FROM workers
+        WHERE last_seen_at < now() - make_interval(secs => CAST(:gone_s AS double precision)))
+)
+SELECT queue, count(*) FILTER (WHERE status = 0) AS due_pending, count(*) FILTER (WHERE status = 1) AS stranded,
+       extract(epoch FROM now() - min(due_at)) AS max_lag_s,
+       avg(extract(epoch FROM now() - due_at)) AS avg_lag_s
+FROM waiting GROUP BY queue;
 
 -- name: throughput
 -- Outcomes over the last 1 and 5 minutes from the metric buckets.
@@ -1379,10 +1495,16 @@ FROM page p;
 -- name: plan_create
 -- A plan whose items are all frozen, with their totals (counted as the batches were written) and its
 -- preview (JSON): the row appears complete, so nothing ever sees a half-frozen plan.
-INSERT INTO plans (id, action, actor, chunk_size, total, chunks, details)
+INSERT INTO plans (id, action, actor, chunk_size, total, chunks, details, label)
 VALUES (CAST(:id AS text), CAST(:action AS text), CAST(:actor AS text), CAST(:chunk_size AS integer),
-        CAST(:total AS integer), CAST(:chunks AS integer), CAST(:details AS text))
+        CAST(:total AS integer), CAST(:chunks AS integer), CAST(:details AS text), CAST(:label AS text))
 RETURNING *;
+
+-- name: plan_by_label
+-- The newest unfinished plan of :action with :label: what a labelled re-run resumes.
+SELECT * FROM plans
+WHERE label = CAST(:label AS text) AND action = CAST(:action AS text) AND state IN ('ready', 'running')
+ORDER BY created_at DESC, id DESC LIMIT 1;
 
 -- fragment: plan_items_json
 -- A batch of plan items as JSON [{"ord", "id", "payload", "tags", "priority"}], ord being the place in the plan.
@@ -1570,3 +1692,270 @@ WHERE i.plan_id = CAST(:plan_id AS text) AND i.outcome = 'done'
   AND i.ord BETWEEN CAST(:ord_from AS integer) AND CAST(:ord_to AS integer)
   AND i.chunk BETWEEN CAST(:from_chunk AS integer) AND CAST(:to_chunk AS integer)
 GROUP BY 1, 2;
+
+-- ---------------------------------------------------------------- circuits (docs/circuits.md)
+
+-- fragment: circuit_columns
+type, CASE state WHEN 0 THEN 'closed' WHEN 1 THEN 'open' ELSE 'half_open' END AS state,
+CASE prev_state WHEN 0 THEN 'closed' WHEN 1 THEN 'open' ELSE 'half_open' END AS prev_state,
+forced = 1 AS forced, failures, last_failure_at, opened_at, open_until, probes, successes, transitions,
+failure_threshold, failure_window_s, break_duration_s, half_open_max_calls, updated_at,
+CASE WHEN open_until IS NULL THEN NULL
+     ELSE greatest(0.0, extract(epoch FROM open_until - now()))::double precision END AS open_for_s
+
+-- fragment: circuit_items
+SELECT i->>'type' FROM jsonb_array_elements(CAST(:items AS jsonb)) i
+
+-- name: circuit_failures
+-- Counted failures of each type in :items ({type, n, threshold, window_s, break_s, half_open}). Closed:
+-- the count restarts when the previous failure is older than the window (the original's tumbling
+-- window), and reaching the threshold opens the circuit; half-open: any failure opens it again; open or
+-- forced open: only counted. Rows are taken in type order, so two workers' reports cannot deadlock.
+UPDATE circuits SET prev_state = state WHERE type IN ({{circuit_items}});
+INSERT INTO circuits AS c (type, failures, last_failure_at, failure_threshold, failure_window_s, break_duration_s,
+                           half_open_max_calls, updated_at)
+SELECT i->>'type', (i->>'n')::integer, now(), (i->>'threshold')::integer, (i->>'window_s')::double precision,
+       (i->>'break_s')::double precision, (i->>'half_open')::integer, now()
+FROM jsonb_array_elements(CAST(:items AS jsonb)) i ORDER BY i->>'type'
+ON CONFLICT (type) DO UPDATE SET
+    failures = CASE WHEN c.state = 0 AND c.last_failure_at < now() - make_interval(secs => excluded.failure_window_s)
+                    THEN excluded.failures ELSE c.failures + excluded.failures END,
+    last_failure_at = excluded.last_failure_at, failure_threshold = excluded.failure_threshold,
+    failure_window_s = excluded.failure_window_s, break_duration_s = excluded.break_duration_s,
+    half_open_max_calls = excluded.half_open_max_calls, updated_at = excluded.updated_at;
+UPDATE circuits SET state = 1, opened_at = now(), open_until = now() + make_interval(secs => break_duration_s),
+                    probes = 0, successes = 0, transitions = transitions + 1
+WHERE type IN ({{circuit_items}}) AND forced = 0 AND (state = 2 OR (state = 0 AND failures >= failure_threshold));
+INSERT INTO events (kind, message, data)
+SELECT 'circuit', 'Circuit of ' || type || ' opened after ' || failures || ' failures',
+       json_build_object('type', type, 'state', 'open', 'from', CASE prev_state WHEN 0 THEN 'closed' ELSE 'half_open' END,
+                         'failures', failures, 'open_until', open_until)::text
+FROM circuits WHERE type IN ({{circuit_items}}) AND state <> prev_state;
+SELECT {{circuit_columns}} FROM circuits WHERE type IN ({{circuit_items}});
+
+-- name: circuit_successes
+-- Successful probes of half-open circuits (:items {type, n}): as many successes as the type's
+-- half_open_max_calls close the circuit and clear its failure count.
+UPDATE circuits SET prev_state = state WHERE type IN ({{circuit_items}});
+UPDATE circuits c SET successes = c.successes + (i->>'n')::integer,
+                      probes = greatest(c.probes - (i->>'n')::integer, 0), updated_at = now()
+FROM jsonb_array_elements(CAST(:items AS jsonb)) i
+WHERE c.type = i->>'type' AND c.state = 2;
+UPDATE circuits SET state = 0, failures = 0, successes = 0, probes = 0, probe_until = NULL, open_until = NULL,
+                    transitions = transitions + 1
+WHERE type IN ({{circuit_items}}) AND state = 2 AND successes >= half_open_max_calls;
+INSERT INTO events (kind, message, data)
+SELECT 'circuit', 'Circuit of ' || type || ' closed: the half-open probe succeeded',
+       json_build_object('type', type, 'state', 'closed', 'from', 'half_open')::text
+FROM circuits WHERE type IN ({{circuit_items}}) AND state <> prev_state;
+SELECT {{circuit_columns}} FROM circuits WHERE type IN ({{circuit_items}});
+
+-- name: circuit_probe
+-- A probe permit for each type in :items ({type, probe_timeout_s}) whose circuit may let one through:
+-- open past its break (it turns half-open), or half-open with fewer than half_open_max_calls probes in
+-- flight (a probe unresolved after its timeout no longer counts). Returns the types granted one; the row
+-- lock makes two workers asking at once get one permit between them.
+UPDATE circuits SET prev_state = state WHERE type IN ({{circuit_items}});
+INSERT INTO events (kind, message, data)
+SELECT 'circuit', 'Circuit of ' || type || ' half-open: one probe may run',
+       json_build_object('type', type, 'state', 'half_open', 'from', 'open')::text
+FROM circuits WHERE type IN ({{circuit_items}}) AND forced = 0 AND state = 1 AND open_until <= now();
+UPDATE circuits c SET
+    probes = CASE WHEN c.state = 1 OR c.probe_until < now() THEN 1 ELSE c.probes + 1 END,
+    successes = CASE WHEN c.state = 1 THEN 0 ELSE c.successes END,
+    transitions = c.transitions + CASE WHEN c.state = 1 THEN 1 ELSE 0 END,
+    state = 2,
+    probe_until = now() + make_interval(secs => (i->>'probe_timeout_s')::double precision),
+    updated_at = now()
+FROM jsonb_array_elements(CAST(:items AS jsonb)) i
+WHERE c.type = i->>'type' AND c.forced = 0
+  AND ((c.state = 1 AND c.open_until <= now()) OR (c.state = 2 AND (c.probes < c.half_open_max_calls OR c.probe_until < now())))
+RETURNING c.type, 'half_open' AS state;
+
+-- name: circuit_states
+-- What a worker's gate needs: every circuit that is not closed.
+SELECT {{circuit_columns}} FROM circuits WHERE state <> 0;
+
+-- name: list_circuits
+SELECT {{circuit_columns}} FROM circuits ORDER BY type;
+
+-- name: set_circuit
+-- An operator forces a circuit open (:state 1: stays open, no probes, until closed) or closed (:state
+-- 0: counts cleared, the policy applies again). Audited with the row before and after.
+INSERT INTO audit_log (actor, action, details)
+VALUES (CAST(:actor AS text), 'set_circuit', json_build_object('type', CAST(:type AS text), 'before',
+        (SELECT json_build_object('state', state, 'forced', forced, 'failures', failures) FROM circuits
+         WHERE type = CAST(:type AS text)))::text);
+INSERT INTO circuits (type, updated_at) VALUES (CAST(:type AS text), now()) ON CONFLICT (type) DO NOTHING;
+UPDATE circuits SET prev_state = state,
+                    transitions = transitions + CASE WHEN state <> CAST(:state AS integer) THEN 1 ELSE 0 END,
+                    state = CAST(:state AS integer), forced = CAST(:state AS integer),
+                    failures = CASE WHEN CAST(:state AS integer) = 0 THEN 0 ELSE failures END,
+                    opened_at = CASE WHEN CAST(:state AS integer) = 1 THEN now() ELSE opened_at END,
+                    open_until = NULL, probes = 0, probe_until = NULL, successes = 0, updated_at = now()
+WHERE type = CAST(:type AS text);
+UPDATE audit_log SET details = (CAST(details AS jsonb) || jsonb_build_object('after',
+       (SELECT json_build_object('state', state, 'forced', forced, 'failures', failures) FROM circuits
+        WHERE type = CAST(:type AS text))))::text
+WHERE id = (SELECT max(id) FROM audit_log WHERE action = 'set_circuit');
+INSERT INTO events (kind, message, data)
+SELECT 'circuit', 'Circuit of ' || type || CASE WHEN CAST(:state AS integer) = 1 THEN ' forced open by ' ELSE ' closed by ' END
+                  || CAST(:actor AS text),
+       json_build_object('type', type, 'state', CASE WHEN CAST(:state AS integer) = 1 THEN 'open' ELSE 'closed' END,
+                         'forced', forced, 'actor', CAST(:actor AS text))::text
+FROM circuits WHERE type = CAST(:type AS text);
+SELECT {{circuit_columns}} FROM circuits WHERE type = CAST(:type AS text);
+
+-- name: defer
+-- Jobs an open circuit met at their start: back to pending after :delay_s without the attempt the start
+-- counted (user code never ran). One event per type.
+WITH moved AS (
+    UPDATE jobs_hot SET status = 0, worker_id = NULL, heartbeat_at = NULL,
+                        attempt_count = greatest(attempt_count - 1, 0),
+                        scheduled_at = now() + make_interval(secs => CAST(:delay_s AS double precision)),
+                        due_at = now() + make_interval(secs => CAST(:delay_s AS double precision)),
+                        updated_at = now()
+    WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+      AND worker_id = CAST(:worker_id AS text) AND status + 0 = 2
+    RETURNING id, type
+),
+events AS (
+    INSERT INTO events (kind, message, data)
+    SELECT 'circuit', count(*) || ' jobs of ' || type || ' deferred: its circuit is open',
+           json_build_object('type', type, 'deferred', count(*), 'delay_s', CAST(:delay_s AS double precision),
+                             'worker_id', CAST(:worker_id AS text))::text
+    FROM moved GROUP BY type
+)
+SELECT id FROM moved;
+
+-- ---------------------------------------------------------------- worker registry (docs/worker.md "Registry")
+
+-- fragment: registry_columns
+id AS worker_id, host, pid, queues, concurrency, desired_concurrency, running, prefetched, started_at, last_seen_at,
+extract(epoch FROM now() - last_seen_at)::double precision AS seen_s
+
+-- name: worker_register
+-- A worker's row, refreshed on every heartbeat; returns the operator's concurrency target.
+INSERT INTO workers AS w (id, host, pid, queues, concurrency, running, prefetched, started_at, last_seen_at)
+VALUES (CAST(:id AS text), CAST(:host AS text), CAST(:pid AS integer), CAST(:queues AS text),
+        CAST(:concurrency AS integer), CAST(:running AS integer), CAST(:prefetched AS integer), now(), now())
+ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, queues = excluded.queues,
+    concurrency = excluded.concurrency, running = excluded.running, prefetched = excluded.prefetched,
+    last_seen_at = excluded.last_seen_at,
+    started_at = CASE WHEN w.pid = excluded.pid AND w.host = excluded.host THEN w.started_at
+                      ELSE excluded.started_at END
+RETURNING desired_concurrency;
+
+-- name: worker_unregister
+DELETE FROM workers WHERE id = CAST(:id AS text);
+
+-- name: list_registry
+SELECT {{registry_columns}} FROM workers ORDER BY id;
+
+-- name: set_worker_concurrency
+-- An operator's concurrency target for a registered worker; audited with the value before and after.
+WITH before AS (SELECT * FROM workers WHERE id = CAST(:id AS text) FOR UPDATE),
+changed AS (
+    UPDATE workers SET desired_concurrency = CAST(:concurrency AS integer)
+    WHERE id = (SELECT id FROM before) RETURNING *
+),
+audit AS (
+    INSERT INTO audit_log (actor, action, details)
+    SELECT CAST(:actor AS text), 'set_worker',
+           json_build_object('worker_id', b.id, 'before', json_build_object('concurrency', b.concurrency,
+                             'desired_concurrency', b.desired_concurrency),
+                             'after', json_build_object('desired_concurrency', CAST(:concurrency AS integer)))::text
+    FROM before b
+),
+events AS (
+    INSERT INTO events (kind, message, data)
+    SELECT 'worker', 'Worker ' || c.id || ' concurrency set to ' || c.desired_concurrency || ' by ' || CAST(:actor AS text),
+           json_build_object('worker_id', c.id, 'desired_concurrency', c.desired_concurrency,
+                             'actor', CAST(:actor AS text))::text
+    FROM changed c
+)
+SELECT id AS worker_id, host, pid, queues, concurrency, desired_concurrency, running, prefetched, started_at,
+       last_seen_at, extract(epoch FROM now() - last_seen_at)::double precision AS seen_s
+FROM changed;
+
+-- name: prune_workers
+-- Registry rows of workers not seen for :older_than_s (they crashed or were killed: a stopping worker
+-- deletes its own row). A small table: one statement.
+WITH gone AS (
+    DELETE FROM workers WHERE last_seen_at < now() - make_interval(secs => CAST(:older_than_s AS double precision))
+    RETURNING 1
+)
+SELECT count(*) AS n FROM gone;
+
+-- name: recover_orphaned
+-- Rescue phase 1b, one batch: fetched rows of workers whose registry row was not refreshed for :gone_s
+-- (Health.WorkerHeartbeatTimeout: the worker died) go back to pending at once; user code never ran.
+WITH victims AS (
+    SELECT h.id FROM jobs_hot h
+    WHERE h.status = 1 AND h.worker_id IN (
+        SELECT id FROM workers
+        WHERE last_seen_at < now() - make_interval(secs => CAST(:gone_s AS double precision)))
+    LIMIT CAST(:batch AS integer) FOR UPDATE OF h SKIP LOCKED
+),
+moved AS (
+    UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = now()
+    WHERE id = ANY (ARRAY(SELECT id FROM victims)) AND status = 1
+    RETURNING id, queue
+)
+SELECT id, queue FROM moved;
+
+-- name: gone_workers
+-- Registered workers not seen for :gone_s: their jobs are shown as "worker gone".
+SELECT id FROM workers WHERE last_seen_at < now() - make_interval(secs => CAST(:gone_s AS double precision));
+
+-- ---------------------------------------------------------------- failure history
+
+-- name: failure_history
+-- Failed attempts (see job_failures), oldest first, after the :after_seq of the previous page. List
+-- filters are JSON arrays (or null): :ids, :queues/:not_queues, :types/:not_types, :reasons/:not_reasons
+-- (codes), :fingerprints; times are half-open [:failed_from, :failed_to).
+SELECT d.seq, d.job_id, d.queue, d.type, d.attempt, d.outcome,
+       coalesce(r.name, 'reason ' || d.failure_reason) AS failure_reason, d.fingerprint, d.error_line,
+       d.error_details, d.worker_id, d.failed_at
+FROM job_failures d LEFT JOIN failure_reasons r ON r.code = d.failure_reason
+WHERE d.seq > coalesce(CAST(:after_seq AS bigint), 0)
+  AND (CAST(:ids AS jsonb) IS NULL OR d.job_id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+  AND {{list_where}}
+  AND (CAST(:outcome AS text) IS NULL OR d.outcome = CAST(:outcome AS text))
+  AND (CAST(:failed_from AS timestamptz) IS NULL OR d.failed_at >= CAST(:failed_from AS timestamptz))
+  AND (CAST(:failed_to AS timestamptz) IS NULL OR d.failed_at < CAST(:failed_to AS timestamptz))
+ORDER BY d.seq LIMIT CAST(:limit AS integer);
+
+-- name: prune_failures
+-- One batch: the :batch oldest failure-history rows older than :older_than_s, from :after_at on.
+WITH victims AS (
+    SELECT seq FROM job_failures
+    WHERE failed_at < now() - make_interval(secs => CAST(:older_than_s AS double precision))
+      AND failed_at >= coalesce(CAST(:after_at AS timestamptz), '-infinity')
+    ORDER BY failed_at LIMIT CAST(:batch AS integer) FOR UPDATE SKIP LOCKED
+),
+gone AS (DELETE FROM job_failures f WHERE f.seq = ANY (ARRAY(SELECT seq FROM victims)) RETURNING f.failed_at)
+SELECT count(*) AS n, max(failed_at) AS last_at FROM gone;
+
+-- name: locate_jobs
+-- Where each of :ids (a JSON array) is now: hot (with its status), archive or dlq, or in no table.
+SELECT j.id,
+       CASE WHEN h.id IS NOT NULL THEN 'hot' WHEN a.id IS NOT NULL THEN 'archive'
+            WHEN d.id IS NOT NULL THEN 'dlq' ELSE 'gone' END AS location,
+       h.status AS hot_status, d.failure_reason AS failure_reason,
+       coalesce(a.finished_at, d.failed_at) AS finished_at
+FROM jsonb_array_elements_text(CAST(:ids AS jsonb)) WITH ORDINALITY AS j(id, n)
+LEFT JOIN jobs_hot h ON h.id = j.id
+LEFT JOIN jobs_archive a ON a.id = j.id
+LEFT JOIN jobs_dlq d ON d.id = j.id
+ORDER BY j.n;
+
+-- name: register_job_types
+-- A starting worker's declarations per job type (:types, JSON [{"type", "idempotent"}]); the last word wins.
+INSERT INTO job_types AS t (type, idempotent, updated_at)
+SELECT i.type, i.idempotent, now()
+FROM jsonb_to_recordset(CAST(:types AS jsonb)) AS i(type text, idempotent boolean) ORDER BY i.type
+ON CONFLICT (type) DO UPDATE SET idempotent = excluded.idempotent, updated_at = excluded.updated_at;
+
+-- name: idempotent_types
+SELECT type FROM job_types WHERE idempotent ORDER BY type;

@@ -41,6 +41,7 @@ CREATE INDEX ix_jobs_hot_processing ON jobs_hot ((coalesce(heartbeat_at, updated
 CREATE UNIQUE INDEX ux_jobs_hot_idempotency ON jobs_hot (idempotency_key) WHERE idempotency_key IS NOT NULL;
 -- Operator listing, newest first.
 CREATE INDEX ix_jobs_hot_created ON jobs_hot (created_at, id);
+CREATE INDEX ix_jobs_hot_due ON jobs_hot (due_at) WHERE status = 0 AND scheduled_at IS NOT NULL;
 
 -- Succeeded jobs.
 CREATE TABLE jobs_archive (
@@ -59,11 +60,32 @@ CREATE TABLE jobs_archive (
     duration_ms       double precision,
     created_by        varchar(100),
     last_modified_by  varchar(100),
+    failure_count     integer      NOT NULL DEFAULT 0,
     CONSTRAINT pk_jobs_archive PRIMARY KEY (id)
 );
 CREATE INDEX ix_jobs_archive_finished ON jobs_archive (finished_at, id);
 CREATE INDEX ix_jobs_archive_queue ON jobs_archive (queue, finished_at, id);
 CREATE INDEX ix_jobs_archive_type ON jobs_archive (type, finished_at, id);
+
+-- Failure history: one row per failed attempt (retried or dead-lettered), written in the transaction of
+-- the failure; survives resurrects. Pruned by Retention.FailureHistory.
+CREATE TABLE job_failures (
+    seq             bigint       GENERATED ALWAYS AS IDENTITY,
+    job_id          varchar(50)  NOT NULL,
+    queue           varchar(255) NOT NULL,
+    type            varchar(255) NOT NULL,
+    attempt         integer      NOT NULL,
+    outcome         varchar(5)   NOT NULL CHECK (outcome IN ('retry', 'dead')),
+    failure_reason  smallint     NOT NULL,
+    fingerprint     varchar(32),
+    error_line      varchar(500),
+    error_details   text,
+    worker_id       varchar(100),
+    failed_at       timestamptz  NOT NULL DEFAULT now(),
+    CONSTRAINT pk_job_failures PRIMARY KEY (seq)
+);
+CREATE INDEX ix_job_failures_job ON job_failures (job_id, seq);
+CREATE INDEX ix_job_failures_failed ON job_failures (failed_at, seq);
 
 -- Dead-letter queue: jobs a human must judge.
 CREATE TABLE jobs_dlq (
@@ -198,6 +220,22 @@ CREATE TABLE stats_summary (
 );
 INSERT INTO stats_summary (queue) VALUES ('default');
 
+-- Enqueue counters sharded by server process (see migration 0005): no row every producer waits for.
+CREATE TABLE enqueue_counts (
+    queue  varchar(255) NOT NULL,
+    shard  smallint     NOT NULL,
+    n      bigint       NOT NULL DEFAULT 0,
+    at     timestamptz,
+    CONSTRAINT pk_enqueue_counts PRIMARY KEY (queue, shard)
+);
+
+-- Workers waiting for work: enqueues NOTIFY only while one is marked (engine/wakeup.py).
+CREATE TABLE idle_workers (
+    worker_id  varchar(100) NOT NULL,
+    seen_at    timestamptz  NOT NULL,
+    CONSTRAINT pk_idle_workers PRIMARY KEY (worker_id)
+);
+
 -- One-second outcome counts, written with every terminal move; never rewritten by resurrect/purge.
 CREATE TABLE metric_buckets (
     bucket_start       timestamptz      NOT NULL,
@@ -283,10 +321,12 @@ CREATE TABLE plans (
     details      text,
     approved_by  varchar(100),  -- four-eyes approval (0003): a token name other than actor
     approved_at  timestamptz,
+    label        varchar(200),  -- the CLI's --label: a re-run resumes the unfinished plan with it
     CONSTRAINT pk_plans PRIMARY KEY (id),
     CONSTRAINT ck_plans_action CHECK (action IN ('resurrect', 'purge', 'cancel')),
     CONSTRAINT ck_plans_state CHECK (state IN ('ready', 'running', 'done', 'discarded'))
 );
+CREATE INDEX ix_plans_label ON plans (label, action, created_at) WHERE label IS NOT NULL;
 CREATE INDEX ix_plans_created ON plans (created_at, id);
 
 -- One row per job of a plan. `outcome`: done (acted on) or skipped (no longer where the plan found it).
@@ -326,3 +366,54 @@ BEGIN
     END IF;
 END
 $$;
+
+-- The circuit breaker of each job type, shared by every worker (docs/circuits.md). state: 0 closed,
+-- 1 open, 2 half-open; forced 1: opened by an operator, stays open until an operator closes it. The
+-- policy columns are the numbers the reporting worker applies (Circuit.* or the type's @job policy).
+-- prev_state is the state before the last statement that touched the row (its transitions' events).
+CREATE TABLE circuits (
+    type                 varchar(255)     NOT NULL,
+    state                smallint         NOT NULL DEFAULT 0,
+    prev_state           smallint         NOT NULL DEFAULT 0,
+    forced               smallint         NOT NULL DEFAULT 0,
+    failures             integer          NOT NULL DEFAULT 0,
+    last_failure_at      timestamptz,
+    opened_at            timestamptz,
+    open_until           timestamptz,
+    probes               integer          NOT NULL DEFAULT 0,
+    probe_until          timestamptz,
+    successes            integer          NOT NULL DEFAULT 0,
+    transitions          integer          NOT NULL DEFAULT 0,
+    failure_threshold    integer          NOT NULL DEFAULT 5,
+    failure_window_s     double precision NOT NULL DEFAULT 60,
+    break_duration_s     double precision NOT NULL DEFAULT 30,
+    half_open_max_calls  integer          NOT NULL DEFAULT 1,
+    updated_at           timestamptz      NOT NULL DEFAULT now(),
+    CONSTRAINT pk_circuits PRIMARY KEY (type),
+    CONSTRAINT ck_circuits_state CHECK (state IN (0, 1, 2))
+);
+
+-- The worker registry (docs/worker.md "Registry"): each worker upserts its row on every heartbeat.
+-- desired_concurrency: an operator's target (PATCH /workers/{id}); the worker applies it at its next beat.
+CREATE TABLE workers (
+    id                   varchar(100) NOT NULL,
+    host                 varchar(255) NOT NULL,
+    pid                  integer      NOT NULL,
+    queues               text,
+    concurrency          integer      NOT NULL,
+    desired_concurrency  integer,
+    running              integer      NOT NULL DEFAULT 0,
+    prefetched           integer      NOT NULL DEFAULT 0,
+    started_at           timestamptz  NOT NULL DEFAULT now(),
+    last_seen_at         timestamptz  NOT NULL DEFAULT now(),
+    CONSTRAINT pk_workers PRIMARY KEY (id),
+    CONSTRAINT ck_workers_desired CHECK (desired_concurrency IS NULL OR desired_concurrency >= 1)
+);
+CREATE INDEX ix_workers_seen ON workers (last_seen_at);
+
+-- What workers declared per job type when they started (@job(idempotent=True)): --idempotent-only.
+CREATE TABLE job_types (
+    type        varchar(255) NOT NULL PRIMARY KEY,
+    idempotent  boolean NOT NULL,
+    updated_at  timestamptz NOT NULL DEFAULT now()
+);

@@ -163,3 +163,13 @@ WHERE id IN (WITH RECURSIVE s(g) AS (SELECT :zombies + 1 UNION ALL SELECT g + 1 
 -- name: bench_checkpoint
 -- The seed's log is already folded back by bench_vacuum.
 SELECT 1 AS done;
+
+-- name: bench_plain_insert
+-- The baseline of `chokaq bench enqueue`: one job row inserted as plainly as SQL allows (no
+-- idempotency, conflict or counter work), in its own autocommit transaction.
+INSERT INTO jobs_hot (id, queue, type, payload, priority, status, attempt_count, due_at, created_at, updated_at)
+VALUES (:id, :queue, :type, :payload, 10, 0, 0, strftime({{ts}}, 'now'), strftime({{ts}}, 'now'), strftime({{ts}}, 'now'));
+
+-- name: bench_pickup_ms
+-- Enqueue -> start of the archived jobs of :queue on the database clock, in milliseconds.
+SELECT (julianday(started_at) - julianday(created_at)) * 86400000.0 AS ms FROM jobs_archive WHERE queue = :queue;

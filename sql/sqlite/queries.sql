@@ -34,18 +34,31 @@ UPDATE jobs_hot SET status = CASE WHEN picked.go THEN 2 ELSE 1 END, worker_id = 
 FROM picked WHERE jobs_hot.id = picked.id
 RETURNING {{claimed_columns}}
 
+-- fragment: list_where
+-- The filter grammar's lists and exclusions over rows aliased d (JSON arrays or null): DLQ and failure history.
+(:queues IS NULL OR d.queue IN (SELECT value FROM json_each(:queues)))
+AND (:not_queues IS NULL OR d.queue NOT IN (SELECT value FROM json_each(:not_queues)))
+AND (:types IS NULL OR d.type IN (SELECT value FROM json_each(:types)))
+AND (:not_types IS NULL OR d.type NOT IN (SELECT value FROM json_each(:not_types)))
+AND (:reasons IS NULL OR d.failure_reason IN (SELECT value FROM json_each(:reasons)))
+AND (:not_reasons IS NULL OR d.failure_reason NOT IN (SELECT value FROM json_each(:not_reasons)))
+AND (:fingerprints IS NULL OR d.fingerprint IN (SELECT value FROM json_each(:fingerprints)))
+
 -- fragment: dlq_where
 (:queue IS NULL OR d.queue = :queue)
 AND (:type IS NULL OR d.type = :type)
 AND (:reason IS NULL OR d.failure_reason = :reason)
 AND (:fingerprint IS NULL OR d.fingerprint = :fingerprint)
+-- Times are half-open [from, to). List filters (chokaq_ops/filters.py) are JSON arrays or null.
 AND (:failed_from IS NULL OR d.failed_at >= :failed_from)
-AND (:failed_to IS NULL OR d.failed_at <= :failed_to)
+AND (:failed_to IS NULL OR d.failed_at < :failed_to)
 AND (:created_from IS NULL OR d.created_at >= :created_from)
-AND (:created_to IS NULL OR d.created_at <= :created_to)
+AND (:created_to IS NULL OR d.created_at < :created_to)
 AND (:tag_like IS NULL OR (',' || replace(coalesce(d.tags, ''), ' ', '') || ',') LIKE :tag_like ESCAPE '\')
 AND (:search_like IS NULL OR d.id LIKE :search_like ESCAPE '\' OR d.type LIKE :search_like ESCAPE '\'
      OR d.tags LIKE :search_like ESCAPE '\' OR d.error_details LIKE :search_like ESCAPE '\')
+AND (:ids IS NULL OR d.id IN (SELECT value FROM json_each(:ids)))
+AND {{list_where}}
 
 -- fragment: archive_where
 (:queue IS NULL OR a.queue = :queue)
@@ -73,6 +86,19 @@ INSERT INTO jobs_dlq (id, queue, type, payload, tags, idempotency_key, priority,
 SELECT h.id, h.queue, h.type, h.payload, h.tags, h.idempotency_key, h.priority, s.reason, s.error, s.fingerprint,
        h.attempt_count, h.worker_id, h.heartbeat_at, h.created_at, h.started_at, {{now}}, s.num, h.created_by,
        coalesce(s.payload, h.last_modified_by)
+FROM staged s JOIN jobs_hot h ON h.id = s.id;
+{{failures_dead}}
+
+-- fragment: failure_line
+-- The first line of an error (at most 500 characters): what a failure-history listing shows.
+substr(s.error, 1, min(500, instr(s.error || char(10), char(10)) - 1))
+
+-- fragment: failures_dead
+-- The failure history row of every staged row going to the DLQ (see job_failures in schema.sql).
+INSERT INTO job_failures (job_id, queue, type, attempt, outcome, failure_reason, fingerprint, error_line,
+                          error_details, worker_id, failed_at)
+SELECT h.id, h.queue, h.type, h.attempt_count, 'dead', s.reason, s.fingerprint, {{failure_line}}, s.error,
+       h.worker_id, {{now}}
 FROM staged s JOIN jobs_hot h ON h.id = s.id
 
 -- fragment: staged_counters_failed
@@ -180,6 +206,21 @@ SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'jobs_ho
 
 -- name: schema_ledger_exists
 SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations';
+
+-- name: mark_idle
+-- PostgreSQL's NOTIFY gate; SQLite workers watch the file instead (PRAGMA data_version): nothing to mark.
+SELECT :worker_id AS worker_id;
+
+-- name: unmark_idle
+SELECT :worker_id AS worker_id;
+
+-- name: next_due
+-- Seconds from now until the earliest pending job that is not due yet is due, of the named queues
+-- (:queues, null for every queue); no row when none waits. The idle worker's timer.
+SELECT (julianday(h.due_at) - julianday({{now}})) * 86400.0 AS wait_s FROM jobs_hot h INDEXED BY ix_jobs_hot_due
+WHERE h.status = 0 AND h.scheduled_at IS NOT NULL AND h.due_at > {{now}}
+  AND (:queues IS NULL OR h.queue IN (SELECT value FROM json_each(:queues)))
+ORDER BY h.due_at LIMIT 1;
 
 -- name: db_now
 SELECT {{now}} AS now_at;
@@ -430,9 +471,11 @@ WHERE h.worker_id = :worker_id AND h.status = 2
 
 -- fragment: archive_rest
 INSERT INTO jobs_archive (id, queue, type, payload, tags, idempotency_key, priority, attempt_count, worker_id,
-                          created_at, started_at, finished_at, duration_ms, created_by, last_modified_by)
+                          created_at, started_at, finished_at, duration_ms, created_by, last_modified_by,
+                          failure_count)
 SELECT h.id, h.queue, h.type, h.payload, h.tags, h.idempotency_key, h.priority, h.attempt_count, h.worker_id,
-       h.created_at, h.started_at, {{now}}, s.num, h.created_by, h.last_modified_by
+       h.created_at, h.started_at, {{now}}, s.num, h.created_by, h.last_modified_by,
+       (SELECT count(*) FROM job_failures f WHERE f.job_id = h.id)
 FROM staged s JOIN jobs_hot h ON h.id = s.id;
 INSERT INTO stats_summary (queue, succeeded_total, last_activity_at)
 SELECT queue, count(*), {{now}} FROM staged WHERE true GROUP BY queue
@@ -497,10 +540,17 @@ SELECT id, queue, reason AS failure_reason, ref AS twin FROM staged
 -- name: reschedule
 {{staging}};
 DELETE FROM staged;
-INSERT INTO staged (id, queue, num, error)
-SELECT h.id, h.queue, json_extract(j.value, '$.delay_s'), json_extract(j.value, '$.error')
+INSERT INTO staged (id, queue, num, error, fingerprint)
+SELECT h.id, h.queue, json_extract(j.value, '$.delay_s'), json_extract(j.value, '$.error'),
+       json_extract(j.value, '$.fingerprint')
 FROM json_each(:items) j JOIN jobs_hot h ON h.id = json_extract(j.value, '$.id')
 WHERE h.worker_id = :worker_id AND h.status = 2;
+-- A retried attempt is a failure too (reason Transient): the history keeps it after the job succeeds.
+INSERT INTO job_failures (job_id, queue, type, attempt, outcome, failure_reason, fingerprint, error_line,
+                          error_details, worker_id, failed_at)
+SELECT h.id, h.queue, h.type, h.attempt_count, 'retry', 8, s.fingerprint, {{failure_line}}, s.error,
+       h.worker_id, {{now}}
+FROM staged s JOIN jobs_hot h ON h.id = s.id;
 UPDATE jobs_hot SET status = 0, worker_id = NULL, heartbeat_at = NULL,
     scheduled_at = (SELECT strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || s.num || ' seconds') FROM staged s WHERE s.id = jobs_hot.id),
     due_at = (SELECT strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || s.num || ' seconds') FROM staged s WHERE s.id = jobs_hot.id),
@@ -619,18 +669,25 @@ FROM jobs_dlq d WHERE d.id IN (SELECT id FROM staged WHERE key = 'hot');
 INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
                       due_at, created_at, updated_at, created_by, last_modified_by)
 SELECT d.id, d.queue, d.type, coalesce(s.payload, d.payload), coalesce(s.tags, d.tags), NULL,
-       coalesce(s.priority, 10), 0, 0, {{now}}, d.created_at, {{now}}, d.created_by, :actor
+       coalesce(s.priority, 10), 0, 0,
+       -- :spread_s: due times jittered uniformly over that window (0: due now), so a bulk resurrect of
+       -- still-failing jobs does not come back as one synchronized wave (docs/api.md "spread").
+       strftime('%Y-%m-%d %H:%M:%f', julianday('now') + (abs(random()) % 1000000) / 1000000.0 * :spread_s / 86400.0),
+       d.created_at, {{now}}, d.created_by, :actor
 FROM staged s JOIN jobs_dlq d ON d.id = s.id WHERE s.key IS NULL;
 INSERT INTO queues (name) SELECT DISTINCT queue FROM staged WHERE true ON CONFLICT DO NOTHING;
 {{staged_counters_failed_down}};
 INSERT INTO audit_log (actor, action, job_id, plan_id, details)
 SELECT :actor, 'resurrect', s.id, :plan_id,
-       CASE WHEN s.status = 'plain' THEN :details
-            ELSE json_object('filter', json(:details),
-                             'before', json_object('payload', d.payload, 'tags', d.tags),
-                             'after', json_object('payload', coalesce(s.payload, d.payload),
-                                                  'tags', coalesce(s.tags, d.tags),
-                                                  'priority', coalesce(s.priority, 10))) END
+       -- The failure it came back from (reason, fingerprint): the audit keeps the outage's identity.
+       json_set(CASE WHEN s.status = 'plain' THEN coalesce(:details, '{}')
+                       ELSE json_object('filter', json(:details),
+                                        'before', json_object('payload', d.payload, 'tags', d.tags),
+                                        'after', json_object('payload', coalesce(s.payload, d.payload),
+                                                             'tags', coalesce(s.tags, d.tags),
+                                                             'priority', coalesce(s.priority, 10))) END,
+                '$.failure_reason', (SELECT r.name FROM failure_reasons r WHERE r.code = d.failure_reason),
+                '$.fingerprint', d.fingerprint)
 FROM staged s JOIN jobs_dlq d ON d.id = s.id WHERE s.key IS NULL ORDER BY s.ord;
 INSERT INTO events (kind, message, data)
 SELECT 'resurrect', 'Resurrected ' || count(*) || ' job(s) by ' || :actor,
@@ -912,10 +969,18 @@ WHERE :name IS NULL OR q.name = :name
 ORDER BY q.name;
 
 -- name: queue_lag
-SELECT h.queue, count(*) AS due_pending,
+-- Due jobs no live worker runs, per queue: pending ones, and those fetched by a worker whose registry row
+-- is older than :gone_s (it died; the sweep returns them). Their count and how long the oldest has waited.
+SELECT h.queue, sum(CASE WHEN h.status = 0 THEN 1 ELSE 0 END) AS due_pending,
+       sum(CASE WHEN h.status = 1 THEN 1 ELSE 0 END) AS stranded,
        (julianday('now') - julianday(min(h.due_at))) * 86400.0 AS max_lag_s,
        (julianday('now') - avg(julianday(h.due_at))) * 86400.0 AS avg_lag_s
-FROM jobs_hot h WHERE h.status = 0 AND h.due_at <= {{now}}
+FROM jobs_hot h
+WHERE h.due_at <= {{now}}
+  AND (h.status = 0
+       OR (h.status = 1 AND h.worker_id IN (
+           SELECT id FROM workers
+           WHERE last_seen_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :gone_s || ' seconds'))))
 GROUP BY h.queue;
 
 -- name: throughput
@@ -1068,9 +1133,14 @@ SELECT {{frame_common}}, p.status, p.heartbeat_at, p.scheduled_at {{hot_page}};
 -- name: plan_create
 -- A plan whose items are all frozen, with their totals (counted as the batches were written) and its
 -- preview (JSON): the row appears complete, so nothing ever sees a half-frozen plan.
-INSERT INTO plans (id, action, actor, chunk_size, total, chunks, details)
-VALUES (:id, :action, :actor, :chunk_size, :total, :chunks, :details)
+INSERT INTO plans (id, action, actor, chunk_size, total, chunks, details, label)
+VALUES (:id, :action, :actor, :chunk_size, :total, :chunks, :details, :label)
 RETURNING *;
+
+-- name: plan_by_label
+-- The newest unfinished plan of :action with :label: what a labelled re-run resumes.
+SELECT * FROM plans WHERE label = :label AND action = :action AND state IN ('ready', 'running')
+ORDER BY created_at DESC, id DESC LIMIT 1;
 
 -- fragment: plan_items_json
 -- A batch of plan items as JSON [{"ord", "id", "payload", "tags", "priority"}], ord being the place in the plan.
@@ -1240,3 +1310,238 @@ WHERE i.plan_id = :plan_id AND i.outcome = 'done'
   AND i.ord BETWEEN :ord_from AND :ord_to
   AND i.chunk BETWEEN :from_chunk AND :to_chunk
 GROUP BY 1, 2;
+
+-- ---------------------------------------------------------------- circuits (docs/circuits.md)
+
+-- fragment: circuit_columns
+type, CASE state WHEN 0 THEN 'closed' WHEN 1 THEN 'open' ELSE 'half_open' END AS state,
+CASE prev_state WHEN 0 THEN 'closed' WHEN 1 THEN 'open' ELSE 'half_open' END AS prev_state,
+forced = 1 AS forced, failures, last_failure_at, opened_at, open_until, probes, successes, transitions,
+failure_threshold, failure_window_s, break_duration_s, half_open_max_calls, updated_at,
+CASE WHEN open_until IS NULL THEN NULL
+     ELSE max(0.0, (julianday(open_until) - julianday('now')) * 86400.0) END AS open_for_s
+
+-- fragment: circuit_items
+SELECT json_extract(value, '$.type') FROM json_each(:items)
+
+-- name: circuit_failures
+-- Counted failures of each type in :items ({type, n, threshold, window_s, break_s, half_open}). Closed:
+-- the count restarts when the previous failure is older than the window (the original's tumbling
+-- window), and reaching the threshold opens the circuit; half-open: any failure opens it again; open or
+-- forced open: only counted.
+UPDATE circuits SET prev_state = state WHERE type IN ({{circuit_items}});
+INSERT INTO circuits (type, failures, last_failure_at, failure_threshold, failure_window_s, break_duration_s,
+                      half_open_max_calls, updated_at)
+SELECT json_extract(value, '$.type'), json_extract(value, '$.n'), {{now}}, json_extract(value, '$.threshold'),
+       json_extract(value, '$.window_s'), json_extract(value, '$.break_s'), json_extract(value, '$.half_open'), {{now}}
+FROM json_each(:items) WHERE true
+ON CONFLICT (type) DO UPDATE SET
+    failures = CASE WHEN state = 0 AND last_failure_at
+                         < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || excluded.failure_window_s || ' seconds')
+                    THEN excluded.failures ELSE failures + excluded.failures END,
+    last_failure_at = excluded.last_failure_at, failure_threshold = excluded.failure_threshold,
+    failure_window_s = excluded.failure_window_s, break_duration_s = excluded.break_duration_s,
+    half_open_max_calls = excluded.half_open_max_calls, updated_at = excluded.updated_at;
+UPDATE circuits SET state = 1, opened_at = {{now}},
+                    open_until = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || break_duration_s || ' seconds'),
+                    probes = 0, successes = 0, transitions = transitions + 1
+WHERE type IN ({{circuit_items}}) AND forced = 0 AND (state = 2 OR (state = 0 AND failures >= failure_threshold));
+INSERT INTO events (kind, message, data)
+SELECT 'circuit', 'Circuit of ' || type || ' opened after ' || failures || ' failures',
+       json_object('type', type, 'state', 'open', 'from', CASE prev_state WHEN 0 THEN 'closed' ELSE 'half_open' END,
+                   'failures', failures, 'open_until', open_until)
+FROM circuits WHERE type IN ({{circuit_items}}) AND state <> prev_state;
+SELECT {{circuit_columns}} FROM circuits WHERE type IN ({{circuit_items}});
+
+-- name: circuit_successes
+-- Successful probes of half-open circuits (:items {type, n}): as many successes as the type's
+-- half_open_max_calls close the circuit and clear its failure count.
+UPDATE circuits SET prev_state = state WHERE type IN ({{circuit_items}});
+UPDATE circuits SET successes = successes + (SELECT json_extract(value, '$.n') FROM json_each(:items)
+                                             WHERE json_extract(value, '$.type') = circuits.type),
+                    probes = max(probes - (SELECT json_extract(value, '$.n') FROM json_each(:items)
+                                           WHERE json_extract(value, '$.type') = circuits.type), 0),
+                    updated_at = {{now}}
+WHERE type IN ({{circuit_items}}) AND state = 2;
+UPDATE circuits SET state = 0, failures = 0, successes = 0, probes = 0, probe_until = NULL, open_until = NULL,
+                    transitions = transitions + 1
+WHERE type IN ({{circuit_items}}) AND state = 2 AND successes >= half_open_max_calls;
+INSERT INTO events (kind, message, data)
+SELECT 'circuit', 'Circuit of ' || type || ' closed: the half-open probe succeeded',
+       json_object('type', type, 'state', 'closed', 'from', 'half_open')
+FROM circuits WHERE type IN ({{circuit_items}}) AND state <> prev_state;
+SELECT {{circuit_columns}} FROM circuits WHERE type IN ({{circuit_items}});
+
+-- name: circuit_probe
+-- A probe permit for each type in :items ({type, probe_timeout_s}) whose circuit may let one through:
+-- open past its break (it turns half-open), or half-open with fewer than half_open_max_calls probes in
+-- flight (a probe unresolved after its timeout no longer counts). Returns the types granted one.
+UPDATE circuits SET prev_state = state WHERE type IN ({{circuit_items}});
+INSERT INTO events (kind, message, data)
+SELECT 'circuit', 'Circuit of ' || type || ' half-open: one probe may run', json_object('type', type, 'state', 'half_open', 'from', 'open')
+FROM circuits WHERE type IN ({{circuit_items}}) AND forced = 0 AND state = 1 AND open_until <= {{now}};
+UPDATE circuits SET
+    probes = CASE WHEN state = 1 OR probe_until < {{now}} THEN 1 ELSE probes + 1 END,
+    successes = CASE WHEN state = 1 THEN 0 ELSE successes END,
+    transitions = transitions + (state = 1),
+    state = 2,
+    probe_until = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || (SELECT json_extract(value, '$.probe_timeout_s')
+                  FROM json_each(:items) WHERE json_extract(value, '$.type') = circuits.type) || ' seconds'),
+    updated_at = {{now}}
+WHERE type IN ({{circuit_items}}) AND forced = 0
+  AND ((state = 1 AND open_until <= {{now}}) OR (state = 2 AND (probes < half_open_max_calls OR probe_until < {{now}})))
+RETURNING {{circuit_columns}};
+
+-- name: circuit_states
+-- What a worker's gate needs: every circuit that is not closed.
+SELECT {{circuit_columns}} FROM circuits WHERE state <> 0;
+
+-- name: list_circuits
+SELECT {{circuit_columns}} FROM circuits ORDER BY type;
+
+-- name: set_circuit
+-- An operator forces a circuit open (:state 1: stays open, no probes, until closed) or closed (:state
+-- 0: counts cleared, the policy applies again). Audited with the row before and after.
+INSERT INTO audit_log (actor, action, details)
+VALUES (:actor, 'set_circuit', json_object('type', :type, 'before',
+        (SELECT json_object('state', state, 'forced', forced, 'failures', failures) FROM circuits WHERE type = :type)));
+INSERT INTO circuits (type, updated_at) VALUES (:type, {{now}}) ON CONFLICT (type) DO NOTHING;
+UPDATE circuits SET prev_state = state,
+                    transitions = transitions + (state <> :state),
+                    state = :state, forced = :state,
+                    failures = CASE WHEN :state = 0 THEN 0 ELSE failures END,
+                    opened_at = CASE WHEN :state = 1 THEN {{now}} ELSE opened_at END,
+                    open_until = NULL, probes = 0, probe_until = NULL, successes = 0, updated_at = {{now}}
+WHERE type = :type;
+UPDATE audit_log SET details = json_set(details, '$.after',
+       (SELECT json_object('state', state, 'forced', forced, 'failures', failures) FROM circuits WHERE type = :type))
+WHERE id = (SELECT max(id) FROM audit_log WHERE action = 'set_circuit');
+INSERT INTO events (kind, message, data)
+SELECT 'circuit', 'Circuit of ' || type || CASE WHEN :state = 1 THEN ' forced open by ' ELSE ' closed by ' END || :actor,
+       json_object('type', type, 'state', CASE WHEN :state = 1 THEN 'open' ELSE 'closed' END, 'forced', forced, 'actor', :actor)
+FROM circuits WHERE type = :type;
+SELECT {{circuit_columns}} FROM circuits WHERE type = :type;
+
+-- name: defer
+-- Jobs an open circuit met at their start: back to pending after :delay_s without the attempt the start
+-- counted (user code never ran). One event per type.
+{{staging}};
+DELETE FROM staged;
+INSERT INTO staged (id, queue, key)
+SELECT h.id, h.queue, h.type FROM jobs_hot h
+WHERE h.id IN (SELECT value FROM json_each(:ids)) AND h.worker_id = :worker_id AND h.status = 2;
+UPDATE jobs_hot SET status = 0, worker_id = NULL, heartbeat_at = NULL, attempt_count = max(attempt_count - 1, 0),
+                    scheduled_at = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'),
+                    due_at = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'),
+                    updated_at = {{now}}
+WHERE id IN (SELECT id FROM staged);
+INSERT INTO events (kind, message, data)
+SELECT 'circuit', count(*) || ' jobs of ' || key || ' deferred: its circuit is open',
+       json_object('type', key, 'deferred', count(*), 'delay_s', :delay_s, 'worker_id', :worker_id)
+FROM staged WHERE true GROUP BY key;
+SELECT id FROM staged;
+
+-- ---------------------------------------------------------------- worker registry (docs/worker.md "Registry")
+
+-- fragment: registry_columns
+id AS worker_id, host, pid, queues, concurrency, desired_concurrency, running, prefetched, started_at, last_seen_at,
+(julianday('now') - julianday(last_seen_at)) * 86400.0 AS seen_s
+
+-- name: worker_register
+-- A worker's row, refreshed on every heartbeat; returns the operator's concurrency target.
+INSERT INTO workers (id, host, pid, queues, concurrency, running, prefetched, started_at, last_seen_at)
+VALUES (:id, :host, :pid, :queues, :concurrency, :running, :prefetched, {{now}}, {{now}})
+ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, queues = excluded.queues,
+    concurrency = excluded.concurrency, running = excluded.running, prefetched = excluded.prefetched,
+    last_seen_at = excluded.last_seen_at,
+    started_at = CASE WHEN workers.pid = excluded.pid AND workers.host = excluded.host THEN workers.started_at
+                      ELSE excluded.started_at END
+RETURNING desired_concurrency;
+
+-- name: worker_unregister
+DELETE FROM workers WHERE id = :id;
+
+-- name: list_registry
+SELECT {{registry_columns}} FROM workers ORDER BY id;
+
+-- name: set_worker_concurrency
+-- An operator's concurrency target for a registered worker; audited with the value before and after.
+INSERT INTO audit_log (actor, action, details)
+SELECT :actor, 'set_worker', json_object('worker_id', id, 'before', json_object('concurrency', concurrency,
+       'desired_concurrency', desired_concurrency), 'after', json_object('desired_concurrency', :concurrency))
+FROM workers WHERE id = :id;
+UPDATE workers SET desired_concurrency = :concurrency WHERE id = :id;
+INSERT INTO events (kind, message, data)
+SELECT 'worker', 'Worker ' || id || ' concurrency set to ' || :concurrency || ' by ' || :actor,
+       json_object('worker_id', id, 'desired_concurrency', :concurrency, 'actor', :actor)
+FROM workers WHERE id = :id;
+SELECT {{registry_columns}} FROM workers WHERE id = :id;
+
+-- name: prune_workers
+-- Registry rows of workers not seen for :older_than_s (they crashed or were killed: a stopping worker
+-- deletes its own row). A small table: one statement.
+DELETE FROM workers WHERE last_seen_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :older_than_s || ' seconds');
+SELECT changes() AS n;
+
+-- name: recover_orphaned
+-- Rescue phase 1b, one batch: fetched rows of workers whose registry row was not refreshed for :gone_s
+-- (Health.WorkerHeartbeatTimeout: the worker died) go back to pending at once; user code never ran.
+UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = {{now}}
+WHERE id IN (SELECT h.id FROM jobs_hot h
+             WHERE h.status = 1 AND h.worker_id IN (
+                 SELECT id FROM workers
+                 WHERE last_seen_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :gone_s || ' seconds'))
+             LIMIT :batch)
+RETURNING id, queue;
+
+-- name: gone_workers
+-- Registered workers not seen for :gone_s: their jobs are shown as "worker gone".
+SELECT id FROM workers WHERE last_seen_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :gone_s || ' seconds');
+
+-- ---------------------------------------------------------------- failure history
+
+-- name: failure_history
+-- Failed attempts (see job_failures), oldest first, after the :after_seq of the previous page. List
+-- filters are JSON arrays (or null): :ids, :queues/:not_queues, :types/:not_types, :reasons/:not_reasons
+-- (codes), :fingerprints; times are half-open [:failed_from, :failed_to).
+SELECT d.seq, d.job_id, d.queue, d.type, d.attempt, d.outcome,
+       coalesce(r.name, 'reason ' || d.failure_reason) AS failure_reason, d.fingerprint, d.error_line,
+       d.error_details, d.worker_id, d.failed_at
+FROM job_failures d LEFT JOIN failure_reasons r ON r.code = d.failure_reason
+WHERE d.seq > coalesce(:after_seq, 0)
+  AND (:ids IS NULL OR d.job_id IN (SELECT value FROM json_each(:ids)))
+  AND {{list_where}}
+  AND (:outcome IS NULL OR d.outcome = :outcome)
+  AND (:failed_from IS NULL OR d.failed_at >= :failed_from)
+  AND (:failed_to IS NULL OR d.failed_at < :failed_to)
+ORDER BY d.seq LIMIT :limit;
+
+-- name: prune_failures
+-- One batch: the :batch oldest failure-history rows older than :older_than_s, through ix_job_failures_failed.
+DELETE FROM job_failures WHERE seq IN (
+    SELECT seq FROM job_failures
+    WHERE failed_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :older_than_s || ' seconds')
+    ORDER BY failed_at LIMIT :batch);
+SELECT changes() AS n, NULL AS last_at;
+
+-- name: locate_jobs
+-- Where each of :ids (a JSON array) is now: hot (with its status), archive or dlq, or in no table.
+SELECT j.value AS id,
+       CASE WHEN h.id IS NOT NULL THEN 'hot' WHEN a.id IS NOT NULL THEN 'archive'
+            WHEN d.id IS NOT NULL THEN 'dlq' ELSE 'gone' END AS location,
+       CASE WHEN h.id IS NOT NULL THEN h.status END AS hot_status,
+       d.failure_reason AS failure_reason, coalesce(a.finished_at, d.failed_at) AS finished_at
+FROM json_each(:ids) j
+LEFT JOIN jobs_hot h ON h.id = j.value
+LEFT JOIN jobs_archive a ON a.id = j.value
+LEFT JOIN jobs_dlq d ON d.id = j.value
+ORDER BY j.key;
+
+-- name: register_job_types
+-- A starting worker's declarations per job type (:types, JSON [{"type", "idempotent"}]); the last word wins.
+INSERT INTO job_types (type, idempotent, updated_at)
+SELECT json_extract(value, '$.type'), json_extract(value, '$.idempotent'), {{now}} FROM json_each(:types) WHERE true
+ON CONFLICT (type) DO UPDATE SET idempotent = excluded.idempotent, updated_at = excluded.updated_at;
+
+-- name: idempotent_types
+SELECT type FROM job_types WHERE idempotent = 1 ORDER BY type;

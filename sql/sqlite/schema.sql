@@ -31,6 +31,7 @@ CREATE INDEX ix_jobs_hot_fetched ON jobs_hot (updated_at) WHERE status = 1;
 CREATE INDEX ix_jobs_hot_processing ON jobs_hot (coalesce(heartbeat_at, updated_at)) WHERE status = 2;
 CREATE UNIQUE INDEX ux_jobs_hot_idempotency ON jobs_hot (idempotency_key) WHERE idempotency_key IS NOT NULL;
 CREATE INDEX ix_jobs_hot_created ON jobs_hot (created_at, id);
+CREATE INDEX ix_jobs_hot_due ON jobs_hot (due_at) WHERE status = 0 AND scheduled_at IS NOT NULL;
 
 CREATE TABLE jobs_archive (
     id                TEXT    NOT NULL PRIMARY KEY,
@@ -47,11 +48,31 @@ CREATE TABLE jobs_archive (
     finished_at       TEXT    NOT NULL,
     duration_ms       REAL,
     created_by        TEXT,
-    last_modified_by  TEXT
+    last_modified_by  TEXT,
+    failure_count     INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX ix_jobs_archive_finished ON jobs_archive (finished_at, id);
 CREATE INDEX ix_jobs_archive_queue ON jobs_archive (queue, finished_at, id);
 CREATE INDEX ix_jobs_archive_type ON jobs_archive (type, finished_at, id);
+
+-- Failure history: one row per failed attempt (retried or dead-lettered), written in the transaction of
+-- the failure; survives resurrects. Pruned by Retention.FailureHistory.
+CREATE TABLE job_failures (
+    seq             INTEGER NOT NULL PRIMARY KEY,
+    job_id          TEXT    NOT NULL,
+    queue           TEXT    NOT NULL,
+    type            TEXT    NOT NULL,
+    attempt         INTEGER NOT NULL,
+    outcome         TEXT    NOT NULL CHECK (outcome IN ('retry', 'dead')),
+    failure_reason  INTEGER NOT NULL,
+    fingerprint     TEXT,
+    error_line      TEXT,
+    error_details   TEXT,
+    worker_id       TEXT,
+    failed_at       TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now'))
+);
+CREATE INDEX ix_job_failures_job ON job_failures (job_id, seq);
+CREATE INDEX ix_job_failures_failed ON job_failures (failed_at, seq);
 
 CREATE TABLE jobs_dlq (
     id                TEXT    NOT NULL PRIMARY KEY,
@@ -220,8 +241,10 @@ CREATE TABLE plans (
     skipped      INTEGER NOT NULL DEFAULT 0,
     details      TEXT,
     approved_by  TEXT,  -- four-eyes approval (0003): a token name other than actor
-    approved_at  TEXT
+    approved_at  TEXT,
+    label        TEXT   -- the CLI's --label: a re-run resumes the unfinished plan with it
 );
+CREATE INDEX ix_plans_label ON plans (label, action, created_at) WHERE label IS NOT NULL;
 CREATE INDEX ix_plans_created ON plans (created_at, id);
 
 -- One row per job of a plan. `outcome`: done (acted on) or skipped (no longer where the plan found it).
@@ -240,3 +263,50 @@ CREATE TABLE plan_items (
 -- The next chunk to run: only unfinished items are indexed, so a resumed 1M-item plan finds it at once.
 CREATE INDEX ix_plan_items_pending ON plan_items (plan_id, chunk) WHERE done_at IS NULL;
 CREATE INDEX ix_plan_items_order ON plan_items (plan_id, ord);
+
+-- The circuit breaker of each job type, shared by every worker (docs/circuits.md). state: 0 closed,
+-- 1 open, 2 half-open; forced 1: opened by an operator, stays open until an operator closes it. The
+-- policy columns are the numbers the reporting worker applies (Circuit.* or the type's @job policy).
+-- prev_state is the state before the last statement that touched the row (its transitions' events).
+CREATE TABLE circuits (
+    type                 TEXT    NOT NULL PRIMARY KEY,
+    state                INTEGER NOT NULL DEFAULT 0 CHECK (state IN (0, 1, 2)),
+    prev_state           INTEGER NOT NULL DEFAULT 0,
+    forced               INTEGER NOT NULL DEFAULT 0,
+    failures             INTEGER NOT NULL DEFAULT 0,
+    last_failure_at      TEXT,
+    opened_at            TEXT,
+    open_until           TEXT,
+    probes               INTEGER NOT NULL DEFAULT 0,
+    probe_until          TEXT,
+    successes            INTEGER NOT NULL DEFAULT 0,
+    transitions          INTEGER NOT NULL DEFAULT 0,
+    failure_threshold    INTEGER NOT NULL DEFAULT 5,
+    failure_window_s     REAL    NOT NULL DEFAULT 60,
+    break_duration_s     REAL    NOT NULL DEFAULT 30,
+    half_open_max_calls  INTEGER NOT NULL DEFAULT 1,
+    updated_at           TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now'))
+);
+
+-- The worker registry (docs/worker.md "Registry"): each worker upserts its row on every heartbeat.
+-- desired_concurrency: an operator's target (PATCH /workers/{id}); the worker applies it at its next beat.
+CREATE TABLE workers (
+    id                   TEXT    NOT NULL PRIMARY KEY,
+    host                 TEXT    NOT NULL,
+    pid                  INTEGER NOT NULL,
+    queues               TEXT,
+    concurrency          INTEGER NOT NULL,
+    desired_concurrency  INTEGER CHECK (desired_concurrency IS NULL OR desired_concurrency >= 1),
+    running              INTEGER NOT NULL DEFAULT 0,
+    prefetched           INTEGER NOT NULL DEFAULT 0,
+    started_at           TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')),
+    last_seen_at         TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now'))
+);
+CREATE INDEX ix_workers_seen ON workers (last_seen_at);
+
+-- What workers declared per job type when they started (@job(idempotent=True)): --idempotent-only.
+CREATE TABLE job_types (
+    type        TEXT NOT NULL PRIMARY KEY,
+    idempotent  INTEGER NOT NULL,
+    updated_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now'))
+);

@@ -10,6 +10,7 @@ import pytest
 
 from chokaq_ops import analysis
 from chokaq_ops.analysis import columns as C
+from chokaq_ops.client import DbClient
 from chokaq_ops.fingerprint import fingerprint_text
 from chokaq_ops.models import FailureReason
 from tests.analysis.conftest import seed_dlq, traceback_text
@@ -290,3 +291,37 @@ def test_the_charts_follow_the_rules_a_reader_needs(client, store) -> None:
     assert scatter.get_xlabel() == "runtime before the last heartbeat [s]"
     assert next(t.get_text() for t in scatter.get_legend().get_texts()).endswith("(2)")
     plt.close("all")
+
+
+def test_add_fingerprints_works_on_light_frames(store) -> None:
+    def text(i: int) -> str:
+        return traceback_text("ValueError", f"bad order {i}")
+
+    # As the worker stores them: the text and its fingerprint.
+    seed_dlq(store, 2, queue="light", error=text, fingerprint=lambda i: fingerprint_text(text(i)).id)
+    client = DbClient(store, actor="t")
+    light = analysis.add_fingerprints(client.load_dlq(queue="light", heavy=False))
+    heavy = analysis.add_fingerprints(client.load_dlq(queue="light"))
+    assert list(light["fingerprint"]) == list(heavy["fingerprint"]) and light["fingerprint"].notna().all()
+    assert light["template"].isna().all() and list(heavy["template"]) == ["bad order <n>"] * 2
+    with pytest.raises(KeyError, match="heavy=True"):
+        analysis.add_fingerprints(client.load_dlq(queue="light", heavy=False), recompute=True)
+
+
+def test_a_group_keeps_its_colour_in_every_panel() -> None:
+    from matplotlib.colors import to_rgba
+
+    from chokaq_ops.analysis.plots import colour_of
+
+    frame = jobs(HAND_MADE)
+    wide = analysis.fingerprint_trends(frame, "D", top=2)
+    narrow = analysis.fingerprint_trends(frame, "D", top=1)
+    colours = {}
+    for trends in (wide, narrow):
+        ax = analysis.plot_fingerprint_trends(trends)
+        for panel, column in zip(ax.figure.axes, trends.columns, strict=True):
+            colours.setdefault(column, set()).add(panel.patches[0].get_facecolor())
+    first = wide.columns[0]
+    assert colours[first] == {to_rgba(colour_of(first))}, "the same group, the same colour in both charts"
+    assert colours["other"] == {to_rgba(colour_of("other"))}
+    assert colour_of("Zombie") == colour_of("Zombie") != colour_of("Fatal")

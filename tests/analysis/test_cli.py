@@ -14,7 +14,7 @@ import pytest
 
 from chokaq_ops.cli import main
 from chokaq_ops.client import DbClient
-from chokaq_ops.models import FailureReason
+from chokaq_ops.models import FailureReason, HotFilter
 from chokaq_ops.storage import Store
 from chokaq_ops.storage.migrate import migrate
 from tests.analysis.conftest import seed_archive, seed_dlq, table_counts
@@ -63,6 +63,13 @@ def test_dlq_ls_show_summary(capsys, store, db_url) -> None:
     assert code == 0 and "top error groups" in out
 
 
+def last_line(out: str) -> dict:
+    """The final object of a bulk run's JSON lines (the first line is the plan)."""
+    lines = [json.loads(line) for line in out.splitlines()]
+    assert lines[0]["event"] == "plan"
+    return lines[-1]
+
+
 def test_dlq_resurrect_dry_run_then_for_real_as_an_audited_plan(capsys, store, db_url, monkeypatch) -> None:
     monkeypatch.delenv("CHOKAQ_ACTOR", raising=False)
     zombies = seed_dlq(store, 4, queue="media", reason=FailureReason.Zombie)
@@ -77,10 +84,12 @@ def test_dlq_resurrect_dry_run_then_for_real_as_an_audited_plan(capsys, store, d
     assert "would resurrect 4 dead job(s)" in out
 
     code, out, _ = chokaq(capsys, db_url, "dlq", "resurrect", "--reason", "Zombie", "--format", "json")
-    result = json.loads(out)
+    result = last_line(out)
     assert code == 0 and (result["resurrected"], result["batches"], result["skipped"]) == (4, 1, 0)
     assert {store.get_job(i)["location"] for i in zombies} == {"hot"}
-    audit = [a for a in store.list_audit(plan_id=result["plan_id"]).items if a["action"] != "plan_create"]
+    audit = [
+        a for a in store.list_audit(plan_id=result["plan_id"]).items if not a["action"].startswith("plan_")
+    ]
     assert len(audit) == 4 and {a["actor"] for a in audit} == {
         f"cli:{os.environ.get('USER') or __import__('getpass').getuser()}"
     }
@@ -112,7 +121,7 @@ def test_dlq_resurrect_ids_from_stdin_with_a_fixed_payload(store, db_url) -> Non
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)["resurrected"] == 2
+    assert last_line(done.stdout)["resurrected"] == 2
     assert "\r" not in done.stderr, "no progress bar when stderr is not a terminal"
     for job_id in ids[:2]:
         job = store.get_job(job_id)
@@ -130,15 +139,16 @@ def test_dlq_purge_and_resume(capsys, store, db_url) -> None:
     code, out, _ = chokaq(
         capsys, db_url, "dlq", "purge", "--ids", f"{ids[0]},{ids[1]}", "--actor", "eve", "--format", "json"
     )
-    assert code == 0 and json.loads(out)["purged"] == 2 and table_counts(store)["dlq"] == 3
+    assert code == 0 and last_line(out)["purged"] == 2 and table_counts(store)["dlq"] == 3
     assert store.list_audit(job_id=ids[0]).items[0]["actor"] == "eve"
 
     client = DbClient(store, actor="eve")
     plan = client.plan_purge(ids[2:], chunk_size=1)
     plan.execute(progress=False, max_chunks=1)  # then the operator's laptop went to sleep
     code, out, _ = chokaq(capsys, db_url, "dlq", "purge", "--resume", plan.id, "--format", "json")
-    result = json.loads(out)
-    assert code == 0 and (result["purged"], result["batches"]) == (3, 2) and table_counts(store)["dlq"] == 0
+    result = last_line(out)
+    assert code == 0 and (result["purged"], result["purged_this_run"]) == (3, 2)
+    assert (result["batches"], result["batches_this_run"], table_counts(store)["dlq"]) == (3, 2, 0)
     code, _, err = chokaq(capsys, db_url, "dlq", "resurrect", "--resume", plan.id)
     assert code == 2 and "purge plan" in err
 
@@ -226,3 +236,75 @@ def test_queues_ls_pause_resume_set(capsys, store, db_url) -> None:
     assert code == 0 and out.startswith("NAME")
     actions = [a["action"] for a in store.list_audit(action="set_queue").items]
     assert len(actions) == 4
+
+
+def test_circuits_open_ls_close_and_a_bad_command(tmp_path, capsys):
+    """`chokaq circuits open|ls|close`: forced open and closed again, audited under --actor."""
+    from chokaq_ops.storage import Store
+    from chokaq_ops.storage.migrate import migrate
+
+    url = f"sqlite:///{tmp_path / 'c.db'}"
+    with Store(url) as s:
+        migrate(s)
+    assert main(["circuits", "open", "pay.v1", "--db", url, "--actor", "alice", "--format", "json"]) == 0
+    capsys.readouterr()
+    assert main(["circuits", "ls", "--db", url, "--format", "json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert (row["type"], row["state"], row["forced"]) == ("pay.v1", "open", True)
+    assert main(["circuits", "close", "pay.v1", "--db", url, "--actor", "alice", "--format", "json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert (row["state"], row["forced"]) == ("closed", False)
+    with Store(url) as s:
+        assert [a["actor"] for a in s.list_audit(action="set_circuit").items] == ["alice", "alice"]
+    try:
+        code = main(["circuits", "half", "pay.v1", "--db", url])
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2
+
+
+def test_workers_ls_and_set(tmp_path, capsys):
+    """`chokaq workers ls|set`: a registered worker listed; its concurrency target set, audited."""
+    from chokaq_ops.storage import Store
+    from chokaq_ops.storage.migrate import migrate
+
+    url = f"sqlite:///{tmp_path / 'w.db'}"
+    with Store(url) as s:
+        migrate(s)
+        s.worker_register("w1", host="box", pid=42, queues=["mail"], concurrency=8, running=3, prefetched=0)
+    assert main(["workers", "ls", "--db", url, "--format", "json"]) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert (row["worker_id"], row["host"], row["concurrency"], row["alive"]) == ("w1", "box", 8, True)
+    args = ["workers", "set", "w1", "--concurrency", "2", "--db", url, "--actor", "bob", "--format", "json"]
+    assert main(args) == 0
+    [row] = json.loads(capsys.readouterr().out)
+    assert row["desired_concurrency"] == 2
+    with Store(url) as s:
+        assert [a["actor"] for a in s.list_audit(action="set_worker").items] == ["bob"]
+    for bad in (["--concurrency", "0"], ["--concurrency", "x"]):
+        try:
+            code = main(["workers", "set", "w1", *bad, "--db", url])
+        except SystemExit as exc:
+            code = exc.code
+        assert code == 2
+    assert main(["workers", "set", "nobody", "--concurrency", "3", "--db", url, "--actor", "bob"]) != 0
+
+
+def test_dlq_resurrect_spread_jitters_due_times(capsys, store, db_url) -> None:
+    """`chokaq dlq resurrect --spread 60s`: the plan's jobs are due over the next minute, not all at once."""
+    seed_dlq(store, 200, queue="spread", reason=FailureReason.Zombie)
+    start = store.now()
+    code, out, _ = chokaq(
+        capsys, db_url, "dlq", "resurrect", "--queue", "spread", "--spread", "60s", "--format", "json"
+    )
+    assert code == 0 and json.loads(out)["resurrected"] == 200
+    due = [
+        (j["due_at"] - start).total_seconds()
+        for j in store.list_hot(HotFilter(queue="spread"), page_size=500).items
+    ]
+    assert len(due) == 200 and max(due) > 45 and min(due) >= 0 and max(due) <= 61
+    try:
+        code = main(["dlq", "resurrect", "--queue", "spread", "--spread", "soon", "--db", db_url])
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2

@@ -3,38 +3,15 @@ answers (the proof that notebooks and scripts do not care which one they hold)."
 
 from __future__ import annotations
 
-import threading
 import time
-from collections.abc import Iterator
-from typing import Any
 
 import pandas as pd
 import pytest
-from werkzeug.serving import make_server
 
-from chokaq_api import create_app
 from chokaq_ops import connect, errors
 from chokaq_ops.client import DbClient, HttpClient
-from chokaq_ops.models import Actor, FailureReason
-from chokaq_ops.settings import Settings
+from chokaq_ops.models import FailureReason
 from tests.analysis.conftest import seed_archive, seed_dlq, seed_hot
-
-
-@pytest.fixture(params=["db", "http"])
-def any_client(request, store, db_url) -> Iterator[Any]:
-    if request.param == "db":
-        yield DbClient(store, actor="admin-token")
-        return
-    app = create_app(Settings().with_overrides({"storage.url": db_url}), store=store)
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    token = store.create_token("admin-token", "admin", actor=Actor("setup"))
-    try:
-        yield connect(f"http://127.0.0.1:{server.port}/", token)
-    finally:
-        server.shutdown()
-        thread.join(5)
 
 
 def test_one_scenario_through_either_client(any_client, store) -> None:

@@ -12,35 +12,14 @@ import sys
 import textwrap
 import threading
 from collections import Counter
-from collections.abc import Iterator
 
 import pandas as pd
 import pytest
-from werkzeug.serving import make_server
 
-from chokaq_api import create_app
 from chokaq_ops import connect, errors
 from chokaq_ops.client import HttpClient
 from chokaq_ops.models import Actor, FailureReason
-from chokaq_ops.settings import Settings
 from tests.analysis.conftest import plan_audit_ids, seed_archive, seed_dlq, seed_hot, table_counts
-
-
-@pytest.fixture
-def api(store, db_url) -> Iterator[tuple[str, dict[str, str]]]:
-    app = create_app(Settings().with_overrides({"storage.url": db_url}), store=store)
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    tokens = {
-        role: store.create_token(f"{role}-token", role, actor=Actor("setup"))
-        for role in ("reader", "operator", "admin")
-    }
-    try:
-        yield f"http://127.0.0.1:{server.port}", tokens
-    finally:
-        server.shutdown()
-        thread.join(5)
 
 
 def test_frames_over_http_equal_frames_from_the_database(api, client, store) -> None:
@@ -143,9 +122,14 @@ def test_plan_over_the_api_survives_a_killed_client(api, store) -> None:
     audited = plan_audit_ids(store, plan.id, "resurrect")
     assert len(audited) == 2500 and set(audited) == set(ids)
     assert Counter(audited).most_common(1)[0][1] == 1
-    audit = remote.audit(plan_id=plan.id)  # the plan's creation and its 2500 resurrects
-    assert len(audit) == 2501 and set(audit["actor"]) == {"operator-token"}
-    assert Counter(audit["action"]) == {"resurrect": 2500, "plan_create": 1}
+    audit = remote.audit(plan_id=plan.id)  # the plan's lifecycle and its 2500 resurrects
+    assert len(audit) == 2503 and set(audit["actor"]) == {"operator-token"}
+    assert Counter(audit["action"]) == {
+        "resurrect": 2500,
+        "plan_create": 1,
+        "plan_start": 1,
+        "plan_finish": 1,
+    }
     assert table_counts(store)["dlq"] == 3
     assert remote.plans()["id"].tolist() == [plan.id]
 

@@ -19,7 +19,6 @@ from chokaq_ops.models import FailureReason
 from chokaq_ops.settings import Settings
 from chokaq_ops.storage import Dead, Retry
 from tests.analysis.conftest import plan_audit_ids, seed_dlq, table_counts
-from tests.analysis.test_http_client import api  # noqa: F401 (the served-API fixture)
 
 TYPE = "billing.charge.v1"
 
@@ -192,7 +191,7 @@ def test_purge_plans_take_a_rate_but_no_canary(client, store) -> None:
     assert bad.value.field == "canary" and table_counts(store)["dlq"] == 5
 
 
-def test_canary_over_the_api(api, store) -> None:  # noqa: F811
+def test_canary_over_the_api(api, store) -> None:
     url, tokens = api
     seed(store, 30, broken=True)
     remote = connect(url, tokens["operator"])
@@ -216,7 +215,7 @@ def test_cli_canary_stops_with_exit_1_and_resumes(capsys, store, db_url) -> None
         code = main([*argv, "--watch", "30s", "--format", "json", "--db", db_url])
     out, _ = capsys.readouterr()
     assert code == 1
-    halted = json.loads(out)
+    halted = json.loads(out.splitlines()[-1])
     assert (halted["resurrected"], halted["batches"], halted["remaining"]) == (10, 1, 20)
     assert halted["outcomes"]["failed_by_reason"] == {"Fatal": 10} and "canary" in halted["halted"]
     assert table_counts(store)["dlq"] == 30
@@ -224,7 +223,7 @@ def test_cli_canary_stops_with_exit_1_and_resumes(capsys, store, db_url) -> None
     # After "the fix" the operator resumes the same plan without a canary: the other 20 go.
     code = main(["dlq", "resurrect", "--resume", halted["plan_id"], "--format", "json", "--db", db_url])
     out, _ = capsys.readouterr()
-    assert code == 0 and json.loads(out)["resurrected"] == 30
+    assert code == 0 and json.loads(out.splitlines()[-1])["resurrected"] == 30
     assert table_counts(store) == {"hot": 20, "archive": 0, "dlq": 10}
 
 

@@ -100,7 +100,12 @@ def test_plan_from_a_frame_with_edits(client: DbClient, store) -> None:
         assert (job["location"], job["payload"], job["priority"]) == ("hot", payload, 20)
         assert json.loads(job["payload"])
     audit = client.audit(plan_id=plan.id)
-    assert len(audit) == 7 and set(audit["action"]) == {"plan_create", "resurrect"}
+    assert len(audit) == 9 and set(audit["action"]) == {
+        "plan_create",
+        "plan_start",
+        "resurrect",
+        "plan_finish",
+    }
     audit = audit[audit["action"] == "resurrect"]
     assert all(d["after"]["priority"] == 20 for d in audit["details"])
     assert all(d["before"]["payload"].endswith(",}") for d in audit["details"])

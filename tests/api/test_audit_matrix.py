@@ -26,7 +26,7 @@ from tests.api.test_security import routes
 from tests.dbprobe import age, is_pg, scalar, sql
 
 # POSTs that change nothing (dry runs); every other non-GET route must have a case below.
-READ_ONLY = {("POST", "/dlq/preview")}
+READ_ONLY = {("POST", "/dlq/preview"), ("POST", "/jobs/locate")}
 CALLERS = (None, "reader", "operator", "admin")
 
 
@@ -110,10 +110,28 @@ CASES: dict[tuple[str, str], Case] = {
         lambda s, _: s.queue_stats("default")[0]["paused"],
         ("set_queue",),
     ),
+    ("PATCH", "/circuits/<path:type_key>"): Case(
+        lambda s: ("/circuits/matrix.v1", {"state": "open"}, None),
+        lambda s, _: any(c["type"] == "matrix.v1" and c["forced"] for c in s.list_circuits()),
+        ("set_circuit",),
+    ),
+    ("PATCH", "/workers/<worker_id>"): Case(
+        lambda s: (
+            (
+                s.worker_register(
+                    "w-matrix", host="h", pid=1, queues=None, concurrency=8, running=0, prefetched=0
+                )
+                and None
+            )
+            or ("/workers/w-matrix", {"concurrency": 2}, None)
+        ),
+        lambda s, _: s.list_registry()[0]["desired_concurrency"] == 2,
+        ("set_worker",),
+    ),
     ("POST", "/rescue"): Case(
         lambda s: ("/rescue", None, _fetched_abandoned(s)),
         lambda s, job: s.get_job(job)["status"] == "pending",
-        ("rescue_recover", "rescue_zombies"),
+        ("rescue_recover", "rescue_orphans", "rescue_zombies"),
     ),
     ("POST", "/plans"): Case(
         lambda s: ("/plans", {"action": "resurrect", "ids": to_dlq(s)}, None),
@@ -124,7 +142,7 @@ CASES: dict[tuple[str, str], Case] = {
     ("POST", "/plans/<plan_id>/execute"): Case(
         lambda s: (f"/plans/{(p := _plan(s))[0]}/execute", {}, p[1]),
         lambda s, job: _location(s, job) == "hot",
-        ("resurrect",),
+        ("plan_start", "resurrect", "plan_finish"),  # the plan's lifecycle is audited with its chunk
     ),
     ("POST", "/plans/<plan_id>/discard"): Case(
         lambda s: (f"/plans/{(p := _plan(s))[0]}/discard", None, p[0]),

@@ -34,7 +34,8 @@ def test_list_rejects_unknown_reasons_sorts_orders_and_fields_naming_them(client
         ("sort=payload", "sort"),
         ("order=sideways", "order"),
         ("colour=red", "colour"),
-        ("failed_from=yesterday", "failed_from"),
+        ("failed_from=2026-01-01T00:00:00", "failed_from"),  # no zone: refused, not guessed
+        ("failed_to=soon", "failed_to"),
         ("page_size=0", "page_size"),
         ("page=0", "page"),
     ):

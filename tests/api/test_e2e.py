@@ -165,7 +165,8 @@ def test_served_limits_and_errors_keep_the_error_shape(e2e):
     assert api.call("GET", "/api/v1/dlq", tokens["operator"], params={"reason": "Boom"}).json()["errors"] == {
         "query": {
             "reason": [
-                "Must be one of: " + ", ".join(r.name for r in __import__("chokaq_ops").FailureReason) + "."
+                "unknown failure reason 'Boom'; expected one of "
+                + ", ".join(r.name for r in __import__("chokaq_ops").FailureReason)
             ]
         }
     }

@@ -112,3 +112,49 @@ def test_queue_gauges_name_the_busiest_queues_and_sum_the_rest():
         True,
     )
     assert cap_queues(queues, 10) == queues
+
+
+def test_queue_lag_counts_jobs_a_dead_worker_holds_and_clears_when_they_drain(store, settings, tokens):
+    """Readiness turns degraded then unhealthy as a backlog ages, and back once it drains. A job a dead
+    worker (registry row older than Health.WorkerHeartbeatTimeout) fetched is waiting too: nobody runs it;
+    the same job fetched by a live worker is not."""
+    from tests.dbprobe import age, sql
+
+    s = settings.with_overrides(
+        {
+            "health.queue_lag_degraded": 5,
+            "health.queue_lag_unhealthy": 10,
+            "health.worker_heartbeat_timeout": 30,
+        }
+    )
+    client = ApiClient(create_app(s, store=store), tokens)
+
+    def ready():
+        r = client.get("/health/ready", role="reader")
+        return r.status_code, r.json.get("status"), r.json
+
+    [job] = enqueue(store, 1, queue="held")
+    store.worker_register("w-dead", host="h", pid=1, queues=None, concurrency=1, running=0, prefetched=0)
+    assert [r["id"] for r in store.fetch("w-dead", 1, ["held"])] == [job]
+    age(store, "jobs_hot", [job], 7, "due_at")
+    assert ready()[:2] == (200, "ok")  # fetched by a live worker: being worked on
+    ago = (
+        "now() - interval '60 seconds'"
+        if store.dialect.name == "postgresql"
+        else ("strftime('%Y-%m-%d %H:%M:%f', 'now', '-60 seconds')")
+    )
+    sql(store, f"UPDATE workers SET last_seen_at = {ago}")
+    code, status, body = ready()
+    assert (code, status) == (200, "degraded")
+    lag = body["checks"]["queue_lag"]["data"]
+    assert (lag["worst_queue"], lag["stranded"]) == ("held", 1) and lag["max_lag_seconds"] >= 7
+    age(store, "jobs_hot", [job], 12, "due_at")
+    code, _, body = ready()
+    assert code == 503 and "held" in str(body)
+    metrics = client.get("/metrics", role="reader").get_data(as_text=True)
+    assert any(line.startswith('chokaq_queue_lag_seconds{queue="held"} 1') for line in metrics.splitlines())
+    assert store.recover_orphaned(30) == [{"id": job, "queue": "held"}]  # the sweep: back to pending...
+    store.fetch("w-live", 1, ["held"])
+    store.mark_processing("w-live", [job])
+    store.archive_succeeded("w-live", [(job, 1.0)])  # ...and drained
+    assert ready()[:2] == (200, "ok")

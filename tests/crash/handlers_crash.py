@@ -84,3 +84,11 @@ def clock(payload, ctx: JobContext) -> None:
     record(f"clock={time.time():.3f}", ctx)
     time.sleep(float(payload.get("seconds", 1)))
     record("end", ctx)
+
+
+@job("crash.downstream", max_attempts=50)
+def downstream(payload, ctx: JobContext) -> None:
+    """Calls a "downstream" that is down while the file `$CHOKAQ_TEST_DIR/down` exists."""
+    record("start", ctx)
+    if os.path.exists(os.path.join(_DIR, "down")):
+        raise ConnectionError("downstream unavailable")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dbprobe import age, enqueue, events, fetched, locations, processing, sql  # noqa: F401 (re-exported)
+from dbprobe import age, enqueue, events, fetched, is_pg, locations, processing, sql  # noqa: F401 (re-exported)
 
 from chokaq_ops.storage import Store
 
@@ -15,9 +15,10 @@ def counts(store: Store) -> dict[str, int]:
     hot, archive, dlq = (
         sql(store, f"SELECT count(*) FROM {t}")[0][0] for t in ("jobs_hot", "jobs_archive", "jobs_dlq")
     )
+    shards = " + (SELECT coalesce(sum(n), 0) FROM enqueue_counts)" if is_pg(store) else ""
     enq, ok, failed = sql(
         store,
-        "SELECT coalesce(sum(enqueued_total), 0), coalesce(sum(succeeded_total), 0),"
+        f"SELECT coalesce(sum(enqueued_total), 0){shards}, coalesce(sum(succeeded_total), 0),"
         " coalesce(sum(failed_total), 0) FROM stats_summary",
     )[0]
     return {

@@ -44,10 +44,8 @@ def prefetch_config(tmp_path):
     )
 
 
-def test_sigkill_zombies_the_running_jobs_and_returns_the_prefetched_ones(store, db_url, tmp_path, spawn):
-    """Concurrency 2 and six blocking jobs: two run, four wait in the prefetch buffer. SIGKILL. The two
-    become zombies after the zombie timeout; the four come back untouched and another worker runs them."""
-    config = prefetch_config(tmp_path)
+def two_running_four_prefetched(store, db_url, config, tmp_path, spawn):
+    """Six blocking jobs on a worker "w1" of concurrency 2: two run, four wait in its prefetch buffer."""
     ids = [f"b{i}" for i in range(6)]
     enqueue(store, ids, "crash.block")
     w1 = spawn(db_url, config, "w1", concurrency=2)
@@ -57,6 +55,14 @@ def test_sigkill_zombies_the_running_jobs_and_returns_the_prefetched_ones(store,
         "two running and four prefetched jobs on w1",
     )
     wait_for(lambda: sum(starts(tmp_path).values()) == 2, 10, "two handlers started")
+    return ids, w1
+
+
+def test_sigkill_zombies_the_running_jobs_and_returns_the_prefetched_ones(store, db_url, tmp_path, spawn):
+    """Concurrency 2 and six blocking jobs: two run, four wait in the prefetch buffer. SIGKILL. The two
+    become zombies after the zombie timeout; the four come back untouched and another worker runs them."""
+    config = prefetch_config(tmp_path)
+    ids, w1 = two_running_four_prefetched(store, db_url, config, tmp_path, spawn)
     time.sleep(0.7)  # a few heartbeats
     w1.kill()
     running = {r["id"]: r for r in hot(store, "processing")}

@@ -105,3 +105,28 @@ def test_handler_modules_from_the_working_directory_cannot_shadow_installed_ones
     finally:
         sys.modules["json"] = saved_json
         sys.modules.pop("cwd_jobs_mod", None)
+
+
+def test_circuit_policy_comes_from_config_then_the_handler_then_circuit_defaults():
+    from chokaq_ops.engine.circuits import _policy
+    from chokaq_ops.engine.handlers import CircuitPolicy
+    from chokaq_ops.settings import Settings
+
+    reg = Registry()
+
+    @reg.job("pay.v1", circuit=CircuitPolicy(failure_threshold=3, break_duration=60))
+    def pay(payload, ctx): ...
+
+    @reg.job("off.v1", circuit=False)
+    def off(payload, ctx): ...
+
+    settings = Settings().with_overrides(
+        {"circuits.pay.v1.break_duration": "2m", "circuit.failure_window": "90s"}
+    )
+    p = _policy(settings, reg.get("pay.v1"), "pay.v1")
+    assert (p["threshold"], p["break_s"], p["window_s"], p["half_open"]) == (3, 120.0, 90.0, 1)
+    assert _policy(settings, reg.get("off.v1"), "off.v1") is None
+    assert _policy(settings, None, "other")["threshold"] == 5  # Circuit.FailureThreshold
+    assert _policy(settings.with_overrides({"circuit.enabled": False}), reg.get("pay.v1"), "pay.v1") is None
+    with pytest.raises(errors.ConfigError):
+        CircuitPolicy(failure_threshold=0)

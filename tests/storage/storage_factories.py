@@ -90,11 +90,14 @@ def dead_bulk(store: Store, n: int, *, prefix: str, queue: str = "bulk", **kw: A
 def counters(store: Store, queue: str | None = None) -> dict[str, int]:
     """The four counters summed over queues (or of one queue), read from stats_summary directly."""
     where, params = ("WHERE queue = ?", (queue,)) if queue else ("", ())
+    # PostgreSQL adds enqueues to the shards of enqueue_counts instead of the queue's stats_summary row.
+    shards = f" + (SELECT coalesce(sum(n), 0) FROM enqueue_counts {where})" if is_pg(store) else ""
     row = sql(
         store,
-        "SELECT coalesce(sum(enqueued_total), 0), coalesce(sum(succeeded_total), 0),"
+        f"SELECT coalesce(sum(enqueued_total), 0){shards}, coalesce(sum(succeeded_total), 0),"
         f" coalesce(sum(failed_total), 0), coalesce(sum(retried_total), 0) FROM stats_summary {where}",
         *params,
+        *(params if shards else ()),
     )[0]
     return dict(zip(("enqueued", "succeeded", "failed", "retried"), (int(v) for v in row), strict=True))
 

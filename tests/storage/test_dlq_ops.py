@@ -205,7 +205,10 @@ def test_bulk_resurrect_of_2500_by_filter_runs_as_three_transactions(store):
     res = store.resurrect_many(actor=OPS, flt=DlqFilter(queue="bulk", reason=FailureReason.Transient))
     _bulk_checks(store, ids, res, plan_id=None)
     assert store.get_job(other)["location"] == "dlq"
-    assert audit(store, "resurrect")[0]["details"] == {"filter": {"queue": "bulk", "reason": "Transient"}}
+    details = audit(store, "resurrect")[0]["details"]
+    assert details == {"filter": {"queue": "bulk", "reason": "Transient"}, "failure_reason": "Transient"} | {
+        "fingerprint": details["fingerprint"]
+    }
 
 
 @pytest.mark.parametrize("by", ["ids", "filter"])

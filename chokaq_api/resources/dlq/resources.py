@@ -9,6 +9,7 @@ from flask.views import MethodView
 from chokaq_api.auth import actor, require_plan_below_threshold
 from chokaq_api.extensions import Blueprint, store
 from chokaq_api.resources.dlq.schemas import (
+    BulkResurrectSchema,
     BulkSchema,
     DeadJobSchema,
     DlqListQuery,
@@ -78,10 +79,11 @@ class Preview(MethodView):
 
 @blp.route("/resurrect")
 class ResurrectMany(MethodView):
-    @blp.arguments(BulkSchema)
+    @blp.arguments(BulkResurrectSchema)
     @blp.response(200, ResurrectedSchema)
     def post(self, body: dict[str, Any]) -> Any:
-        """Resurrect dead jobs by `ids` or `filter`, in transactions of at most 1000 jobs"""
+        """Resurrect dead jobs by `ids` or `filter`, in transactions of at most 1000 jobs; `spread` / `rate`
+        spread their due times so still-failing jobs do not retry in one synchronized wave"""
         require_plan_below_threshold(bulk_size(body), "resurrect")
         result = store().resurrect_many(actor=actor(), **body)
         return {"resurrected": result.count, "batches": result.batches}

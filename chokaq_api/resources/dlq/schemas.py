@@ -10,8 +10,11 @@ import marshmallow as ma
 from chokaq_api import fields
 from chokaq_api.extensions import Schema
 from chokaq_api.resources.jobs.schemas import ORDERS, JobSchema
-from chokaq_ops import validation
+from chokaq_ops import errors, validation
+from chokaq_ops import filters as grammar
+from chokaq_ops.filters import TIME_HELP
 from chokaq_ops.models import DlqFilter, dead_job_evidence
+from chokaq_ops.storage.admin_ops import MAX_SPREAD_S
 from chokaq_ops.storage.read_ops import DLQ_SORTS
 
 ALL_DESCRIPTION = (
@@ -41,26 +44,42 @@ def _ids() -> ma.fields.List:
     )
 
 
-class DlqFilterSchema(Schema):
-    """Every given field narrows the match (AND); dates are inclusive."""
+_LIST = "Comma-separated values (or a list in a JSON body); a value starting with ! excludes it."
 
-    queue = ma.fields.String(validate=ma.validate.Length(1, validation.MAX_QUEUE))
-    type = ma.fields.String(validate=ma.validate.Length(1, validation.MAX_TYPE))
-    reason = fields.reason()
-    fingerprint = ma.fields.String(validate=ma.validate.Length(1, 64))
+
+def _time_text(description: str) -> fields.GrammarText:
+    return fields.GrammarText(max_len=100, metadata={"description": f"{description}: {TIME_HELP}."})
+
+
+def to_dlq_filter(data: dict[str, Any]) -> DlqFilter:
+    try:
+        return grammar.dlq_filter(data)
+    except errors.ValidationError as exc:
+        raise fields.grammar_error(exc) from None
+
+
+class DlqFilterSchema(Schema):
+    """Every given field narrows the match (AND). The one filter grammar (docs/failures.md): lists, ! to
+    exclude, ids, relative times; windows are half-open [from, to); a time without a zone is refused."""
+
+    ids = fields.GrammarText(metadata={"description": "Job ids, comma-separated."})
+    queue = fields.GrammarText(metadata={"description": f"Queues. {_LIST}"})
+    type = fields.GrammarText(metadata={"description": f"Job types. {_LIST}"})
+    reason = fields.GrammarText(metadata={"description": f"Failure reasons by name or number. {_LIST}"})
+    fingerprint = fields.GrammarText(metadata={"description": "Error groups, comma-separated."})
     search = ma.fields.String(
         validate=ma.validate.Length(1, validation.MAX_SEARCH),
         metadata={"description": "Substring of id, type, tags or error details."},
     )
     tag = ma.fields.String(validate=ma.validate.Length(1, validation.MAX_TAGS))
-    failed_from = fields.UtcDateTime()
-    failed_to = fields.UtcDateTime()
-    created_from = fields.UtcDateTime()
-    created_to = fields.UtcDateTime()
+    failed_from = _time_text("Failed at or after")
+    failed_to = _time_text("Failed before (exclusive)")
+    created_from = _time_text("Created at or after")
+    created_to = _time_text("Created before (exclusive)")
 
     @ma.post_load
     def to_filter(self, data: dict[str, Any], **kwargs: Any) -> Any:
-        return DlqFilter(**data)
+        return to_dlq_filter(data)
 
 
 class DlqListQuery(DlqFilterSchema):
@@ -70,7 +89,7 @@ class DlqListQuery(DlqFilterSchema):
     @ma.post_load
     def to_filter(self, data: dict[str, Any], **kwargs: Any) -> Any:
         sort, order = data.pop("sort"), data.pop("order")
-        return {"flt": DlqFilter(**data), "sort": sort, "descending": order == "desc"}
+        return {"flt": to_dlq_filter(data), "sort": sort, "descending": order == "desc"}
 
 
 class SummaryQuery(DlqFilterSchema):
@@ -81,7 +100,7 @@ class SummaryQuery(DlqFilterSchema):
     @ma.post_load
     def to_filter(self, data: dict[str, Any], **kwargs: Any) -> Any:
         top = data.pop("top")
-        return {"flt": DlqFilter(**data), "top": top}
+        return {"flt": to_dlq_filter(data), "top": top}
 
 
 class SelectionSchema(Schema):
@@ -120,6 +139,34 @@ class BulkSchema(SelectionSchema):
     @ma.post_load
     def to_call(self, data: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         return {"ids": data.get("ids"), "flt": data.get("filter"), "max_jobs": data.get("max_jobs")}
+
+
+class BulkResurrectSchema(BulkSchema):
+    """A bulk resurrect can spread the jobs' due times, so still-failing jobs do not come back as one wave."""
+
+    spread = ma.fields.Float(
+        validate=ma.validate.Range(0, MAX_SPREAD_S),
+        metadata={
+            "description": "Seconds: due times jittered uniformly over this window (default 0: due now)"
+        },
+    )
+    rate = ma.fields.Float(
+        validate=ma.validate.Range(min=0, min_inclusive=False),
+        metadata={
+            "description": "Jobs per second: the window is widened to as long as this rate needs for all of "
+            "them (due-time pacing; the call itself returns at once)"
+        },
+    )
+
+    @ma.post_load
+    def to_call(self, data: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return {
+            "ids": data.get("ids"),
+            "flt": data.get("filter"),
+            "max_jobs": data.get("max_jobs"),
+            "spread": data.get("spread"),
+            "rate": data.get("rate"),
+        }
 
 
 class ResurrectedSchema(ma.Schema):

@@ -71,7 +71,8 @@ def worker(c: Context) -> dict[str, Any]:
 def queue_lag(c: Context) -> dict[str, Any]:
     h = c.settings.health
     try:
-        queues = [q for q in c.store.queue_stats() if q["active"] and not q["paused"]]
+        gone = h.worker_heartbeat_timeout
+        queues = [q for q in c.store.queue_stats(worker_gone_s=gone) if q["active"] and not q["paused"]]
     except Exception as exc:
         return check(UNHEALTHY, f"cannot read queue lag ({type(exc).__name__})")
     worst = max(queues, key=lambda q: q["max_lag_seconds"], default=None)
@@ -79,6 +80,7 @@ def queue_lag(c: Context) -> dict[str, Any]:
     data = {
         "worst_queue": worst["name"] if worst else None,
         "max_lag_seconds": round(lag, 3),
+        "stranded": worst["stranded"] if worst else 0,  # fetched by a dead worker, counted as waiting
         "degraded_after_seconds": h.queue_lag_degraded,
         "unhealthy_after_seconds": h.queue_lag_unhealthy,
     }

@@ -8,6 +8,7 @@ from flask.views import MethodView
 
 from chokaq_api.auth import actor, require_plan_below_threshold
 from chokaq_api.extensions import Blueprint, ctx, store
+from chokaq_api.resources.failures.schemas import FailureSchema, JobFailureQuery, LocatedSchema, LocateSchema
 from chokaq_api.resources.jobs.schemas import (
     CancelResultSchema,
     CancelSchema,
@@ -17,7 +18,7 @@ from chokaq_api.resources.jobs.schemas import (
     JobSchema,
 )
 from chokaq_ops import errors
-from chokaq_ops.models import NewJob
+from chokaq_ops.models import FailureFilter, NewJob
 
 URL = "/jobs"
 blp = Blueprint("jobs", __name__, description="Enqueue jobs, find any job by id, edit and cancel hot jobs.")
@@ -31,6 +32,16 @@ def submit(job: NewJob) -> tuple[dict[str, Any], int]:
     return store().get_job(result.id), 201 if result.created else 200
 
 
+def with_worker_state(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mark hot jobs held by a dead worker (one read of the small registry table per request)."""
+    held = [r for r in rows if r.get("location") == "hot" and r.get("worker_id")]
+    if held:
+        gone = store().gone_workers(ctx().settings.health.worker_heartbeat_timeout)
+        for r in held:
+            r["worker_gone"] = r["worker_id"] in gone
+    return rows
+
+
 @blp.route("")
 class Jobs(MethodView):
     @blp.arguments(JobListQuery, location="query")
@@ -42,7 +53,7 @@ class Jobs(MethodView):
             **args, page=pagination_parameters.page, page_size=pagination_parameters.page_size
         )
         pagination_parameters.item_count = page.total
-        return page.items
+        return with_worker_state(page.items)
 
     @blp.arguments(EnqueueSchema)
     @blp.response(201, JobSchema, description="The new job.")
@@ -70,7 +81,7 @@ class JobById(MethodView):
     @blp.alt_response(404, response="NOT_FOUND")
     def get(self, job_id: str) -> Any:
         """Get any job by id: hot, archive or DLQ (see `location`)"""
-        return store().get_job(job_id)
+        return with_worker_state([store().get_job(job_id)])[0]
 
     @blp.arguments(EditJobSchema)
     @blp.response(200, JobSchema)
@@ -79,3 +90,27 @@ class JobById(MethodView):
     def patch(self, body: dict[str, Any], job_id: str) -> Any:
         """Edit a pending job's payload, tags or priority"""
         return store().edit_pending(job_id, actor=actor(), **body)
+
+
+@blp.route("/<job_id>/failures")
+class JobFailures(MethodView):
+    @blp.arguments(JobFailureQuery, location="query")
+    @blp.response(200, FailureSchema(many=True))
+    @blp.alt_response(404, response="NOT_FOUND")
+    def get(self, args: dict[str, Any], job_id: str) -> Any:
+        """The job's failed attempts, oldest first, wherever the job is now (also after it succeeded)"""
+        rows = store().failure_history(
+            FailureFilter(ids=(job_id,)), limit=args["limit"], after_seq=args.get("after_seq")
+        )
+        if not rows and args.get("after_seq") is None:
+            store().get_job(job_id)  # 404 for a job that does not exist (rather than an empty history)
+        return rows
+
+
+@blp.route("/locate")
+class LocateJobs(MethodView):
+    @blp.arguments(LocateSchema)
+    @blp.response(200, LocatedSchema(many=True))
+    def post(self, body: dict[str, Any]) -> Any:
+        """Where jobs are now (hot, archive, dlq or gone), one row per id in the given order; reads only"""
+        return store().locate(body["ids"])

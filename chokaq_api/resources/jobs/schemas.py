@@ -50,6 +50,15 @@ class JobSchema(ma.Schema):
     attempt_count = ma.fields.Integer(required=True)
     idempotency_key = _str()
     worker_id = _str()
+    worker_gone = ma.fields.Boolean(
+        allow_none=True,
+        metadata={
+            "description": "Null unless a worker holds the job. True: a fetched or processing job whose "
+            "worker's registry row is older than "
+            "Health.WorkerHeartbeatTimeout: the worker died. Its fetched jobs go back to pending at the next "
+            "sweep; processing ones reach the DLQ as Zombie only after the zombie timeout."
+        },
+    )
     heartbeat_at = _time()
     scheduled_at = _time()
     due_at = _time(metadata={"description": "When a hot job becomes eligible to run."})
@@ -64,6 +73,12 @@ class JobSchema(ma.Schema):
     error_details = _str(metadata={"description": "The full error with traceback (DLQ)."})
     fingerprint = _str(metadata={"description": "Error group id (DLQ); filter GET /dlq with it."})
     last_error = _str(metadata={"description": "The error of the last failed attempt of a retrying job."})
+    failure_count = ma.fields.Integer(
+        allow_none=True,
+        metadata={
+            "description": "Archive: failed attempts before the success (see GET /jobs/{id}/failures)."
+        },
+    )
 
     @ma.pre_dump
     def every_field(self, row: dict[str, Any], **kwargs: Any) -> dict[str, Any]:

@@ -108,7 +108,7 @@ class Execute(MethodView):
         deadline = time.monotonic() + body.get("max_seconds", 30.0)
         executed: list[dict[str, Any]] = []
         while max_chunks is None or len(executed) < max_chunks:
-            plan, chunk = st.execute_plan_chunk(plan_id, actor=actor(plan_id))
+            plan, chunk = st.execute_plan_chunk(plan_id, actor=actor(plan_id), spread=body.get("spread", 0.0))
             if chunk is None:
                 break
             executed.append(chunk)

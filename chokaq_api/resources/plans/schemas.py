@@ -11,6 +11,7 @@ from chokaq_api.extensions import Schema
 from chokaq_api.resources.dlq.schemas import DlqFilterSchema, all_flag, require_narrow
 from chokaq_ops import validation
 from chokaq_ops.models import HotFilter
+from chokaq_ops.storage.admin_ops import MAX_SPREAD_S
 from chokaq_ops.storage.plan_ops import ACTIONS, MAX_PLAN_JOBS, PLAN_CHUNK
 
 MAX_PLAN_IDS = 100_000
@@ -104,6 +105,11 @@ class ExecuteSchema(Schema):
         load_default=30.0,
         validate=ma.validate.Range(min=0.1, max=600),
         metadata={"description": "Start no new chunk after this long; call again to continue (default 30)"},
+    )
+    spread = ma.fields.Float(
+        load_default=0.0,
+        validate=ma.validate.Range(0, MAX_SPREAD_S),
+        metadata={"description": "Resurrect plans: each chunk's due times jittered over this many seconds"},
     )
 
 

@@ -36,7 +36,16 @@ class QueueSchema(ma.Schema):
     fetched = ma.fields.Integer(required=True)
     processing = ma.fields.Integer(required=True)
     due_pending = ma.fields.Integer(required=True, metadata={"description": "Pending jobs that are due"})
-    max_lag_seconds = ma.fields.Float(required=True, metadata={"description": "Wait of the oldest due job"})
+    stranded = ma.fields.Integer(
+        required=True,
+        metadata={
+            "description": "Fetched by a worker not seen within Health.WorkerHeartbeatTimeout (it died)"
+        },
+    )
+    max_lag_seconds = ma.fields.Float(
+        required=True,
+        metadata={"description": "Wait of the oldest due job no live worker runs (pending or stranded)"},
+    )
     avg_lag_seconds = ma.fields.Float(required=True)
     enqueued_total = ma.fields.Integer(required=True)
     succeeded_total = ma.fields.Integer(required=True)

@@ -1,0 +1,161 @@
+"""Wake-ups for an idle claim loop: new, resurrected, released or now-due jobs start within milliseconds
+instead of at the next poll (`Worker.PollingInterval`, which stays as the safety net).
+
+- In-process: a Store of this process that enqueues calls `storage.signals.publish`, which reaches every
+  worker of the process on the same database.
+- PostgreSQL: the statements that make jobs claimable (enqueue, resurrect, release, reschedule, the
+  rescue of abandoned fetches) call `pg_notify('chokaq_jobs', '')` once per statement, delivered at
+  commit. Each worker process holds one listening connection through psycopg 3 (pyodbc cannot receive
+  notifications), imported only here. A listener that loses its connection reconnects with a bounded
+  backoff, and wakes the loop once it is back (anything enqueued meanwhile is found by that claim).
+- SQLite: a thread reads `PRAGMA data_version` on a connection of its own every
+  `Worker.ChangeCheckInterval` seconds; the number changes whenever another connection (any process)
+  commits to the file.
+
+A wake only sets the claim loop's flag: a storm of notifications while the loop claims costs one more
+claim at most, never one per notification.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sqlite3
+import threading
+from typing import Any
+
+from chokaq_ops.storage import Store, signals
+
+log = logging.getLogger("chokaq.worker")
+
+CHANNEL = "chokaq_jobs"
+RECONNECT_MIN_S = 0.1
+RECONNECT_MAX_S = 5.0
+LISTEN_TICK_S = 0.5  # how often a quiet listener looks at its stop flag
+
+
+_shared_lock = threading.Lock()
+_shared: dict[str, tuple[Watcher, int]] = {}
+
+
+def acquire(store: Store, *, change_check_interval: float) -> Watcher:
+    """The process's watcher of `store`'s database, started on first use: one listening connection per
+    process and database, however many workers. Its wakes reach every subscriber of the database URL
+    (storage/signals.py). Each `acquire` is paired with a `release`."""
+    url = store.dialect.url
+    with _shared_lock:
+        watcher, users = _shared.get(url, (None, 0))
+        if watcher is None:
+            watcher = Watcher(store, change_check_interval=change_check_interval)
+            watcher.start()
+        _shared[url] = (watcher, users + 1)
+        return watcher
+
+
+def release(watcher: Watcher) -> None:
+    url = watcher.store.dialect.url
+    with _shared_lock:
+        current, users = _shared.get(url, (None, 0))
+        if current is not watcher:
+            return
+        if users > 1:
+            _shared[url] = (watcher, users - 1)
+            return
+        del _shared[url]
+    watcher.stop()
+
+
+class Watcher:
+    """Watches one database for jobs made claimable by other processes; wakes the workers of this one."""
+
+    def __init__(self, store: Store, *, change_check_interval: float) -> None:
+        self.store = store
+        self.change_check_interval = change_check_interval
+        self.listening = threading.Event()  # set while connected (and, on PostgreSQL, listening)
+        self.reconnects = 0
+        self.backend_pid: int | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def wake(self) -> None:
+        signals.publish(self.store.dialect.url)
+
+    def start(self) -> None:
+        if self.store.dialect.name == "postgresql":
+            target = self._listen_pg
+        elif self.store.dialect.path == ":memory:":
+            return  # one process only: the in-process wake-up is all there is
+        else:
+            target = self._watch_sqlite
+        self._thread = threading.Thread(target=target, name="chokaq-wakeup", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(LISTEN_TICK_S * 4)
+
+    # ------------------------------------------------------------------ PostgreSQL
+
+    def _listen_pg(self) -> None:
+        try:
+            import psycopg
+        except ImportError:
+            log.warning("psycopg is not installed: new jobs are found by polling only (pip install psycopg)")
+            return
+        params = self.store.dialect.libpq_params()
+        pause = RECONNECT_MIN_S
+        while not self._stop.is_set():
+            conn: Any = None
+            try:
+                conn = psycopg.connect(autocommit=True, **params)
+                conn.execute(f"LISTEN {CHANNEL}")
+                self.backend_pid = conn.info.backend_pid
+                self.listening.set()
+                pause = RECONNECT_MIN_S
+                self.wake()  # jobs enqueued while no one listened
+                while not self._stop.is_set():
+                    for _ in conn.notifies(timeout=LISTEN_TICK_S, stop_after=1):
+                        self.wake()
+            except psycopg.Error as exc:
+                self.listening.clear()
+                if self._stop.is_set():
+                    return
+                self.reconnects += 1
+                log.warning("job listener lost its connection (reconnecting in %.1fs): %s", pause, exc)
+                self._stop.wait(pause)
+                pause = min(RECONNECT_MAX_S, pause * 2)
+            finally:
+                self.listening.clear()
+                if conn is not None:
+                    with contextlib.suppress(Exception):
+                        conn.close()
+
+    # ------------------------------------------------------------------ SQLite
+
+    def _watch_sqlite(self) -> None:
+        path = self.store.dialect.path
+        conn: sqlite3.Connection | None = None
+        last = None
+        while not self._stop.is_set():
+            try:
+                if conn is None:
+                    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=1.0)
+                    self.listening.set()
+                version = conn.execute("PRAGMA data_version").fetchone()[0]
+                if last is not None and version != last:
+                    self.wake()
+                last = version
+            except sqlite3.Error as exc:
+                log.warning("cannot watch the SQLite file for new jobs (trying again): %s", exc)
+                self.listening.clear()
+                with contextlib.suppress(Exception):
+                    if conn is not None:
+                        conn.close()
+                conn, last = None, None
+                self._stop.wait(RECONNECT_MAX_S)
+                continue
+            self._stop.wait(self.change_check_interval)
+        self.listening.clear()
+        if conn is not None:
+            conn.close()
