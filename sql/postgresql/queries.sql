@@ -1202,7 +1202,7 @@ FROM jobs_hot h WHERE (h.status = 1 OR h.status = 2) AND h.worker_id IS NOT NULL
 GROUP BY h.worker_id ORDER BY h.worker_id;
 
 -- name: stats_totals
-SELECT coalesce(sum(enqueued_total), 0) + (SELECT coalesce(sum(n), 0) FROM enqueue_counts) AS enqueued_total,
+SELECT CAST(coalesce(sum(enqueued_total), 0) + (SELECT coalesce(sum(n), 0) FROM enqueue_counts) AS bigint) AS enqueued_total,
        coalesce(sum(succeeded_total), 0) AS succeeded_total,
        coalesce(sum(failed_total), 0) AS failed_total, coalesce(sum(retried_total), 0) AS retried_total,
        greatest(max(last_activity_at), (SELECT max(at) FROM enqueue_counts)) AS last_activity_at
@@ -1221,7 +1221,7 @@ SELECT count(*) AS n FROM audit_log;
 
 -- name: queue_rows
 SELECT q.name, q.paused, q.active, q.zombie_timeout_seconds, q.max_workers, q.updated_at,
-       coalesce(s.enqueued_total, 0) + coalesce(e.n, 0) AS enqueued_total,
+       CAST(coalesce(s.enqueued_total, 0) + coalesce(e.n, 0) AS bigint) AS enqueued_total,
        coalesce(s.succeeded_total, 0) AS succeeded_total,
        coalesce(s.failed_total, 0) AS failed_total, coalesce(s.retried_total, 0) AS retried_total,
        greatest(s.last_activity_at, e.at) AS last_activity_at
