@@ -142,7 +142,17 @@ def parse_time(value: Any, field: str, *, now: datetime | None = None) -> dateti
             f"{field} has no timezone ({value.isoformat()}); give an aware time, e.g. with tzinfo=UTC",
             field=field,
         )
-    return value.astimezone(UTC)
+    return _as_utc(value, field)
+
+
+def _as_utc(value: datetime, field: str) -> datetime:
+    # 0001-01-01T00:00+01:00 is a valid ISO time whose UTC instant falls before year 1.
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise errors.ValidationError(
+            f"{field} is out of range ({value.isoformat()}): years 1-9999 in UTC", field=field
+        ) from None
 
 
 def _parse_text(text: str, field: str, now: datetime) -> datetime:
@@ -168,7 +178,7 @@ def _parse_text(text: str, field: str, now: datetime) -> datetime:
         raise errors.ValidationError(
             f"{field} has no timezone ({text!r}); add Z or an offset such as +02:00", field=field
         )
-    return value.astimezone(UTC)
+    return _as_utc(value, field)
 
 
 FAILURE_FIELDS = ("ids", "queue", "type", "reason", "fingerprint", "outcome", "failed_from", "failed_to")

@@ -401,7 +401,8 @@ class AdminOps(StoreCore):
         # Freeze the match at the start: jobs that die while the operation runs are not swept up by it.
         # The window is half-open, so its end is one millisecond (SQLite's clock step) past now: a job
         # that died in this very millisecond is in.
-        cutoff = self.now() + timedelta(milliseconds=1)
+        started = self.now()
+        cutoff = started + timedelta(milliseconds=1)
         if params["failed_to"] is None or params["failed_to"] > cutoff:
             params["failed_to"] = cutoff
         details = filter_json(flt) | {"max_jobs": max_jobs} if max_jobs else filter_json(flt)
@@ -431,7 +432,8 @@ class AdminOps(StoreCore):
                 break  # everything we saw was taken by someone else; stop rather than spin
         if audited and self.thread_retries() != retries:
             # A chunk was retried: an attempt of it may have committed unseen (the retry then took the next
-            # rows). Every job this run moved has one audit row with its details, since `cutoff`.
+            # rows). Every job this run moved has one audit row with its details, since `started` (a chunk
+            # may begin within the millisecond `cutoff` adds).
             action_name, who = audited
             done = int(
                 self.run(
@@ -440,7 +442,7 @@ class AdminOps(StoreCore):
                     actor=who.name,
                     plan_id=who.plan_id,
                     action=action_name,
-                    since=cutoff,
+                    since=started,
                     details={"filter": details},
                 )[0]["n"]
             )

@@ -1366,10 +1366,12 @@ WHERE a.job_id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))
 
 -- name: audited_count
 -- After a bulk operation by filter one of whose chunks may have committed and lost its reply: how many
--- jobs it moved in all, counted from its audit rows (one per job, same :details) since it started.
+-- jobs it moved in all, counted from its audit rows (one per job, the same `filter` in :details; a
+-- resurrect's rows also carry the failure it cleared) since it started.
 SELECT count(*) AS n FROM audit_log
 WHERE actor = CAST(:actor AS text) AND at >= CAST(:since AS timestamptz) AND action = CAST(:action AS text)
-  AND plan_id IS NOT DISTINCT FROM CAST(:plan_id AS text) AND details = CAST(:details AS text);
+  AND plan_id IS NOT DISTINCT FROM CAST(:plan_id AS text)
+  AND CAST(details AS jsonb) -> 'filter' = CAST(:details AS jsonb) -> 'filter';
 
 -- name: queue_admission
 -- Whether a queue exists and how many exist: the API caps distinct queues (Api.MaxQueues).

@@ -1063,9 +1063,11 @@ WHERE a.job_id IN (SELECT value FROM json_each(:ids))
 
 -- name: audited_count
 -- After a bulk operation by filter one of whose chunks may have committed and lost its reply: how many
--- jobs it moved in all, counted from its audit rows (one per job, same :details) since it started.
+-- jobs it moved in all, counted from its audit rows (one per job, the same `filter` in :details; a
+-- resurrect's rows also carry the failure it cleared) since it started.
 SELECT count(*) AS n FROM audit_log
-WHERE actor = :actor AND at >= :since AND action = :action AND plan_id IS :plan_id AND details = :details;
+WHERE actor = :actor AND at >= :since AND action = :action AND plan_id IS :plan_id
+  AND json_extract(details, '$.filter') = json_extract(:details, '$.filter');
 
 -- name: queue_admission
 -- Whether a queue exists and how many exist: the API caps distinct queues (Api.MaxQueues).

@@ -297,7 +297,7 @@ def test_dlq_resurrect_spread_jitters_due_times(capsys, store, db_url) -> None:
     code, out, _ = chokaq(
         capsys, db_url, "dlq", "resurrect", "--queue", "spread", "--spread", "60s", "--format", "json"
     )
-    assert code == 0 and json.loads(out)["resurrected"] == 200
+    assert code == 0 and json.loads(out.splitlines()[-1])["resurrected"] == 200  # JSON lines; summary last
     due = [
         (j["due_at"] - start).total_seconds()
         for j in store.list_hot(HotFilter(queue="spread"), page_size=500).items

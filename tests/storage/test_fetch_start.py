@@ -195,7 +195,7 @@ def test_hot_statements_prepared_from_big_table_statistics_reach_rows_only_throu
             ("EXPLAIN EXECUTE chokaq_fetch_head(?, ?, ?)", (8, 2, "w")),
             ("EXPLAIN EXECUTE chokaq_mark_processing(?, ?)", (ids, "w")),
             ("EXPLAIN EXECUTE chokaq_heartbeat(?, ?)", (ids, "w")),
-            ("EXPLAIN EXECUTE chokaq_release(?, ?)", (ids, "w")),
+            ("EXPLAIN EXECUTE chokaq_release(?, ?, ?)", (ids, "w", False)),
             ("EXPLAIN EXECUTE chokaq_archive_succeeded(?, ?)", (done, "w")),
         ]
         with store.pool.connection(HOT) as conn:
