@@ -45,9 +45,10 @@ UNION ALL
 SELECT 'hot', NULL, count(*) FROM jobs_hot WHERE created_by = 'chokaq-demo';
 
 -- name: demo_busy
--- Demo jobs a worker could still run, or that are running: due and in hot.
+-- Demo jobs a worker could still run, or that are running: in hot and due within a minute (a retry's
+-- backoff, or a circuit breaker's short delay, is part of the story; a far-future schedule is not).
 SELECT count(*) AS n FROM jobs_hot
-WHERE created_by = 'chokaq-demo' AND due_at <= strftime('%Y-%m-%d %H:%M:%f', 'now');
+WHERE created_by = 'chokaq-demo' AND due_at <= strftime('%Y-%m-%d %H:%M:%f', 'now', '+60 seconds');
 
 -- name: demo_running
 SELECT count(*) AS n FROM jobs_hot WHERE status = 2 AND worker_id = :worker_id;
