@@ -64,7 +64,8 @@ def test_open_circuit_keeps_attempts_and_the_probe_closes_it(store, db_url, tmp_
     if now["state"] == "open" and now["transitions"] == opened["transitions"]:
         after = attempts(store, "d")
         both = set(before) & set(after)
-        assert len(both) >= 6 and {i: after[i] for i in both} == {i: before[i] for i in both}
+        # Up to 4 running and a prefetch per worker are not pending at either read: at least 3 are in both.
+        assert len(both) >= 3 and {i: after[i] for i in both} == {i: before[i] for i in both}
     deferred = [
         e for e in sql(store, "SELECT data FROM events WHERE kind = 'circuit'") if '"deferred"' in e[0]
     ]

@@ -103,7 +103,11 @@ def test_sigkill_zombies_the_running_jobs_and_returns_the_prefetched_ones(store,
 
 
 def test_sigkill_then_chokaq_rescue_waits_for_the_zombie_timeout(store, db_url, tmp_path, spawn):
-    config = write_config(tmp_path / "chokaq.toml")
+    # A 5 s zombie timeout: the first `chokaq rescue` process must run before it expires, and starting a
+    # process took over 2 s on a loaded 2-core machine.
+    config = write_config(
+        tmp_path / "chokaq.toml", Recovery={**FAST["Recovery"], "ProcessingZombieTimeout": "5s"}
+    )
     enqueue(store, ["z1"], "crash.block")
     w1 = spawn(db_url, config, "w1", concurrency=1)
     wait_for(lambda: starts(tmp_path)["z1"] == 1, 30, "z1 started")
@@ -111,7 +115,7 @@ def test_sigkill_then_chokaq_rescue_waits_for_the_zombie_timeout(store, db_url, 
     last = store.get_job("z1")
     assert last["status"] == "processing"
     assert run_rescue(db_url, config, tmp_path) == {"recovered": 0, "archived": 0}  # too early
-    wait_for(lambda: (store.now() - last["heartbeat_at"]).total_seconds() > 2.2, 10, "the zombie timeout")
+    wait_for(lambda: (store.now() - last["heartbeat_at"]).total_seconds() > 5.2, 15, "the zombie timeout")
     assert run_rescue(db_url, config, tmp_path) == {"recovered": 0, "archived": 1}
     dead = store.get_job("z1")
     assert (dead["location"], dead["failure_reason"], dead["heartbeat_at"]) == (
