@@ -83,6 +83,9 @@ def test_open_circuit_keeps_attempts_and_the_probe_closes_it(store, db_url, tmp_
     assert "half_open" in states and states[-1] == "closed"
     # Attempts were consumed only by the failures before the circuit opened (and a failed probe or two),
     # not by every deferral: without the breaker 12 jobs failing for this long would run up dozens.
+    # Allowed: 12 successes, the failures that opened it, up to 4 already running when it opened (2 workers
+    # x 2 slots), and one failed probe per reopening (how many depends on how long the machine took).
     total = sum(archived(store, "d").values())
-    assert total <= 12 + opened["failures"] + 6, archived(store, "d")
+    reopened = states.count("open") - 1
+    assert total <= 12 + opened["failures"] + 4 + reopened, (archived(store, "d"), states)
     assert sum(n for i, n in starts(tmp_path).items() if i.startswith("d")) == total
