@@ -1,5 +1,5 @@
 """The worker: claims jobs in sets, starts them in sets, runs them on a pool of threads, finishes them in
-sets — every write fenced by the worker id (docs/worker.md-4.6, seeds 001/002).
+sets, every write fenced by the worker id (docs/worker.md).
 
 A Worker composes small parts that share one `WorkerState` (engine/worker_state.py: the prefetch
 buffer, the slots, the runs it owns and runs, the counters, one lock and its conditions); each part
@@ -14,9 +14,6 @@ gets the state and what else it uses in its constructor:
   set of free slots (the lease gate); refused jobs never run.
 - launcher (`Launcher`, engine/starting.py): started rows to runs, runs to the execution threads or,
   met by an open circuit (engine/circuits.py), to the completer as deferrals.
-
-Either way a job becomes processing only for an execution slot that is free at that moment, so
-`processing` keeps meaning "user code is running or about to" (seeds 001/002).
 - executors (`Executors`, engine/starting.py, `Worker.Concurrency` threads): parse the payload, call
   the handler, classify the outcome (engine/execution.py).
 - watchdog (`Watchdog`, engine/starting.py): at a job's execution deadline sets `ctx.cancelled` and
@@ -27,7 +24,9 @@ Either way a job becomes processing only for an execution slot that is free at t
   (engine/hosting.py): one statement refreshes every job the worker owns; jobs it no longer owns
   (rescued as zombies) are cancelled and their results dropped.
 
-This module holds the composition, start/stop, the registry row, health and the completion callback.
+Either way a job starts, it becomes processing only for an execution slot that is free at that moment,
+so `processing` keeps meaning "user code is running or about to". This module holds the composition,
+start/stop, the registry row, health and the completion callback.
 """
 
 from __future__ import annotations
