@@ -2,8 +2,9 @@
 runs, its counters, and the one lock (with its conditions) that guards them.
 
 Every part of the worker (engine/claiming.py, engine/starting.py, engine/heartbeat.py,
-engine/completer.py) gets this object in its constructor and reads or changes these fields only while
-holding `lock`, except where a field's comment says otherwise.
+engine/completer.py, engine/releasing.py) gets this object in its constructor. The fields that decide
+what runs (buffer, slots, owned and running runs, queue state, the stop flags) change only under
+`lock`; the comments name the fields read or written without it.
 """
 
 from __future__ import annotations
@@ -36,10 +37,10 @@ class WorkerState:
         self.marking: set[str] = set()  # buffered jobs taken by the starter, start not yet settled
         self.written_off: set[str] = set()  # outcome unwritable: left processing for the sweep
         self.run_ms: float | None = None  # moving average of handler durations...
-        self.claim_ms: float | None = None  # ...and of claim round trips: see Fetcher.depth
+        self.claim_ms: float | None = None  # ...and of claim round trips (the fetcher's): see Fetcher._depth
         self.running: set[Run] = set()  # handler executing (holds a slot)
         self.owned: dict[str, Run] = {}  # marked processing, outcome not yet written (latest run per id)
-        self.exec_q: queue.SimpleQueue[Run | None] = queue.SimpleQueue()  # runs for the executors
+        self.exec_q: queue.SimpleQueue[Run | None] = queue.SimpleQueue()  # runs for the executors (no lock)
         self.paused: frozenset[str] = frozenset()
         self.capped: frozenset[str] = frozenset()
         self.exact_caps = False
@@ -52,7 +53,7 @@ class WorkerState:
         self.watch_stop = False
         self.loop_stamp: float | None = None  # the fetch loop's last turn (written without the lock)
         self.heartbeat_ok: float | None = None  # the last heartbeat write that landed (ditto)
-        self.counts: Counter[str] = Counter()
+        self.counts: Counter[str] = Counter()  # events for health(); some bumped outside the lock
 
     def enough_free(self, free: int) -> bool:
         """(lock held) Whether `free` slots are worth one statement now: half of them, or nothing runs.
