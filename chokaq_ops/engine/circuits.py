@@ -19,14 +19,14 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from chokaq_ops.engine.execution import DEAD, OK, RETRY, Outcome, Run
-from chokaq_ops.engine.handlers import CircuitPolicy, Handler
+from chokaq_ops.engine.handlers import CircuitPolicy, Handler, Registry
+from chokaq_ops.engine.metrics import Metrics
+from chokaq_ops.engine.serial_writes import SerialWrites
 from chokaq_ops.settings import Settings
-
-if TYPE_CHECKING:
-    from chokaq_ops.engine.worker import Worker
+from chokaq_ops.storage import Store
 
 log = logging.getLogger("chokaq.worker")
 
@@ -34,8 +34,14 @@ STATE_VALUE = {"closed": 0, "open": 1, "half_open": 2}
 
 
 class Circuits:
-    def __init__(self, worker: Worker) -> None:
-        self.w = worker
+    def __init__(
+        self, store: Store, db: SerialWrites, settings: Settings, registry: Registry, metrics: Metrics
+    ) -> None:
+        self.store = store
+        self.db = db
+        self.settings = settings
+        self.registry = registry
+        self.metrics = metrics
         self._lock = threading.Lock()
         self._open: dict[str, dict[str, Any]] = {}  # type -> row (not closed), as last read
         self._read_at = float("-inf")
@@ -47,16 +53,16 @@ class Circuits:
         """The numbers for a type, or None when its handler turned the breaker off. Each number comes from
         `Circuits.<type>.*` in the configuration, else the handler's `@job(circuit=CircuitPolicy(...))`,
         else `Circuit.*`: an operator can tune one type without a deploy."""
-        return _policy(self.w.settings, self.w.registry.get(type_key), type_key)
+        return _policy(self.settings, self.registry.get(type_key), type_key)
 
     # ------------------------------------------------------------------ the gate
 
     def refresh(self, force: bool = False) -> None:
         now = time.monotonic()
-        if not force and now - self._read_at < self.w.settings.circuit.refresh_interval:
+        if not force and now - self._read_at < self.settings.circuit.refresh_interval:
             return
         try:
-            rows = self.w.db(self.w.store.circuit_states)
+            rows = self.db.call(self.store.circuit_states)
         except Exception as exc:  # the gate keeps its last view; the claim loop reports database trouble
             log.warning("circuit states not read: %s", exc)
             return
@@ -67,7 +73,7 @@ class Circuits:
 
     def gate(self, runs: Sequence[Run]) -> tuple[list[Run], list[Run]]:
         """(may run, met by an open circuit)."""
-        if not runs or not self.w.settings.circuit.enabled:
+        if not runs or not self.settings.circuit.enabled:
             return list(runs), []
         self.refresh()
         with self._lock:
@@ -78,21 +84,21 @@ class Circuits:
         allowed: list[Run] = []
         denied: list[Run] = []
         wants: dict[str, list[Run]] = {}
+        probe_timeout: dict[str, Any] = {}
         for r in runs:
             row = view.get(r.type)
-            if row is None or self.policy(r.type) is None:
+            policy = None if row is None else self.policy(r.type)
+            if row is None or policy is None:
                 allowed.append(r)
             elif row["state"] == "open" and (row["forced"] or _left(row, now) > 0):
                 denied.append(r)
             else:  # open past its break, or half-open: a probe permit decides
                 wants.setdefault(r.type, []).append(r)
+                probe_timeout[r.type] = policy["probe_timeout_s"]
         if wants:
-            items = [
-                {"type": t, "probe_timeout_s": self.policy(t)["probe_timeout_s"]}  # type: ignore[index]
-                for t in sorted(wants)
-            ]
+            items = [{"type": t, "probe_timeout_s": probe_timeout[t]} for t in sorted(wants)]
             try:
-                granted = self.w.db(self.w.store.circuit_probe, items)
+                granted = self.db.call(self.store.circuit_probe, items)
             except Exception as exc:
                 log.warning("circuit probe permits not obtained (%s): deferring those jobs", exc)
                 granted = set()
@@ -110,15 +116,15 @@ class Circuits:
     # ------------------------------------------------------------------ outcomes
 
     def record(self, kind: str, items: Iterable[Outcome]) -> None:
-        if not self.w.settings.circuit.enabled:
+        if not self.settings.circuit.enabled:
             return
         if kind == OK:
             with self._lock:
                 watched = set(self._open)
             n = Counter(o.run.type for o in items if o.run.type in watched)
             if n:
-                rows = self.w.db(
-                    self.w.store.circuit_successes, [{"type": t, "n": k} for t, k in sorted(n.items())]
+                rows = self.db.call(
+                    self.store.circuit_successes, [{"type": t, "n": k} for t, k in sorted(n.items())]
                 )
                 self._changed(rows)
             return
@@ -137,7 +143,7 @@ class Circuits:
                     }
                 )
         if payload:
-            self._changed(self.w.db(self.w.store.circuit_failures, payload))
+            self._changed(self.db.call(self.store.circuit_failures, payload))
 
     def _changed(self, rows: list[dict[str, Any]]) -> None:
         now = time.monotonic()
@@ -149,9 +155,7 @@ class Circuits:
                     self._open[r["type"]] = r | {"_mono": now}
         for r in rows:
             if r["state"] != r["prev_state"]:
-                self.w.metrics.circuit_transitions.labels(
-                    self.w.metrics.type_label(r["type"]), r["state"]
-                ).inc()
+                self.metrics.circuit_transitions.labels(self.metrics.type_label(r["type"]), r["state"]).inc()
                 log.warning(
                     "circuit %s -> %s type=%s failures=%s",
                     r["prev_state"],
@@ -162,13 +166,13 @@ class Circuits:
         self._export(rows, partial=True)
 
     def _export(self, rows: list[dict[str, Any]], partial: bool = False) -> None:
-        gauge = self.w.metrics.circuit_state
+        gauge = self.metrics.circuit_state
         states = {r["type"]: STATE_VALUE[r["state"]] for r in rows}
         if not partial:
             for t in self._seen - set(states):
                 gauge.labels(t).set(0)
         for t, v in states.items():
-            label = self.w.metrics.type_label(t)
+            label = self.metrics.type_label(t)
             gauge.labels(label).set(v)
             self._seen.add(label)
 

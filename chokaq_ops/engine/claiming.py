@@ -1,5 +1,4 @@
-"""Claiming (part of Worker): the fetch loop, claim-and-start, the prefetch buffer, queue pause and cap
-state, releases.
+"""Claiming: the fetch loop, claim-and-start, the prefetch buffer, queue pause and cap state.
 
 Every claim is one statement. When execution slots are free that no buffered job covers, the claim
 starts jobs for exactly those slots in the same statement (claim-and-start: rows go from pending
@@ -17,38 +16,71 @@ from __future__ import annotations
 import heapq
 import logging
 import time
-from collections.abc import Sequence
 from typing import Any
+
+from chokaq_ops.engine import wakeup
+from chokaq_ops.engine.handlers import Registry
+from chokaq_ops.engine.releasing import Releaser
+from chokaq_ops.engine.serial_writes import SerialWrites
+from chokaq_ops.engine.starting import Launcher
+from chokaq_ops.engine.worker_state import EWMA, LINGER_S, WorkerState
+from chokaq_ops.settings import Settings
+from chokaq_ops.storage import Store
 
 log = logging.getLogger("chokaq.worker")
 
-LINGER_S = 0.001  # with under half the slots free and jobs running, wait this long for more
 FAST_CLAIMS = 4.0  # handlers taking less than this many claim round trips on average are fast
-EWMA = 0.05  # weight of the newest sample in the moving averages of run and claim times
 IDLE_MARK_REFRESH_S = 20.0  # an idle worker's mark is renewed this often (it counts for a minute)
 _WAIT = object()  # _next_claim: nothing to claim yet, turn the loop (stamp, refresh) and ask again
 
 
-class Claiming:
-    """Mixed into Worker; uses its state (see Worker.__init__)."""
+class Fetcher:
+    """The fetcher thread: one claim statement per set, the prefetch buffer topped up, paused queues'
+    buffered jobs released, wake-ups (engine/wakeup.py) ending its idle waits."""
 
-    def _fetch_loop(self) -> None:
+    def __init__(
+        self,
+        state: WorkerState,
+        store: Store,
+        db: SerialWrites,
+        settings: Settings,
+        registry: Registry,
+        worker_id: str,
+        queues: tuple[str, ...] | None,
+        *,
+        releaser: Releaser,
+        launcher: Launcher,
+    ) -> None:
+        self.state = state
+        self.store = store
+        self.db = db
+        self.settings = settings
+        self.registry = registry
+        self.worker_id = worker_id
+        self.queues = queues
+        self.releaser = releaser
+        self.launcher = launcher
+        self.watcher: wakeup.Watcher | None = None  # set by Worker.start with instant pickup
+        self.idle_since: float | None = None  # monotonic time of this worker's idle mark (PostgreSQL)
+
+    def loop(self) -> None:
+        st = self.state
         w = self.settings.worker
         next_refresh = 0.0
         failures = 0
         warned = False
         while True:
             now = time.monotonic()
-            self._loop_stamp = now
-            if self._stopping:
+            st.loop_stamp = now
+            if st.stopping:
                 return
             if now >= next_refresh:
                 self._refresh_queues(now)
                 next_refresh = now + w.polling_interval
             if self.store.claims_uncertain(self.worker_id):
                 self._recover_claims()
-            with self._lock:
-                all_paused = self.queues is not None and all(q in self._paused for q in self.queues)
+            with st.lock:
+                all_paused = self.queues is not None and all(q in st.paused for q in self.queues)
             if all_paused:
                 self._idle(w.no_queues_sleep_interval)
                 continue
@@ -59,34 +91,32 @@ class Claiming:
                     warned = True
                 self._idle(w.polling_interval)
                 continue
-            with self._lock:
+            with st.lock:
                 plan = self._next_claim(min(w.polling_interval, 1.0))
                 if plan is None:
                     return
-                if plan is _WAIT:
+                if not isinstance(plan, tuple):  # _WAIT
                     continue
                 start, limit = plan
-                self._free -= start  # held for the jobs this claim starts
-                exact_caps = self._exact_caps
+                st.free -= start  # held for the jobs this claim starts
+                exact_caps = st.exact_caps
                 # A wake-up from here on may be for a job this claim misses: it keeps the idle wait short.
-                self._wake_fetch = False
+                st.wake_fetch = False
             began = time.perf_counter()
             try:
-                rows = self.db(
+                rows = self.db.call(
                     self.store.fetch, self.worker_id, limit, self.queues, exact_caps=exact_caps, start=start
                 )
                 ms = (time.perf_counter() - began) * 1000.0
-                self._claim_ms = (
-                    ms if self._claim_ms is None else self._claim_ms + EWMA * (ms - self._claim_ms)
-                )
+                st.claim_ms = ms if st.claim_ms is None else st.claim_ms + EWMA * (ms - st.claim_ms)
             except Exception as exc:
-                with self._lock:
-                    self._free += start
-                    self._cv_start.notify()
+                with st.lock:
+                    st.free += start
+                    st.cv_start.notify()
                 failures += 1
                 pause = min(5.0, 0.25 * 2 ** min(failures, 5))
                 log.error("fetch failed (attempt %d, next in %.1fs): %s", failures, pause, exc)
-                self.counts["fetch_errors"] += 1
+                st.counts["fetch_errors"] += 1
                 self._idle(pause)
                 continue
             failures = 0
@@ -95,8 +125,8 @@ class Claiming:
                 if self._mark_idle():
                     continue  # newly marked: an enqueue that did not see the mark yet did not notify
                 self._idle(self._until_due(w.polling_interval))
-            elif self._idle_since is not None:
-                self._unmark_idle()
+            elif self.idle_since is not None:
+                self.unmark_idle()
 
     def _mark_idle(self) -> bool:
         """PostgreSQL: mark this worker as waiting, so that enqueues NOTIFY (they skip it while every
@@ -106,22 +136,22 @@ class Claiming:
         if self.watcher is None or self.store.dialect.name != "postgresql":
             return False
         now = time.monotonic()
-        fresh = self._idle_since is not None and now - self._idle_since < IDLE_MARK_REFRESH_S
+        fresh = self.idle_since is not None and now - self.idle_since < IDLE_MARK_REFRESH_S
         if fresh:
             return False
-        was_marked = self._idle_since is not None
+        was_marked = self.idle_since is not None
         try:
-            self.db(self.store.run, "mark_idle", worker_id=self.worker_id)
+            self.db.call(self.store.run, "mark_idle", worker_id=self.worker_id)
         except Exception as exc:
             log.warning("cannot mark the worker idle (new jobs wait for the poll): %s", exc)
             return False
-        self._idle_since = now
+        self.idle_since = now
         return not was_marked
 
-    def _unmark_idle(self) -> None:
+    def unmark_idle(self) -> None:
         try:
-            self.db(self.store.run, "unmark_idle", worker_id=self.worker_id)
-            self._idle_since = None
+            self.db.call(self.store.run, "unmark_idle", worker_id=self.worker_id)
+            self.idle_since = None
         except Exception as exc:
             log.warning("cannot unmark the worker idle (enqueues keep notifying): %s", exc)
 
@@ -131,38 +161,40 @@ class Claiming:
         if self.watcher is None:
             return polling
         try:
-            wait = self.db(self.store.next_due, self.queues)
+            wait = self.db.call(self.store.next_due, self.queues)
         except Exception as exc:
             log.warning("cannot read the next due time (polling instead): %s", exc)
             return polling
         return polling if wait is None else min(polling, wait + 0.001)
 
-    def _wake(self) -> None:
+    def wake(self) -> None:
         """Jobs may have become claimable (engine/wakeup.py): end the idle wait."""
-        with self._lock:
-            self._wake_fetch = True
-            self._cv_fetch.notify()
+        st = self.state
+        with st.lock:
+            st.wake_fetch = True
+            st.cv_fetch.notify()
 
     def _next_claim(self, timeout: float) -> tuple[int, int] | object | None:
         """(lock held) Wait for something to claim; (jobs to start, jobs to claim), `_WAIT` after
         `timeout`, None when stopping.
 
         Free slots that the buffer cannot fill are started by the claim itself, in sets
-        (`_enough_free`). The buffer is topped up by up to `Worker.FetchBatchSize` jobs in the same
+        (`enough_free`). The buffer is topped up by up to `Worker.FetchBatchSize` jobs in the same
         statement, and by a claim of its own only when a whole batch fits or it ran dry."""
+        st = self.state
         end = time.monotonic() + timeout
         linger: float | None = None
         batch = self.settings.worker.fetch_batch_size
-        while not self._stopping:
-            buffered = len(self._buffer)
+        while not st.stopping:
+            buffered = len(st.buffer)
             space = max(0, self._depth() - buffered)
             # Top the buffer up only when a whole batch fits (or it ran dry): a claim costs the
             # database about the same for 3 rows as for 20.
-            refill = min(space, batch) if space >= min(batch, self.prefetch) or not buffered else 0
-            uncovered = self._free - buffered
+            refill = min(space, batch) if space >= min(batch, st.prefetch) or not buffered else 0
+            uncovered = st.free - buffered
             now = time.monotonic()
             if uncovered > 0:
-                if self._enough_free(uncovered) or (linger is not None and now >= linger):
+                if st.enough_free(uncovered) or (linger is not None and now >= linger):
                     return uncovered, uncovered + refill
                 if linger is None:
                     linger = now + LINGER_S
@@ -171,14 +203,8 @@ class Claiming:
             wake = end if linger is None else min(end, linger)
             if now >= end:
                 return _WAIT
-            self._cv_fetch.wait(max(0.0, wake - now))
+            st.cv_fetch.wait(max(0.0, wake - now))
         return None
-
-    def _enough_free(self, free: int) -> bool:
-        """(lock held) Whether `free` slots are worth one statement now: half of them, or nothing runs.
-        Otherwise claim and start wait up to LINGER_S for more, since the slots of a set of fast jobs
-        free within a moment of each other and one statement for all costs the same as for a few."""
-        return free >= max(1, self.concurrency // 2) or not self._running
 
     def _depth(self) -> int:
         """(lock held) How many fetched jobs to keep buffered: up to `Worker.Prefetch` while handlers
@@ -186,91 +212,97 @@ class Claiming:
         short statement; none while they are fast (a few claim round trips or less), where every
         buffered job would cost the database one more row update (fetched -> processing) for a wait
         no longer than a claim's, and claim-and-start alone keeps the slots busy."""
-        run_ms, claim_ms = self._run_ms, self._claim_ms
+        run_ms, claim_ms = self.state.run_ms, self.state.claim_ms
         if run_ms is not None and claim_ms is not None and run_ms < FAST_CLAIMS * claim_ms:
             return 0
-        return self.prefetch
+        return self.state.prefetch
 
     def _claimed(self, rows: list[dict[str, Any]], held: int) -> None:
         """Started rows to the execution threads (`held` slots were kept free for them), fetched rows
         to the buffer. A claim that was in flight when shutdown began hands all its rows back."""
+        st = self.state
         started = [r for r in rows if r["status"] == "processing"]
         fetched = [r for r in rows if r["status"] != "processing"]
-        if started and self._stopping:
-            self._release(started, why="shutdown", started=True)
+        if started and st.stopping:
+            self.releaser.release(started, why="shutdown", started=True)
             started = []
         now = time.monotonic()
-        self._dispatch([self._run_for(r, r, now) for r in started], held)
+        self.launcher.dispatch([self.launcher.run_for(r, r, now) for r in started], held)
         if fetched:
-            self._buffered(fetched)
-        self.counts["fetched"] += len(started)
-        self.counts["claim_started"] += len(started)
+            self.buffered(fetched)
+        st.counts["fetched"] += len(started)
+        st.counts["claim_started"] += len(started)
 
     def _recover_claims(self) -> None:
         """A claim failed or was retried: it may have committed rows this worker never saw. Every row
         held under the worker's id that it does not know of is such a row; the store turns the started
         ones back to fetched (they never ran), and they join the buffer."""
-        with self._lock:
-            known = {e[3]["id"] for e in self._buffer}
-            known.update(self._owned, self._marking, self._written_off)
+        st = self.state
+        with st.lock:
+            known = {e[3]["id"] for e in st.buffer}
+            known.update(st.owned, st.marking, st.written_off)
         try:
-            rows = self.db(self.store.recover_claims, self.worker_id, known)
+            rows = self.db.call(self.store.recover_claims, self.worker_id, known)
         except Exception as exc:
             log.warning("cannot check for jobs of a claim whose reply was lost (trying again): %s", exc)
             return
         if rows:
             log.warning("recovered %d jobs claimed while a connection was lost; buffered", len(rows))
-            self._buffered(rows)
+            self.buffered(rows)
 
-    def _buffered(self, rows: list[dict[str, Any]]) -> None:
+    def buffered(self, rows: list[dict[str, Any]]) -> None:
+        """Fetched rows into the prefetch buffer (handed straight back when shutdown has begun)."""
+        st = self.state
         now = time.monotonic()
-        with self._lock:
-            stopping = self._stopping
+        with st.lock:
+            stopping = st.stopping
             if not stopping:
                 # One entry per id, the latest claim's: a job claimed again while an older entry of it
                 # waits (returned to pending by the sweep, then re-claimed) must never run twice.
                 incoming = {row["id"]: row for row in rows}
-                if any(e[3]["id"] in incoming for e in self._buffer):
-                    self._buffer = [e for e in self._buffer if e[3]["id"] not in incoming]
-                    heapq.heapify(self._buffer)
+                if any(e[3]["id"] in incoming for e in st.buffer):
+                    st.buffer = [e for e in st.buffer if e[3]["id"] not in incoming]
+                    heapq.heapify(st.buffer)
                 for row in incoming.values():
-                    heapq.heappush(self._buffer, (-row["priority"], row["due_at"], next(self._seq), row, now))
-                self._cv_start.notify()
+                    heapq.heappush(st.buffer, (-row["priority"], row["due_at"], next(st.seq), row, now))
+                st.cv_start.notify()
         if stopping:  # a fetch that was in flight when shutdown began: hand its rows straight back
-            self._release(rows, why="shutdown")
+            self.releaser.release(rows, why="shutdown")
             return
-        self.counts["fetched"] += len(rows)
+        st.counts["fetched"] += len(rows)
 
     def _idle(self, seconds: float) -> None:
         """Wait after a short fetch; wakes early on stop or when a capped queue freed a slot."""
+        st = self.state
         end = time.monotonic() + seconds
-        with self._lock:
-            while not self._stopping and not self._wake_fetch:
+        with st.lock:
+            while not st.stopping and not st.wake_fetch:
                 left = end - time.monotonic()
                 if left <= 0:
                     return
-                self._cv_fetch.wait(min(left, 1.0))
-                self._loop_stamp = time.monotonic()
-            self._wake_fetch = False
+                st.cv_fetch.wait(min(left, 1.0))
+                st.loop_stamp = time.monotonic()
+            st.wake_fetch = False
 
     def _refresh_queues(self, now: float) -> None:
         """Re-read queue control rows: pause state and caps; release what must not stay buffered."""
+        st = self.state
         try:
             rows = self.store.run("queue_rows", write=False, name=None)
         except Exception as exc:
             log.warning("cannot read queue rows (keeping the last known state): %s", exc)
             rows = None
         stale_after = self.settings.recovery.fetched_job_timeout / 2
-        with self._lock:
+        with st.lock:
             if rows is not None:
-                self._paused = frozenset(r["name"] for r in rows if r["paused"] or not r["active"])
-                self._capped = frozenset(
-                    r["name"] for r in rows if r["max_workers"] is not None and r["name"] not in self._paused
+                st.paused = frozenset(r["name"] for r in rows if r["paused"] or not r["active"])
+                st.capped = frozenset(
+                    r["name"] for r in rows if r["max_workers"] is not None and r["name"] not in st.paused
                 )
-                self._exact_caps = any(self.queues is None or q in self.queues for q in self._capped)
+                st.exact_caps = any(self.queues is None or q in self.queues for q in st.capped)
             keep, paused, stale = [], [], []
-            for entry in self._buffer:
-                if entry[3]["queue"] in self._paused:
+            for entry in st.buffer:
+                if entry[3]["queue"] in st.paused:
                     paused.append(entry[3])
                 elif now - entry[4] > stale_after:
                     # Released before the rescue sweep would recover it: another worker may start it sooner.
@@ -279,30 +311,9 @@ class Claiming:
                     keep.append(entry)
             if paused or stale:
                 heapq.heapify(keep)
-                self._buffer = keep
-                self._cv_fetch.notify()
+                st.buffer = keep
+                st.cv_fetch.notify()
         if paused:
-            self._release(paused, why="queue paused")
+            self.releaser.release(paused, why="queue paused")
         if stale:
-            self._release(stale, why="waited too long in the prefetch buffer")
-
-    def _release(self, rows: Sequence[dict[str, Any]], *, why: str, started: bool = False) -> int:
-        """Hand claimed jobs back to pending: fetched ones (attempts unchanged), or with `started` ones a
-        claim started that never reached user code (the attempt it counted taken back)."""
-        if not rows:
-            return 0
-        job_ids = [r["id"] for r in rows]
-        hand_back = self.store.release_unstarted if started else self.store.release
-        try:
-            done = self.db(hand_back, self.worker_id, job_ids)
-        except Exception as exc:
-            later = (
-                "the rescue sweep moves them to the DLQ as zombies"
-                if started
-                else "the rescue sweep returns them to pending after Recovery.FetchedJobTimeout"
-            )
-            log.warning("could not release %d claimed jobs (%s); %s: %s", len(job_ids), why, later, exc)
-            return 0
-        self.counts["released"] += len(done)
-        log.info("released %d claimed jobs to pending (%s)", len(done), why)
-        return len(done)
+            self.releaser.release(stale, why="waited too long in the prefetch buffer")

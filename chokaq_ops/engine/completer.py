@@ -14,14 +14,15 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from chokaq_ops import errors
 from chokaq_ops.engine.execution import DEAD, DEFER, OK, RETRY, Outcome
+from chokaq_ops.engine.serial_writes import SerialWrites
+from chokaq_ops.engine.worker_state import WorkerState
+from chokaq_ops.settings import Settings
+from chokaq_ops.storage import Store
 from chokaq_ops.storage.worker_ops import Dead, Retry
-
-if TYPE_CHECKING:
-    from chokaq_ops.engine.worker import Worker
 
 log = logging.getLogger("chokaq.worker")
 
@@ -31,16 +32,31 @@ LINGER_ENOUGH = 64  # ...unless this many are already waiting
 
 
 class Completer:
-    def __init__(self, worker: Worker) -> None:
-        self.w = worker
+    """The completer thread. `finished(kind, outcomes, applied ids)` is called after each group was
+    written, with the ids the store moved (the others were no longer this worker's)."""
+
+    def __init__(
+        self,
+        state: WorkerState,
+        store: Store,
+        db: SerialWrites,
+        settings: Settings,
+        worker_id: str,
+        *,
+        finished: Callable[[str, Sequence[Outcome], set[str]], None],
+    ) -> None:
+        self.state = state
+        self.store = store
+        self.db = db
+        self.settings = settings
+        self.worker_id = worker_id
+        self.finished = finished
         self._items: list[Outcome] = []
         self._cv = threading.Condition(threading.Lock())
         self._closing = False
         self._flushing = 0  # outcomes taken but not yet written
         self._drain_deadline: float | None = None  # set by close(): give up on the database then
-        self.thread = threading.Thread(
-            target=self._loop, name=f"chokaq-completer-{worker.worker_id}", daemon=True
-        )
+        self.thread = threading.Thread(target=self._loop, name=f"chokaq-completer-{worker_id}", daemon=True)
         self.flushes = 0
         self.written = 0
 
@@ -106,7 +122,7 @@ class Completer:
         groups: dict[str, list[Outcome]] = {OK: [], DEAD: [], RETRY: [], DEFER: []}
         for o in batch:
             if o.run.lost:
-                self.w.forget([o.run])  # counted when the heartbeat found it lost
+                self.state.forget([o.run])  # counted when the heartbeat found it lost
                 continue
             o.run.flushing = True
             groups[o.kind].append(o)
@@ -120,7 +136,7 @@ class Completer:
         delay = 0.05
         while True:
             try:
-                applied = set(self.w.db(self._statement(kind), self.w.worker_id, self._payload(kind, items)))
+                applied = set(self.db.call(self._statement(kind), self.worker_id, self._payload(kind, items)))
             except errors.TransientStorageError as exc:
                 if self._give_up():
                     self._abandon(kind, items, exc)
@@ -150,7 +166,7 @@ class Completer:
                 self._write(kind, items[half:])
                 return
             self.written += len(items)
-            self.w.finished(kind, items, applied)
+            self.finished(kind, items, applied)
             return
 
     def _give_up(self) -> bool:
@@ -168,15 +184,15 @@ class Completer:
             exc,
             ", ".join(o.run.id for o in items[:50]),
         )
-        with self.w._lock:
-            self.w._written_off.update(o.run.id for o in items)  # not unclaimed rows: they did run
-        self.w.forget([o.run for o in items])
+        self.state.write_off(o.run.id for o in items)
+        self.state.forget([o.run for o in items])
 
     def _statement(self, kind: str) -> Callable[..., list[str]]:
         if kind == DEFER:
-            delay = self.w.settings.retry.circuit_breaker_delay
-            return lambda worker_id, ids: self.w.store.defer(worker_id, ids, delay)
-        return getattr(self.w.store, TRANSITION[kind])
+            delay = self.settings.retry.circuit_breaker_delay
+            return lambda worker_id, ids: self.store.defer(worker_id, ids, delay)
+        statement: Callable[..., list[str]] = getattr(self.store, TRANSITION[kind])
+        return statement
 
     @staticmethod
     def _payload(kind: str, items: Sequence[Outcome]) -> list[Any]:
@@ -185,8 +201,11 @@ class Completer:
         if kind == DEFER:
             return [o.run.id for o in items]
         if kind == DEAD:
-            return [
-                Dead(o.run.id, o.reason, o.error or "", o.fingerprint, o.duration_ms)  # type: ignore[arg-type]
-                for o in items
-            ]
+            return [_dead(o) for o in items]
         return [Retry(o.run.id, o.delay, o.error, o.fingerprint) for o in items]
+
+
+def _dead(o: Outcome) -> Dead:
+    if o.reason is None:  # every dead outcome names its reason (engine/execution.py)
+        raise ValueError(f"dead outcome of job {o.run.id} without a failure reason")
+    return Dead(o.run.id, o.reason, o.error or "", o.fingerprint, o.duration_ms)

@@ -15,6 +15,7 @@ the decorators, which register into the module-level `registry`. Tests and embed
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import importlib
 import os
@@ -84,8 +85,9 @@ class Handler:
     fn: HandlerFn
     timeout: float | None = None  # seconds; else Queues.<q>.ExecutionTimeout, else Execution.DefaultTimeout
     max_attempts: int | None = None  # total executions; else Retry.MaxAttempts
-    fatal: tuple[type[BaseException], ...] = ()  # also fatal for this handler (DLQ Fatal, no retry)
-    retry_on: tuple[type[BaseException], ...] = ()  # always retried, even when classified fatal
+    # (`builtins.type`: the field `type` above shadows the builtin in this class body.)
+    fatal: tuple[builtins.type[BaseException], ...] = ()  # also fatal for this handler (DLQ Fatal, no retry)
+    retry_on: tuple[builtins.type[BaseException], ...] = ()  # always retried, even when classified fatal
     idempotent: bool = False  # informs operators deciding whether resurrecting a zombie is safe
     circuit: CircuitPolicy | bool = True  # False: no circuit breaker for this type; a policy: its numbers
 

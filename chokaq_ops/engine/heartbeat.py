@@ -1,4 +1,4 @@
-"""Heartbeats (part of Worker): one owner-gated statement for every job the worker holds.
+"""Heartbeats: one owner-gated statement for every job the worker holds.
 
 Jobs missing from the result were taken away (a zombie rescue, an operator): they are cancelled and
 their results ignored. A heartbeat is bounded: it finishes within its interval or fails (docs/worker.md
@@ -16,8 +16,9 @@ import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+from chokaq_ops.engine.completer import Completer
 from chokaq_ops.engine.execution import (
     HEARTBEAT_FAILED,
     LOST,
@@ -25,8 +26,12 @@ from chokaq_ops.engine.execution import (
     Run,
     preempted,
 )
+from chokaq_ops.engine.serial_writes import SerialWrites
+from chokaq_ops.engine.tally import Tally
+from chokaq_ops.engine.worker_state import WorkerState
 from chokaq_ops.models import FailureReason
-from chokaq_ops.storage import deadline
+from chokaq_ops.settings import Settings
+from chokaq_ops.storage import Store, deadline
 
 log = logging.getLogger("chokaq.worker")
 
@@ -39,47 +44,72 @@ RETRY_AFTER_FAILURE_S = 2.0
 
 
 class Heartbeats:
-    """Mixed into Worker; uses its state (see Worker.__init__)."""
+    """The worker's heartbeat, called by the host's scheduler (engine/hosting.py); at most one in flight."""
 
-    def heartbeat(self) -> None:
+    def __init__(
+        self,
+        state: WorkerState,
+        store: Store,
+        db: SerialWrites,
+        settings: Settings,
+        worker_id: str,
+        *,
+        completer: Completer,
+        tally: Tally,
+        register: Callable[[], None],
+    ) -> None:
+        self.state = state
+        self.store = store
+        self.db = db
+        self.settings = settings
+        self.worker_id = worker_id
+        self.completer = completer
+        self.tally = tally
+        self.register = register  # the worker's registry row, refreshed on every beat
+        self.beat_lock = threading.Lock()  # one heartbeat in flight
+        self._retry: threading.Timer | None = None
+
+    def beat(self) -> None:
         """Refresh the heartbeat of every job this worker owns in one owner-gated statement."""
-        if not self._beat_lock.acquire(blocking=False):
+        if not self.beat_lock.acquire(blocking=False):
             self._beat_overrun()
             return
         try:
-            self.register()  # the registry row (engine/worker.py): one more statement per beat
-            self._beat()
+            self.register()  # one more statement per beat
+            self._write()
         finally:
-            self._beat_lock.release()
+            self.beat_lock.release()
 
-    def _beat(self) -> None:
-        with self._lock:
-            runs = [r for r in self._owned.values() if not r.lost]
+    def _write(self) -> None:
+        with self.state.lock:
+            runs = [r for r in self.state.owned.values() if not r.lost]
         if not runs:
-            self._heartbeat_ok = time.monotonic()
+            self.state.heartbeat_ok = time.monotonic()
             return
         budget = self.settings.execution.heartbeat_interval_min * BEAT_BUDGET
         try:
             with deadline.limit(budget):
-                beat, blocked = self.db_within(budget, self.store.beat, self.worker_id, [r.id for r in runs])
+                beat, blocked = self.db.call_within(
+                    budget, self.store.beat, self.worker_id, [r.id for r in runs]
+                )
         except Exception as exc:
             self._heartbeat_failed(runs, f"heartbeat write failed: {exc}")
             self._retry_soon()
             return
-        self._heartbeat_ok = time.monotonic()
+        self.state.heartbeat_ok = time.monotonic()
         lost, skipped = [], []
-        with self._lock:
+        with self.state.lock:
             for r in runs:
                 if r.id in beat:
                     r.hb_failures = 0
                 elif r.id in blocked:
                     skipped.append(r)
-                elif not r.flushing and self._owned.get(r.id) is r:
+                elif not r.flushing and self.state.owned.get(r.id) is r:
                     # (A flushing job left hot because its own outcome landed: not lost.)
                     r.lost = True
                     if r.state == RUNNING:
                         r.state = LOST
-                    del self._owned[r.id]
+                    del self.state.owned[r.id]
                     lost.append(r)
         for r in lost:
             r.ctx.cancel("lost: the worker no longer owns the job")
@@ -91,38 +121,38 @@ class Heartbeats:
                 r.attempt,
             )
         if lost:
-            self._conflict("heartbeat", len(lost))
+            self.tally.conflict("heartbeat", len(lost))
         if skipped:
             self._heartbeat_failed(skipped, "heartbeat skipped: another session holds the job's row locked")
 
     def _beat_overrun(self) -> None:
         """The previous beat is still running when the next is due: that is a failed heartbeat for every
         job it was to refresh."""
-        with self._lock:
-            runs = [r for r in self._owned.values() if not r.lost]
+        with self.state.lock:
+            runs = [r for r in self.state.owned.values() if not r.lost]
         if runs:
             self._heartbeat_failed(runs, "heartbeat overran its interval: the previous write has not ended")
 
     def _retry_soon(self) -> None:
-        with self._lock:
-            if self._beat_retry is not None or self._stopped:
+        with self.state.lock:
+            if self._retry is not None or self.state.stopped:
                 return
             delay = min(RETRY_AFTER_FAILURE_S, self.settings.execution.heartbeat_interval_min / 2)
             timer = threading.Timer(delay, self._retry_beat)
             timer.daemon = True
-            self._beat_retry = timer
+            self._retry = timer
         timer.start()
 
     def _retry_beat(self) -> None:
-        with self._lock:
-            self._beat_retry = None
-        self.heartbeat()
+        with self.state.lock:
+            self._retry = None
+        self.beat()
 
     def _heartbeat_failed(self, runs: Sequence[Run], why: str) -> None:
         e = self.settings.execution
         degraded, cancel = [], []
-        with self._lock:
-            counted = [r for r in runs if self._owned.get(r.id) is r and not r.lost]
+        with self.state.lock:
+            counted = [r for r in runs if self.state.owned.get(r.id) is r and not r.lost]
             for r in counted:
                 r.hb_failures += 1
                 if r.hb_failures >= e.heartbeat_failure_threshold:
@@ -136,11 +166,11 @@ class Heartbeats:
             return
         log.warning("%s (%d running jobs)", why, len(counted))
         for (q, t), n in Counter((r.queue, r.type) for r in counted).items():
-            self._child(self.metrics.heartbeat_failures, q, t).inc(n)
-        with self._lock:
-            self.counts["heartbeat_failures"] += len(counted)
+            self.tally.child(self.tally.metrics.heartbeat_failures, q, t).inc(n)
+        with self.state.lock:
+            self.state.counts["heartbeat_failures"] += len(counted)
         for r in degraded:
-            self._child(self.metrics.heartbeat_degraded, r.queue, r.type).inc()
+            self.tally.child(self.tally.metrics.heartbeat_degraded, r.queue, r.type).inc()
             log.error(
                 "heartbeat degraded: %d consecutive heartbeats failed job_id=%s type=%s%s",
                 e.heartbeat_failure_threshold,

@@ -1,10 +1,11 @@
-"""Starting and running (part of Worker): the starter, the execution threads and the timeout watchdog.
+"""Starting and running: the launcher, the starter, the execution threads and the timeout watchdog.
 
 Jobs reach processing two ways, both only for an execution slot that is free at that moment: the
 fetcher's claim-and-start (engine/claiming.py) starts jobs for free slots no buffered job covers in the
 claim statement itself; the starter marks buffered (fetched) jobs processing in sets, one statement for
-as many jobs as there are free slots. Execution threads run handlers; the watchdog cancels and
-dead-letters jobs at their deadline.
+as many jobs as there are free slots. Either way the launcher turns the started rows into runs and hands
+them to the execution threads (or, met by an open circuit, to the completer as deferrals). Execution
+threads run handlers; the watchdog cancels and dead-letters jobs at their deadline.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
-from chokaq_ops.engine.claiming import EWMA, LINGER_S
+from chokaq_ops.engine.circuits import Circuits
+from chokaq_ops.engine.completer import Completer
 from chokaq_ops.engine.execution import (
     DEFER,
     DONE,
@@ -27,65 +29,43 @@ from chokaq_ops.engine.execution import (
     execute,
     preempted,
 )
+from chokaq_ops.engine.handlers import Registry
+from chokaq_ops.engine.releasing import Releaser
+from chokaq_ops.engine.serial_writes import SerialWrites
+from chokaq_ops.engine.tally import Tally
+from chokaq_ops.engine.worker_state import EWMA, LINGER_S, WorkerState
 from chokaq_ops.models import FailureReason
+from chokaq_ops.settings import RetrySettings, Settings
+from chokaq_ops.storage import Store
 
 log = logging.getLogger("chokaq.worker")
 
 
-class Starting:
-    """Mixed into Worker; uses its state (see Worker.__init__)."""
+class Launcher:
+    """Started rows to runs, runs to the execution threads: shared by the fetcher's claim-and-start and
+    the starter."""
 
-    def _start_loop(self) -> None:
-        failures = 0
-        while True:
-            with self._lock:
-                entries = self._wait_for_work()
-                if entries is None:
-                    return
-                take = len(entries)
-                self._free -= take
-                self._marking.update(e[3]["id"] for e in entries)
-                paused = self._paused
-                self._cv_fetch.notify()
-            rows = [e[3] for e in entries]
-            held = [r for r in rows if r["queue"] in paused]
-            if held:
-                rows = [r for r in rows if r["queue"] not in paused]
-                self._release(held, why="queue paused")
-            try:
-                marked = self.db(self.store.mark_processing, self.worker_id, [r["id"] for r in rows])
-            except Exception as exc:
-                failures += 1
-                log.error("mark_processing of %d jobs failed (attempt %d): %s", len(rows), failures, exc)
-                with self._lock:
-                    for e in entries:
-                        if e[3]["queue"] not in paused:
-                            heapq.heappush(self._buffer, e)
-                    self._free += take
-                    self._marking.difference_update(e[3]["id"] for e in entries)
-                time.sleep(min(5.0, 0.1 * 2 ** min(failures, 6)))
-                continue
-            failures = 0
-            self._launch(rows, marked, take)
-            with self._lock:
-                self._marking.difference_update(e[3]["id"] for e in entries)
+    def __init__(
+        self,
+        state: WorkerState,
+        settings: Settings,
+        registry: Registry,
+        worker_id: str,
+        *,
+        circuits: Circuits,
+        completer: Completer,
+        tally: Tally,
+    ) -> None:
+        self.state = state
+        self.settings = settings
+        self.registry = registry
+        self.worker_id = worker_id
+        self.circuits = circuits
+        self.completer = completer
+        self.tally = tally
+        self._timeouts: dict[str, tuple[float, str]] = {}
 
-    def _wait_for_work(self) -> list[tuple[Any, ...]] | None:
-        """(lock held) The buffered jobs to mark now, one per free slot, in sets (`_enough_free`), or None
-        when stopping."""
-        deadline: float | None = None
-        while not self._stopping:
-            if self._free > 0 and self._buffer:
-                now = time.monotonic()
-                if self._enough_free(self._free) or (deadline is not None and now >= deadline):
-                    n = min(self._free, len(self._buffer))
-                    return [heapq.heappop(self._buffer) for _ in range(n)]
-                if deadline is None:
-                    deadline = now + LINGER_S
-            self._cv_start.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
-        return None
-
-    def _launch(self, rows: list[dict[str, Any]], marked: dict[str, dict[str, Any]], took: int) -> None:
+    def launch(self, rows: list[dict[str, Any]], marked: dict[str, dict[str, Any]], took: int) -> None:
         """Hand the jobs the store marked processing to the execution threads; `took` slots were held
         for `rows`, and those of refused rows are given back. (A start that committed while its
         connection died is not refused: the store's mark_processing finds those rows processing under
@@ -100,10 +80,10 @@ class Starting:
                 refused.append(row)
             elif row["id"] not in seen:  # one start, one run: a duplicate's slot is given back
                 seen.add(row["id"])
-                runs.append(self._run_for(row, m, now))
-        self._dispatch(runs, took)
+                runs.append(self.run_for(row, m, now))
+        self.dispatch(runs, took)
         if refused:
-            self._conflict("mark_processing", len(refused))
+            self.tally.conflict("mark_processing", len(refused))
             log.warning(
                 "not started: %d jobs no longer fetched by this worker (recovered by the rescue sweep or "
                 "cancelled): %s",
@@ -111,38 +91,39 @@ class Starting:
                 ", ".join(r["id"] for r in refused[:20]),
             )
 
-    def _dispatch(self, runs: Sequence[Run], took: int) -> None:
+    def dispatch(self, runs: Sequence[Run], took: int) -> None:
         """Runs onto the execution threads; `took` slots were held for them (the rest are freed). Jobs
         an open circuit meets do not run: they are deferred (engine/circuits.py)."""
+        st = self.state
         runs, met = self.circuits.gate(runs)
         if met:
-            with self._lock:
+            with st.lock:
                 for run in met:
-                    self._owned[run.id] = run  # heartbeats cover them until the deferral is written
+                    st.owned[run.id] = run  # heartbeats cover them until the deferral is written
             for run in met:
                 self.completer.add(Outcome(run, DEFER))
-        with self._lock:
-            self._free += took - len(runs)
+        with st.lock:
+            st.free += took - len(runs)
             for run in runs:
                 # By run, not by id: a job retried at once and claimed again by this worker may have a
                 # run still unwinding here (its handler past a timeout, its outcome being written).
-                self._running.add(run)
-                self._owned[run.id] = run
+                st.running.add(run)
+                st.owned[run.id] = run
             if runs:
                 first = min(r.deadline for r in runs)
-                if first < self._next_deadline:
-                    self._cv_watch.notify()
+                if first < st.next_deadline:
+                    st.cv_watch.notify()
             if took > len(runs):
-                self._cv_start.notify()
-                self._cv_fetch.notify()
+                st.cv_start.notify()
+                st.cv_fetch.notify()
         for run in runs:
-            self._exec_q.put(run)
+            st.exec_q.put(run)
         started: Counter[tuple[str, str]] = Counter((r.queue, r.type) for r in runs)
         for (q, t), n in started.items():
-            self._child(self.metrics.started, q, t).inc(n)
-        self.counts["started"] += len(runs)
+            self.tally.child(self.tally.metrics.started, q, t).inc(n)
+        st.counts["started"] += len(runs)
 
-    def _run_for(self, row: dict[str, Any], marked: dict[str, Any], now: float) -> Run:
+    def run_for(self, row: dict[str, Any], marked: dict[str, Any], now: float) -> Run:
         handler = self.registry.get(row["type"])
         if handler is not None and handler.timeout is not None:
             timeout, source = handler.timeout, f"@job({row['type']!r}, timeout=...)"
@@ -177,12 +158,97 @@ class Starting:
             self._timeouts[queue_name] = found
         return found
 
-    # ------------------------------------------------------------------ executors
 
-    def _exec_loop(self) -> None:
-        policy = self.settings.retry
+class Starter:
+    """The starter thread: marks buffered jobs processing in sets, one statement per set of free slots
+    (the lease gate); refused jobs never run."""
+
+    def __init__(
+        self,
+        state: WorkerState,
+        store: Store,
+        db: SerialWrites,
+        worker_id: str,
+        *,
+        releaser: Releaser,
+        launcher: Launcher,
+    ) -> None:
+        self.state = state
+        self.store = store
+        self.db = db
+        self.worker_id = worker_id
+        self.releaser = releaser
+        self.launcher = launcher
+
+    def loop(self) -> None:
+        st = self.state
+        failures = 0
         while True:
-            run = self._exec_q.get()
+            with st.lock:
+                entries = self._wait_for_work()
+                if entries is None:
+                    return
+                take = len(entries)
+                st.free -= take
+                st.marking.update(e[3]["id"] for e in entries)
+                paused = st.paused
+                st.cv_fetch.notify()
+            rows = [e[3] for e in entries]
+            held = [r for r in rows if r["queue"] in paused]
+            if held:
+                rows = [r for r in rows if r["queue"] not in paused]
+                self.releaser.release(held, why="queue paused")
+            try:
+                marked = self.db.call(self.store.mark_processing, self.worker_id, [r["id"] for r in rows])
+            except Exception as exc:
+                failures += 1
+                log.error("mark_processing of %d jobs failed (attempt %d): %s", len(rows), failures, exc)
+                with st.lock:
+                    for e in entries:
+                        if e[3]["queue"] not in paused:
+                            heapq.heappush(st.buffer, e)
+                    st.free += take
+                    st.marking.difference_update(e[3]["id"] for e in entries)
+                time.sleep(min(5.0, 0.1 * 2 ** min(failures, 6)))
+                continue
+            failures = 0
+            self.launcher.launch(rows, marked, take)
+            with st.lock:
+                st.marking.difference_update(e[3]["id"] for e in entries)
+
+    def _wait_for_work(self) -> list[tuple[Any, ...]] | None:
+        """(lock held) The buffered jobs to mark now, one per free slot, in sets (`enough_free`), or None
+        when stopping."""
+        st = self.state
+        deadline: float | None = None
+        while not st.stopping:
+            if st.free > 0 and st.buffer:
+                now = time.monotonic()
+                if st.enough_free(st.free) or (deadline is not None and now >= deadline):
+                    n = min(st.free, len(st.buffer))
+                    return [heapq.heappop(st.buffer) for _ in range(n)]
+                if deadline is None:
+                    deadline = now + LINGER_S
+            st.cv_start.wait(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return None
+
+
+class Executors:
+    """What each execution thread runs (`Worker.Concurrency` threads): parse the payload, call the
+    handler, classify the outcome (engine/execution.py), free the slot."""
+
+    def __init__(
+        self, state: WorkerState, policy: RetrySettings, *, completer: Completer, tally: Tally
+    ) -> None:
+        self.state = state
+        self.policy = policy
+        self.completer = completer
+        self.tally = tally
+
+    def loop(self) -> None:
+        st = self.state
+        while True:
+            run = st.exec_q.get()
             if run is None:
                 return
             if run.state != RUNNING:
@@ -190,38 +256,41 @@ class Starting:
                 # job may already run elsewhere, so its user code must not start here.
                 self._skip(run)
                 continue
-            outcome = execute(run, policy)
+            outcome = execute(run, self.policy)
             ms = outcome.duration_ms
-            with self._lock:
+            with st.lock:
                 if ms is not None:
-                    avg = self._run_ms
-                    self._run_ms = ms if avg is None else avg + EWMA * (ms - avg)
-                self._free += 1
-                self._running.discard(run)
+                    avg = st.run_ms
+                    st.run_ms = ms if avg is None else avg + EWMA * (ms - avg)
+                st.free += 1
+                st.running.discard(run)
                 deliver = run.state == RUNNING
                 if deliver:
                     run.state = DONE
-                if run.queue in self._capped:
-                    self._wake_fetch = True
-                self._cv_fetch.notify()
-                self._cv_start.notify()
-                if not self._running:
-                    self._cv_idle.notify_all()
+                if run.queue in st.capped:
+                    st.wake_fetch = True
+                st.cv_fetch.notify()
+                st.cv_start.notify()
+                if not st.running:
+                    st.cv_idle.notify_all()
             if deliver:
                 self.completer.add(outcome)
             else:
                 self._late(run, outcome)
             if outcome.duration_ms is not None:
-                self._child(self.metrics.duration, run.queue, run.type).observe(outcome.duration_ms / 1000.0)
+                self.tally.child(self.tally.metrics.duration, run.queue, run.type).observe(
+                    outcome.duration_ms / 1000.0
+                )
 
     def _skip(self, run: Run) -> None:
-        with self._lock:
-            self._free += 1
-            self._running.discard(run)
-            self._cv_start.notify()
-            self._cv_fetch.notify()
-            if not self._running:
-                self._cv_idle.notify_all()
+        st = self.state
+        with st.lock:
+            st.free += 1
+            st.running.discard(run)
+            st.cv_start.notify()
+            st.cv_fetch.notify()
+            if not st.running:
+                st.cv_idle.notify_all()
         log.warning(
             "job not started: it was %s before a thread was free job_id=%s type=%s",
             run.state.replace("_", " "),
@@ -238,24 +307,31 @@ class Starting:
             run.type,
             (time.monotonic() - run.mono_start) * 1000.0,
         )
-        self.counts["late_results"] += 1
+        self.state.counts["late_results"] += 1
 
-    # ------------------------------------------------------------------ watchdog (execution timeouts)
 
-    def _watch_loop(self) -> None:
+class Watchdog:
+    """The watchdog thread: at a job's execution deadline sets `ctx.cancelled` and dead-letters it."""
+
+    def __init__(self, state: WorkerState, *, completer: Completer) -> None:
+        self.state = state
+        self.completer = completer
+
+    def loop(self) -> None:
+        st = self.state
         while True:
-            with self._lock:
-                if self._watch_stop:
+            with st.lock:
+                if st.watch_stop:
                     return
                 now = time.monotonic()
-                live = [r for r in self._running if r.state == RUNNING]
+                live = [r for r in st.running if r.state == RUNNING]
                 expired = [r for r in live if r.deadline <= now]
                 for r in expired:
                     r.state = TIMED_OUT
                 if not expired:
                     wait = min([r.deadline for r in live if r.deadline > now] + [now + 1.0]) - now
-                    self._next_deadline = now + wait
-                    self._cv_watch.wait(max(0.002, wait))
+                    st.next_deadline = now + wait
+                    st.cv_watch.wait(max(0.002, wait))
                     continue
             for r in expired:
                 r.ctx.cancel("timeout")

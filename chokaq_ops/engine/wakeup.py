@@ -25,6 +25,7 @@ import threading
 from typing import Any
 
 from chokaq_ops.storage import Store, signals
+from chokaq_ops.storage.dialects import PostgresDialect, SqliteDialect
 
 log = logging.getLogger("chokaq.worker")
 
@@ -81,13 +82,17 @@ class Watcher:
         signals.publish(self.store.dialect.url)
 
     def start(self) -> None:
-        if self.store.dialect.name == "postgresql":
-            target = self._listen_pg
-        elif self.store.dialect.path == ":memory:":
-            return  # one process only: the in-process wake-up is all there is
+        dialect = self.store.dialect
+        if isinstance(dialect, PostgresDialect):
+            self._thread = threading.Thread(
+                target=self._listen_pg, args=(dialect,), name="chokaq-wakeup", daemon=True
+            )
+        elif isinstance(dialect, SqliteDialect) and dialect.path != ":memory:":
+            self._thread = threading.Thread(
+                target=self._watch_sqlite, args=(dialect.path,), name="chokaq-wakeup", daemon=True
+            )
         else:
-            target = self._watch_sqlite
-        self._thread = threading.Thread(target=target, name="chokaq-wakeup", daemon=True)
+            return  # one process only: the in-process wake-up is all there is
         self._thread.start()
 
     def stop(self) -> None:
@@ -97,13 +102,13 @@ class Watcher:
 
     # ------------------------------------------------------------------ PostgreSQL
 
-    def _listen_pg(self) -> None:
+    def _listen_pg(self, dialect: PostgresDialect) -> None:
         try:
             import psycopg
         except ImportError:
             log.warning("psycopg is not installed: new jobs are found by polling only (pip install psycopg)")
             return
-        params = self.store.dialect.libpq_params()
+        params = dialect.libpq_params()
         pause = RECONNECT_MIN_S
         while not self._stop.is_set():
             conn: Any = None
@@ -133,8 +138,7 @@ class Watcher:
 
     # ------------------------------------------------------------------ SQLite
 
-    def _watch_sqlite(self) -> None:
-        path = self.store.dialect.path
+    def _watch_sqlite(self, path: str) -> None:
         conn: sqlite3.Connection | None = None
         last = None
         while not self._stop.is_set():

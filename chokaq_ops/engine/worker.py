@@ -1,34 +1,38 @@
 """The worker: claims jobs in sets, starts them in sets, runs them on a pool of threads, finishes them in
-sets — every write fenced by the worker id (docs/worker.md-4.6, seeds 001/002).
+sets, every write fenced by the worker id (docs/worker.md).
 
-Threads of one Worker, each in the module that holds its code:
+A Worker composes small parts that share one `WorkerState` (engine/worker_state.py: the prefetch
+buffer, the slots, the runs it owns and runs, the counters, one lock and its conditions); each part
+gets the state and what else it uses in its constructor:
 
-- fetcher (engine/claiming.py): one claim statement per set. Free slots that no buffered job covers
-  are started by the claim itself (claim-and-start: pending -> processing, handed to those slots at
-  once); the rest tops up a bounded prefetch buffer (`fetched`: reserved, user code not started),
-  kept only while handlers run long next to a claim. Adaptive polling; paused queues' buffered jobs
-  released; stamps the worker's in-memory liveness time (`loop_age()`) on every turn.
-- starter (engine/starting.py): marks buffered jobs processing in sets, one statement per set of free
-  slots (the lease gate); refused jobs never run.
+- fetcher (`Fetcher`, engine/claiming.py): one claim statement per set. Free slots that no buffered
+  job covers are started by the claim itself (claim-and-start: pending -> processing, handed to those
+  slots at once); the rest tops up a bounded prefetch buffer (`fetched`: reserved, user code not
+  started), kept only while handlers run long next to a claim. Adaptive polling; paused queues'
+  buffered jobs released; stamps the worker's in-memory liveness time (`loop_age()`) on every turn.
+- starter (`Starter`, engine/starting.py): marks buffered jobs processing in sets, one statement per
+  set of free slots (the lease gate); refused jobs never run.
+- launcher (`Launcher`, engine/starting.py): started rows to runs, runs to the execution threads or,
+  met by an open circuit (engine/circuits.py), to the completer as deferrals.
+- executors (`Executors`, engine/starting.py, `Worker.Concurrency` threads): parse the payload, call
+  the handler, classify the outcome (engine/execution.py).
+- watchdog (`Watchdog`, engine/starting.py): at a job's execution deadline sets `ctx.cancelled` and
+  dead-letters it.
+- completer (`Completer`, engine/completer.py): writes outcomes grouped by kind, one statement per
+  kind per flush, then calls `Worker.finished`.
+- heartbeats (`Heartbeats`, engine/heartbeat.py): `heartbeat()` is called by the host's scheduler
+  (engine/hosting.py): one statement refreshes every job the worker owns; jobs it no longer owns
+  (rescued as zombies) are cancelled and their results dropped.
 
-Either way a job becomes processing only for an execution slot that is free at that moment, so
-`processing` keeps meaning "user code is running or about to" (seeds 001/002).
-- executors (engine/starting.py, `Worker.Concurrency` threads): parse the payload, call the handler,
-  classify the outcome (engine/execution.py).
-- watchdog (engine/starting.py): at a job's execution deadline sets `ctx.cancelled` and dead-letters it.
-- completer (engine/completer.py): writes outcomes grouped by kind, one statement per kind per flush.
-
-`heartbeat()` (engine/heartbeat.py) is called by the host's scheduler (engine/hosting.py): one statement
-refreshes every job the worker owns; jobs it no longer owns (rescued as zombies) are cancelled and their
-results dropped. This module holds the shared state, start/stop, health and the completion callbacks.
+Either way a job starts, it becomes processing only for an execution slot that is free at that moment,
+so `processing` keeps meaning "user code is running or about to". This module holds the composition,
+start/stop, the registry row, health and the completion callback.
 """
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
-import queue
 import socket
 import threading
 import time
@@ -40,7 +44,7 @@ from chokaq_ops import errors, ids
 from chokaq_ops.engine import handlers as handler_registry
 from chokaq_ops.engine import wakeup
 from chokaq_ops.engine.circuits import Circuits
-from chokaq_ops.engine.claiming import Claiming
+from chokaq_ops.engine.claiming import Fetcher
 from chokaq_ops.engine.completer import TRANSITION, Completer
 from chokaq_ops.engine.execution import (
     ABANDONED,
@@ -55,17 +59,21 @@ from chokaq_ops.engine.execution import (
 from chokaq_ops.engine.handlers import Registry
 from chokaq_ops.engine.heartbeat import Heartbeats
 from chokaq_ops.engine.metrics import Metrics
-from chokaq_ops.engine.starting import Starting
+from chokaq_ops.engine.releasing import Releaser
+from chokaq_ops.engine.serial_writes import SerialWrites
+from chokaq_ops.engine.starting import Executors, Launcher, Starter, Watchdog
+from chokaq_ops.engine.tally import Tally
+from chokaq_ops.engine.worker_state import WorkerState
 from chokaq_ops.settings import Settings
 from chokaq_ops.storage import Store, signals
-from chokaq_ops.storage.deadline import DeadlineExceeded
 
 log = logging.getLogger("chokaq.worker")
 T = TypeVar("T")
 
 
-class Worker(Claiming, Starting, Heartbeats):
-    """One worker identity: a set of threads sharing one prefetch buffer and one pool of slots."""
+class Worker:
+    """One worker identity: a set of threads sharing one prefetch buffer and one pool of slots
+    (`state`, engine/worker_state.py), each thread's code in a part of its own."""
 
     def __init__(
         self,
@@ -85,58 +93,73 @@ class Worker(Claiming, Starting, Heartbeats):
         self.metrics = metrics if metrics is not None else Metrics()
         self.worker_id = (worker_id or w.worker_id or ids.new_worker_id())[:100]
         self.queues: tuple[str, ...] | None = tuple(queues if queues is not None else w.queues) or None
-        self.concurrency = int(concurrency or w.concurrency)
-        self.prefetch = w.prefetch
-        # SQLite has one writer: serialising this process's writes avoids its sleeping busy handler.
-        self._serial = threading.Lock() if store.dialect.name == "sqlite" else None
-        self._lock = threading.Lock()
-        self._cv_start = threading.Condition(self._lock)
-        self._cv_fetch = threading.Condition(self._lock)
-        self._cv_idle = threading.Condition(self._lock)
-        self._cv_watch = threading.Condition(self._lock)
-        self._buffer: list[tuple[Any, ...]] = []  # heap of (-priority, due_at, seq, row, fetched at)
-        self._seq = itertools.count()
-        self._free = self.concurrency  # slots not running a job nor held for a start in flight
-        self._marking: set[str] = set()  # buffered jobs taken by the starter, start not yet settled
-        self._written_off: set[str] = set()  # outcome unwritable: left processing for the sweep
-        self._run_ms: float | None = None  # moving average of handler durations...
-        self._claim_ms: float | None = None  # ...and of claim round trips: see Claiming._depth
-        self._running: set[Run] = set()  # handler executing (holds a slot)
-        self._owned: dict[str, Run] = {}  # marked processing, outcome not yet written (latest run per id)
-        self._beat_lock = threading.Lock()  # one heartbeat in flight (engine/heartbeat.py)
-        self._beat_retry: threading.Timer | None = None
-        self._paused: frozenset[str] = frozenset()
-        self._capped: frozenset[str] = frozenset()
-        self._exact_caps = False
-        self._wake_fetch = False
-        self._next_deadline = 0.0
-        self._stopping = False
-        self._hurry = False
-        self._watch_stop = False
-        self._started = False
-        self._stopped = False
-        self._loop_stamp: float | None = None
-        self._heartbeat_ok: float | None = None
-        self._exec_q: queue.SimpleQueue[Run | None] = queue.SimpleQueue()
-        self._children: dict[tuple[Any, ...], Any] = {}
-        self._timeouts: dict[str, tuple[float, str]] = {}
-        self.counts: Counter[str] = Counter()
-        self.completer = Completer(self)
-        self.circuits = Circuits(self)
+        self.state = state = WorkerState(int(concurrency or w.concurrency), w.prefetch)
+        self.counts = state.counts
+        self.serial = db = SerialWrites(store)
+        self.tally = tally = Tally(self.metrics, state)
+        self.circuits = Circuits(store, db, settings, self.registry, self.metrics)
+        # Looked up at each call, not bound now: a wrapper set on the worker sees every written group.
+        self.completer = Completer(
+            state, store, db, settings, self.worker_id, finished=lambda *done: self.finished(*done)
+        )
+        releaser = self.releaser = Releaser(state, store, db, self.worker_id)
+        launcher = self.launcher = Launcher(
+            state,
+            settings,
+            self.registry,
+            self.worker_id,
+            circuits=self.circuits,
+            completer=self.completer,
+            tally=tally,
+        )
+        self.fetcher = Fetcher(
+            state,
+            store,
+            db,
+            settings,
+            self.registry,
+            self.worker_id,
+            self.queues,
+            releaser=releaser,
+            launcher=launcher,
+        )
+        self.starter = Starter(state, store, db, self.worker_id, releaser=releaser, launcher=launcher)
+        self.executors = Executors(state, settings.retry, completer=self.completer, tally=tally)
+        self.watchdog = Watchdog(state, completer=self.completer)
+        self.heartbeats = Heartbeats(
+            state,
+            store,
+            db,
+            settings,
+            self.worker_id,
+            completer=self.completer,
+            tally=tally,
+            register=self.register,
+        )
         self._unregistered = False
         self.host = socket.gethostname()
         self.pid = os.getpid()
         self._threads: list[threading.Thread] = []
         self._executors: list[threading.Thread] = []
-        self.watcher: wakeup.Watcher | None = None
-        self._idle_since: float | None = None  # monotonic time of this worker's idle mark (PostgreSQL)
+
+    @property
+    def concurrency(self) -> int:
+        return self.state.concurrency
+
+    @property
+    def prefetch(self) -> int:
+        return self.state.prefetch
+
+    @property
+    def watcher(self) -> wakeup.Watcher | None:
+        return self.fetcher.watcher
 
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> None:
-        if self._started:
+        if self.state.started:
             raise RuntimeError("a Worker starts once")
-        self._started = True
+        self.state.started = True
         name = self.worker_id
         # The server learns which types are safe to run twice, so --idempotent-only and the console can
         # choose retries without importing handler code. Best effort: a worker starting while the database
@@ -146,17 +169,17 @@ class Worker(Claiming, Starting, Heartbeats):
         except errors.ChokaqError as exc:
             log.warning("could not record the job types' idempotency declarations: %s", exc)
         self._threads = [
-            threading.Thread(target=self._fetch_loop, name=f"chokaq-fetch-{name}", daemon=True),
-            threading.Thread(target=self._start_loop, name=f"chokaq-start-{name}", daemon=True),
-            threading.Thread(target=self._watch_loop, name=f"chokaq-watch-{name}", daemon=True),
+            threading.Thread(target=self.fetcher.loop, name=f"chokaq-fetch-{name}", daemon=True),
+            threading.Thread(target=self.starter.loop, name=f"chokaq-start-{name}", daemon=True),
+            threading.Thread(target=self.watchdog.loop, name=f"chokaq-watch-{name}", daemon=True),
         ]
         self._executors = [
-            threading.Thread(target=self._exec_loop, name=f"chokaq-exec-{i}-{name}", daemon=True)
+            threading.Thread(target=self.executors.loop, name=f"chokaq-exec-{i}-{name}", daemon=True)
             for i in range(self.concurrency)
         ]
         if self.settings.worker.instant_pickup:
-            signals.subscribe(self.store.dialect.url, self._wake)
-            self.watcher = wakeup.acquire(
+            signals.subscribe(self.store.dialect.url, self.fetcher.wake)
+            self.fetcher.watcher = wakeup.acquire(
                 self.store, change_check_interval=self.settings.worker.change_check_interval
             )
         self.completer.thread.start()
@@ -178,30 +201,31 @@ class Worker(Claiming, Starting, Heartbeats):
         (Worker.ShutdownGracePeriod) for running handlers, write their outcomes. Handlers still running
         after the grace period are cancelled and rescheduled to pending at once (their attempt is
         consumed, as a crash would); their late results are ignored."""
-        if not self._started or self._stopped:
+        st = self.state
+        if not st.started or st.stopped:
             return {}
-        self._stopped = True
+        st.stopped = True
         grace = self.settings.worker.shutdown_grace_period if grace is None else max(0.0, grace)
         deadline = time.monotonic() + grace
-        with self._lock:
-            self._stopping = True
-            self._cv_start.notify_all()
-            self._cv_fetch.notify_all()
-        if self.watcher is not None:
-            signals.unsubscribe(self.store.dialect.url, self._wake)
-            wakeup.release(self.watcher)
+        with st.lock:
+            st.stopping = True
+            st.cv_start.notify_all()
+            st.cv_fetch.notify_all()
+        if self.fetcher.watcher is not None:
+            signals.unsubscribe(self.store.dialect.url, self.fetcher.wake)
+            wakeup.release(self.fetcher.watcher)
         for t in self._threads[:2]:  # fetcher and starter may sit in a database call
             t.join(max(grace, 5.0))
-        if self._idle_since is not None:
-            self._unmark_idle()
-        with self._lock:
-            rows = [entry[3] for entry in self._buffer]
-            self._buffer = []
-        released = self._release(rows, why="shutdown")
-        with self._lock:
-            while self._running and time.monotonic() < deadline and not self._hurry:
-                self._cv_idle.wait(max(0.0, deadline - time.monotonic()))
-            leftover = [r for r in self._running if r.state == RUNNING]
+        if self.fetcher.idle_since is not None:
+            self.fetcher.unmark_idle()
+        with st.lock:
+            rows = [entry[3] for entry in st.buffer]
+            st.buffer = []
+        released = self.releaser.release(rows, why="shutdown")
+        with st.lock:
+            while st.running and time.monotonic() < deadline and not st.hurry:
+                st.cv_idle.wait(max(0.0, deadline - time.monotonic()))
+            leftover = [r for r in st.running if r.state == RUNNING]
             for r in leftover:
                 r.state = ABANDONED
         for r in leftover:
@@ -217,10 +241,10 @@ class Worker(Claiming, Starting, Heartbeats):
                 grace,
             )
         for _ in self._executors:
-            self._exec_q.put(None)
-        with self._lock:
-            self._watch_stop = True
-            self._cv_watch.notify_all()
+            st.exec_q.put(None)
+        with st.lock:
+            st.watch_stop = True
+            st.cv_watch.notify_all()
         written = self.completer.close(timeout=max(5.0, grace))
         for t in self._executors:
             t.join(0.05 if leftover else 1.0)
@@ -241,9 +265,9 @@ class Worker(Claiming, Starting, Heartbeats):
 
     def hurry(self) -> None:
         """End a running shutdown's grace period now (a second SIGTERM/SIGINT)."""
-        with self._lock:
-            self._hurry = True
-            self._cv_idle.notify_all()
+        with self.state.lock:
+            self.state.hurry = True
+            self.state.cv_idle.notify_all()
 
     # ------------------------------------------------------------------ registry and live concurrency
 
@@ -252,8 +276,8 @@ class Worker(Claiming, Starting, Heartbeats):
         operator's concurrency target it returns. Never raises: the job heartbeats matter more."""
         if self._unregistered:
             return
-        with self._lock:
-            running, prefetched = len(self._running), len(self._buffer)
+        with self.state.lock:
+            running, prefetched = len(self.state.running), len(self.state.buffer)
         try:
             desired = self.db(
                 self.store.worker_register,
@@ -275,43 +299,45 @@ class Worker(Claiming, Starting, Heartbeats):
         """Change the number of handler slots now. Lowering never cancels a running job: new starts wait
         until fewer than `n` run. Raising adds execution threads as needed."""
         n = max(1, int(n))
-        with self._lock:
-            if self._stopping:
+        st = self.state
+        with st.lock:
+            if st.stopping:
                 return
-            old = self.concurrency
-            self.concurrency = n
-            self._free += n - old
+            old = st.concurrency
+            st.concurrency = n
+            st.free += n - old
             extra = [
                 threading.Thread(
-                    target=self._exec_loop, name=f"chokaq-exec-{i}-{self.worker_id}", daemon=True
+                    target=self.executors.loop, name=f"chokaq-exec-{i}-{self.worker_id}", daemon=True
                 )
                 for i in range(len(self._executors), n)
             ]
             self._executors.extend(extra)
-            self._cv_start.notify_all()
-            self._cv_fetch.notify_all()
+            st.cv_start.notify_all()
+            st.cv_fetch.notify_all()
         for t in extra:
             t.start()
         log.info("worker concurrency changed worker_id=%s from=%d to=%d", self.worker_id, old, n)
 
     @property
     def running(self) -> bool:
-        return self._started and not self._stopped
+        return self.state.started and not self.state.stopped
 
     # ------------------------------------------------------------------ health
 
     def loop_age(self) -> float | None:
         """Seconds since the fetch loop last turned (the worker's in-memory heartbeat)."""
-        stamp = self._loop_stamp
+        stamp = self.state.loop_stamp
         return None if stamp is None or not self.running else time.monotonic() - stamp
 
     def health(self) -> dict[str, Any]:
-        with self._lock:
-            running = len(self._running)
-            overdue = sum(1 for r in self._running if r.state != RUNNING)
-            prefetched = len(self._buffer)
-            owned = len(self._owned)
-        hb = self._heartbeat_ok
+        st = self.state
+        with st.lock:
+            running = len(st.running)
+            overdue = sum(1 for r in st.running if r.state != RUNNING)
+            prefetched = len(st.buffer)
+            owned = len(st.owned)
+        hb = st.heartbeat_ok
         age = self.loop_age()
         return {
             "worker_id": self.worker_id,
@@ -330,21 +356,18 @@ class Worker(Claiming, Starting, Heartbeats):
     # ------------------------------------------------------------------ database access
 
     def db(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        if self._serial is None:
-            return fn(*args, **kwargs)
-        with self._serial:
-            return fn(*args, **kwargs)
+        return self.serial.call(fn, *args, **kwargs)
 
     def db_within(self, seconds: float, fn: Callable[..., T], *args: Any) -> T:
         """`db` that waits at most `seconds` for this process's SQLite write turn."""
-        if self._serial is None:
-            return fn(*args)
-        if not self._serial.acquire(timeout=max(0.0, seconds)):
-            raise DeadlineExceeded(f"no turn to write within {seconds:.3g}s (this process's writes queue)")
-        try:
-            return fn(*args)
-        finally:
-            self._serial.release()
+        return self.serial.call_within(seconds, fn, *args)
+
+    # ------------------------------------------------------------------ heartbeat
+
+    def heartbeat(self) -> None:
+        """Refresh the heartbeat of every job this worker owns in one owner-gated statement
+        (engine/heartbeat.py); called by the host's scheduler."""
+        self.heartbeats.beat()
 
     # ------------------------------------------------------------------ completion callbacks
 
@@ -384,13 +407,13 @@ class Worker(Claiming, Starting, Heartbeats):
                 refused.append(r.id)
         for (q, t, reason), n in done.items():
             if kind == OK:
-                self._child(self.metrics.succeeded, q, t).inc(n)
+                self.tally.child(self.metrics.succeeded, q, t).inc(n)
             elif kind == DEAD:
-                self._child(self.metrics.failed, q, t, reason).inc(n)
+                self.tally.child(self.metrics.failed, q, t, reason).inc(n)
             elif kind == DEFER:
                 self.metrics.circuit_deferred.labels(self.metrics.type_label(t)).inc(n)
             else:
-                self._child(self.metrics.retried, q, t).inc(n)
+                self.tally.child(self.metrics.retried, q, t).inc(n)
         key = {OK: "succeeded", DEAD: "dead", RETRY: "retried", DEFER: "deferred"}[kind]
         self.counts[key] += len(items) - len(refused)
         try:
@@ -398,7 +421,7 @@ class Worker(Claiming, Starting, Heartbeats):
         except Exception as exc:  # the outcome is written; a lost count only delays a circuit's opening
             log.warning("circuit %s report of %d jobs failed: %s", kind, len(items), exc)
         if refused:
-            self._conflict(TRANSITION[kind], len(refused))
+            self.tally.conflict(TRANSITION[kind], len(refused))
             log.warning(
                 "%s not applied to %d jobs: this worker no longer owns them (a late result after a "
                 "rescue or an operator's move is a no-op): %s",
@@ -409,31 +432,7 @@ class Worker(Claiming, Starting, Heartbeats):
         self.forget([o.run for o in items])
 
     def forget(self, runs: Iterable[Run]) -> None:
-        with self._lock:
-            for r in runs:
-                if self._owned.get(r.id) is r:
-                    del self._owned[r.id]
-                r.flushing = False
-
-    # ------------------------------------------------------------------ metrics
-
-    def _conflict(self, transition: str, n: int) -> None:
-        self._child(self.metrics.conflicts, transition).inc(n)
-        with self._lock:
-            self.counts["conflicts"] += n
-
-    def _child(self, metric: Any, *labels: str) -> Any:
-        key = (id(metric), *labels)
-        child = self._children.get(key)
-        if child is None:
-            if len(labels) >= 2:
-                lbl = self.metrics.labels(labels[0], labels[1])
-                values = [lbl["queue"], lbl["type"], *labels[2:]]
-            else:
-                values = list(labels)
-            child = metric.labels(*values)
-            self._children[key] = child
-        return child
+        self.state.forget(runs)
 
 
 def _first_line(text: str | None) -> str:

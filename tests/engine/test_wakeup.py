@@ -45,7 +45,9 @@ def _enqueue_elsewhere(store: Store) -> str:
 def _idle(host) -> None:
     """Wait until the worker listens and has made its first (empty) claim, so it sits in its long wait."""
     wait_for(lambda: host.worker.watcher.listening.is_set(), what="the listener")
-    wait_for(lambda: host.worker.counts["fetched"] == 0 and host.worker._loop_stamp, what="the first claim")
+    wait_for(
+        lambda: host.worker.counts["fetched"] == 0 and host.worker.state.loop_stamp, what="the first claim"
+    )
     time.sleep(0.3)
 
 
@@ -65,7 +67,7 @@ def test_without_instant_pickup_the_same_job_waits_for_the_poll(store) -> None:
     started: list[str] = []
     settings = fast_settings(store, **SLOW_POLL, worker__instant_pickup=False)
     with hosted(store, settings, _registry(started)) as host:
-        wait_for(lambda: host.worker._loop_stamp, what="the first claim")
+        wait_for(lambda: host.worker.state.loop_stamp, what="the first claim")
         time.sleep(0.3)
         job_id = _enqueue_elsewhere(store)
         time.sleep(1.0)
@@ -101,7 +103,7 @@ def test_a_notification_storm_costs_one_claim_not_one_per_notification(store) ->
         host.worker.store.fetch = counted  # type: ignore[method-assign]
         try:
             for _ in range(5000):
-                host.worker._wake()
+                host.worker.fetcher.wake()
             time.sleep(0.5)
         finally:
             del host.worker.store.fetch

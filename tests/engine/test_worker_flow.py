@@ -278,7 +278,7 @@ def test_a_retry_claimed_again_at_once_by_the_same_worker_keeps_its_bookkeeping(
         w.finished = late_finished
         job_id = enqueue(store, "flaky")
         assert forgotten.wait(10) and second.is_set()
-        run = w._owned.get(job_id)
+        run = w.state.owned.get(job_id)
         assert run is not None and run.attempt == 2
         before = store.get_job(job_id)["heartbeat_at"]
         wait_for(lambda: store.get_job(job_id)["heartbeat_at"] > before, 3, "attempt 2 heartbeating")
@@ -290,10 +290,10 @@ def test_a_retry_claimed_again_at_once_by_the_same_worker_keeps_its_bookkeeping(
 def test_a_job_claimed_again_while_buffered_is_started_once(store):
     w = Worker(store, fast_settings(store), registry=Registry(), concurrency=4)
     row = {"id": "j1", "priority": 0, "due_at": store.now(), "queue": "default", "type": "t", "payload": "{}"}
-    w._buffered([row])
-    w._buffered([dict(row)])
-    w._buffered([dict(row), dict(row)])
-    assert [e[3]["id"] for e in w._buffer] == ["j1"]
-    w._free -= 2  # two slots held for a start set that names the job twice
-    w._launch([row, dict(row)], {"j1": {"attempt_count": 1, "started_at": store.now()}}, 2)
-    assert [r.id for r in w._running] == ["j1"] and w._free == 3
+    w.fetcher.buffered([row])
+    w.fetcher.buffered([dict(row)])
+    w.fetcher.buffered([dict(row), dict(row)])
+    assert [e[3]["id"] for e in w.state.buffer] == ["j1"]
+    w.state.free -= 2  # two slots held for a start set that names the job twice
+    w.launcher.launch([row, dict(row)], {"j1": {"attempt_count": 1, "started_at": store.now()}}, 2)
+    assert [r.id for r in w.state.running] == ["j1"] and w.state.free == 3

@@ -142,7 +142,7 @@ def test_a_beat_still_running_when_the_next_is_due_counts_as_failed(store):
     with hosted(store, fast_settings(store), reg) as host:
         running.wait(10)
         w = host.worker
-        with w._beat_lock:  # a beat in flight (stuck) while the scheduler's next one comes due
+        with w.heartbeats.beat_lock:  # a beat in flight (stuck) while the scheduler's next one comes due
             w.heartbeat()
             w.heartbeat()
         labels = {"queue": "default", "type": "steady"}

@@ -1,0 +1,43 @@
+"""Handing claimed jobs that will not run here back to pending: a paused queue's buffered jobs, jobs
+that waited too long in the prefetch buffer, and everything claimed but not started at shutdown."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from chokaq_ops.engine.serial_writes import SerialWrites
+from chokaq_ops.engine.worker_state import WorkerState
+from chokaq_ops.storage import Store
+
+log = logging.getLogger("chokaq.worker")
+
+
+class Releaser:
+    def __init__(self, state: WorkerState, store: Store, db: SerialWrites, worker_id: str) -> None:
+        self.state = state
+        self.store = store
+        self.db = db
+        self.worker_id = worker_id
+
+    def release(self, rows: Sequence[dict[str, Any]], *, why: str, started: bool = False) -> int:
+        """Hand claimed jobs back to pending: fetched ones (attempts unchanged), or with `started` ones a
+        claim started that never reached user code (the attempt it counted taken back)."""
+        if not rows:
+            return 0
+        job_ids = [r["id"] for r in rows]
+        hand_back = self.store.release_unstarted if started else self.store.release
+        try:
+            done = self.db.call(hand_back, self.worker_id, job_ids)
+        except Exception as exc:
+            later = (
+                "the rescue sweep moves them to the DLQ as zombies"
+                if started
+                else "the rescue sweep returns them to pending after Recovery.FetchedJobTimeout"
+            )
+            log.warning("could not release %d claimed jobs (%s); %s: %s", len(job_ids), why, later, exc)
+            return 0
+        self.state.counts["released"] += len(done)
+        log.info("released %d claimed jobs to pending (%s)", len(done), why)
+        return len(done)
