@@ -200,7 +200,8 @@ class Registry:
                 raise errors.ConfigError(f"@job({type_key!r}) must decorate a function", field="type")
             self.add(Handler(spec[0], fn, spec[1], spec[2], spec[3], spec[4], bool(idempotent), circuit))
             # A callable that takes no attributes (a bound method) still registers; it just has no
-            # `.enqueue` (Producer(type) gives the same).
+            # `.enqueue` (Producer(type) gives the same). The ignores: a function's type has no such
+            # attributes for mypy, though Python lets a function carry them.
             with contextlib.suppress(AttributeError, TypeError):
                 fn.enqueue = Producer(spec[0]).enqueue  # type: ignore[attr-defined]
                 fn.enqueue_many = Producer(spec[0]).enqueue_many  # type: ignore[attr-defined]
