@@ -36,10 +36,6 @@ COMMAND_MODULES = (
 )
 
 
-class UsageError(errors.ChokaqError):
-    """Bad command-line usage."""
-
-
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse exits 2 on its own; keep its contract, add our prefix
         self.print_usage(sys.stderr)
@@ -54,13 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"chokaq_ops.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"chokaq_ops.cli.{name}":
-                continue  # command not built yet
-            raise
-        module.register(sub)
+        importlib.import_module(f"chokaq_ops.cli.{name}").register(sub)
     _remember_parsers(parser)
     return parser
 
@@ -93,7 +83,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     install_log_filter()
     try:
         return int(args.handler(args) or 0)
-    except (UsageError, errors.ValidationError, errors.ConfigError) as exc:
+    except (errors.UsageError, errors.ValidationError, errors.ConfigError) as exc:
         print(f"chokaq: error: {exc}", file=sys.stderr)
         return 2
     except errors.JobNotFound as exc:
