@@ -272,7 +272,7 @@ class DbClient(BaseClient):
                 bar.close()
         return {"purged": result.count, "batches": result.batches}
 
-    def purge_archive(self, older_than: Any, *, progress: bool | None = None) -> dict[str, int]:
+    def purge_archive(self, older_than: Any, *, progress: bool | None = None) -> dict[str, Any]:
         """Delete succeeded jobs finished before `older_than` (a time, or a timedelta meaning that long ago).
         Returns {purged, batches, cutoff}."""
         cutoff = parse_time(older_than, "older_than")
@@ -362,7 +362,7 @@ class DbClient(BaseClient):
             active=active,
             zombie_timeout_seconds=zombie_timeout_seconds,
             max_workers=max_workers,
-            min_zombie_timeout=3 * self.settings.execution.heartbeat_interval_max,
+            min_zombie_timeout=self.settings.min_zombie_timeout(),
         )
 
     def stats(self) -> dict[str, Any]:
