@@ -187,7 +187,7 @@ class BatchClock:
         self.ms.append((now - self.last) * 1000)
         self.last = now
 
-    def fields(self) -> dict[str, float]:
+    def fields(self) -> dict[str, Any]:
         """Per-batch p50/p95/max in ms: a slow run shows whether every batch or a few stalled."""
         if not self.ms:
             return {}

@@ -16,6 +16,7 @@ import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import entry_points
+from typing import NoReturn
 
 from chokaq_ops import errors
 from chokaq_ops.redact import install_log_filter
@@ -44,7 +45,8 @@ COMMAND_MODULES = (
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse exits 2 on its own; keep its contract, add our prefix
+    # argparse exits 2 on its own; keep its contract, add our prefix
+    def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(2, f"chokaq: error: {message}\n")
 

@@ -34,6 +34,7 @@ from chokaq_ops.storage.plan_ops import PLAN_CHUNK, error_line
 from chokaq_ops.storage.read_ops import DLQ_SORTS
 
 if TYPE_CHECKING:
+    from chokaq_ops.analysis.plans import Plan
     from chokaq_ops.client.db import DbClient
 
 JOB_FIELDS = (
@@ -400,6 +401,7 @@ def run_bulk(args: argparse.Namespace) -> int:
         filters = narrowed
     if args.label and args.resume:
         raise errors.ValidationError("give --label or --resume, not both", field="label")
+    plan: Plan | None
     with client_of(args) as client:
         if args.dry_run:
             if args.resume:
@@ -549,7 +551,7 @@ def _print_halted(
     args: argparse.Namespace, halted: errors.PlanHalted, before_done: int, before_chunks: int
 ) -> int:
     """A paced run that stopped itself: what it did, why, and how to go on. Exit 1."""
-    plan = halted.plan
+    plan: Any = halted.plan  # a Plan: errors.py sits below analysis and cannot name the type
     got = halted.outcomes
     if args.format == "json":
         out = _counts(plan, "resurrect", before_done, before_chunks)

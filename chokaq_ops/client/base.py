@@ -306,7 +306,65 @@ LOCATE_COLUMNS = ["id", "location", "status", "failure_reason", "finished_at"]
 
 
 class BaseClient:
-    """The methods both clients implement the same way on top of their transport."""
+    """The methods both clients implement the same way on top of their transport.
+
+    The underscore methods first are what each transport provides (DbClient: the store, HttpClient: the
+    API); a Plan holds the client as its backend (analysis.plans.PlanBackend)."""
+
+    def _enqueue(self, jobs: list[NewJob], connection: Any) -> list[str]:
+        raise NotImplementedError
+
+    def _locate(self, ids: list[str]) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _failure_rows(self, flt: FailureFilter, limit: int, after: int | None) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _plan_create(
+        self,
+        action: str,
+        *,
+        ids: list[str] | None,
+        flt: Any,
+        edits: dict[str, dict[str, Any]] | None,
+        max_jobs: int | None,
+        chunk_size: int,
+    ) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _plan_get(self, plan_id: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _plan_chunk(self, plan_id: str, spread: float = 0.0) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        raise NotImplementedError
+
+    def _plan_items(self, plan_id: str) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _plan_approve(self, plan_id: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _plan_discard(self, plan_id: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _plan_outcomes(self, plan_id: str, from_chunk: int | None, to_chunk: int | None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _plan_list(self, *, state: str | None, action: str | None, limit: int) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def audit(
+        self,
+        *,
+        actor: str | None = None,
+        action: str | None = None,
+        job_id: str | None = None,
+        plan_id: str | None = None,
+        since: Any = None,
+        limit: int = 100_000,
+    ) -> pd.DataFrame:
+        """Audit rows, newest first (each client documents its columns)."""
+        raise NotImplementedError
 
     def enqueue(self, type: str, payload: Any = None, *, connection: Any = None, **options: Any) -> str:
         """Enqueue one job; returns its id. `options`: queue, priority, tags, delay or at,
@@ -323,11 +381,11 @@ class BaseClient:
         """Enqueue jobs given as mappings with `enqueue`'s argument names (``type`` required) or NewJobs;
         returns their ids in order (an active duplicate's id for a repeated idempotency key). Items whose
         `id` is used by another job raise Conflict naming them; the other items are enqueued."""
-        return self._enqueue(new_jobs(jobs), connection)  # type: ignore[attr-defined]
+        return self._enqueue(new_jobs(jobs), connection)
 
     def plan(self, plan_id: str) -> Plan:
         """An existing plan by id (to inspect, execute or resume it)."""
-        return Plan(self, self._plan_get(plan_id))  # type: ignore[arg-type]
+        return Plan(self, self._plan_get(plan_id))
 
     def plan_resurrect(
         self,
@@ -386,10 +444,10 @@ class BaseClient:
         elif not ids:
             raise errors.ValidationError("the selection is empty", field="ids")
         plan_edits = edits_of(edits, selection)
-        data = self._plan_create(  # type: ignore[attr-defined]
+        data = self._plan_create(
             action, ids=ids, flt=flt, edits=plan_edits or None, max_jobs=max_jobs, chunk_size=chunk_size
         )
-        return Plan(self, data)  # type: ignore[arg-type]
+        return Plan(self, data)
 
     def failure_history(self, selection: Any = None, *, limit: int = 100_000, **filters: Any) -> pd.DataFrame:
         """Every failed attempt (retried or dead-lettered) of the selected jobs, oldest first, kept after
@@ -430,7 +488,7 @@ class BaseClient:
             raise errors.ValidationError("locate takes a frame, a Series or ids", field="ids")
         rows: list[dict[str, Any]] = []
         for start in range(0, len(wanted), IDS_PER_REQUEST):
-            rows.extend(self._locate(wanted[start : start + IDS_PER_REQUEST]))  # type: ignore[attr-defined]
+            rows.extend(self._locate(wanted[start : start + IDS_PER_REQUEST]))
         return records_frame(rows, LOCATE_COLUMNS, ("finished_at",))
 
     def _failure_pages(self, flt: FailureFilter, limit: int) -> list[dict[str, Any]]:
@@ -438,7 +496,7 @@ class BaseClient:
         after: int | None = None
         while len(rows) < limit:
             size = min(5000, limit - len(rows))
-            got = self._failure_rows(flt, size, after)  # type: ignore[attr-defined]
+            got = self._failure_rows(flt, size, after)
             rows.extend(got)
             if len(got) < size:
                 break
@@ -448,7 +506,7 @@ class BaseClient:
     def plans(self, *, state: str | None = None, action: str | None = None, limit: int = 100) -> pd.DataFrame:
         """Recent plans, newest first. Columns: id, action, actor, state, total, done, skipped, remaining,
         chunks, chunks_done, created_at, finished_at (UTC)."""
-        rows = self._plan_list(state=state, action=action, limit=limit)  # type: ignore[attr-defined]
+        rows = self._plan_list(state=state, action=action, limit=limit)
         cols = [
             "id",
             "action",

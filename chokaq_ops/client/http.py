@@ -240,7 +240,7 @@ class HttpClient(BaseClient):
     ) -> dict[str, int]:
         return self._bulk("/dlq/purge", "purged", ids, filters, max_jobs, progress)
 
-    def purge_archive(self, older_than: Any, *, progress: bool | None = None) -> dict[str, int]:
+    def purge_archive(self, older_than: Any, *, progress: bool | None = None) -> dict[str, Any]:
         cutoff = parse_time(older_than, "older_than")
         assert cutoff is not None
         got = self.api.post("/archive/purge", {"older_than": time_text(cutoff)})

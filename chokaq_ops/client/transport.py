@@ -22,9 +22,10 @@ PAGE = 1000  # the API's largest page
 UNSET: Any = object()
 
 
-def quote(segment: str) -> str:
-    """One path segment (a job id, queue or plan name), escaped."""
-    return _quote(segment, safe="")
+def quote(segment: str, safe: str = "") -> str:
+    """One path segment (a job id, queue or plan name), escaped; `safe="/"` for a `<path:...>` route
+    whose value may hold slashes (a circuit's type key)."""
+    return _quote(segment, safe=safe)
 
 
 def time_text(value: datetime) -> str:
