@@ -19,7 +19,7 @@ import pytest
 from chokaq_ops import connect, errors
 from chokaq_ops.client import HttpClient
 from chokaq_ops.models import Actor, FailureReason
-from tests.analysis.conftest import plan_audit_ids, seed_archive, seed_dlq, seed_hot, table_counts
+from tests.support.seeds import plan_audit_ids, seed_archive, seed_dlq, seed_hot, table_counts
 
 
 def test_frames_over_http_equal_frames_from_the_database(api, client, store) -> None:

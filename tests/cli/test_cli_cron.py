@@ -13,8 +13,9 @@ from polling import wait_for
 
 from chokaq_ops.client import DbClient
 from chokaq_ops.models import FailureReason
-from tests.analysis.conftest import plan_audit_ids, seed_dlq
-from tests.analysis.test_cli import CHOKAQ, chokaq
+from tests.support.cli import chokaq
+from tests.support.seeds import plan_audit_ids, seed_dlq
+from tests.support.served import CHOKAQ
 
 JOBS = 24
 NIGHTLY = ["dlq", "resurrect", "--reason", "Zombie,Timeout", "--queue", "nightly", "--label", "nightly"]
