@@ -9,7 +9,7 @@ PORT ?= 8080
 # `make notebooks` opens the notebooks on this SQLite file, made by `chokaq demo` when it is missing.
 DEMO_DB ?= demo.db
 
-.PHONY: setup setup-test setup-notebooks run test notebooks notebook-outputs lint openapi clean
+.PHONY: setup setup-test setup-notebooks run test test-fast notebooks notebook-outputs lint openapi clean
 
 $(BIN)/python:
 	@echo "== creating $(VENV) with $$($(PYTHON) --version)"
@@ -55,6 +55,11 @@ run: setup
 test: setup-test
 	$(BIN)/python -m pytest
 
+# The lane to run while working: SQLite only, without the `slow` tests (real processes, crashes, soak,
+# end to end), spread over every core (pytest-xdist). `make test` before pushing.
+test-fast: setup-test
+	CHOKAQ_TEST_DIALECTS=sqlite $(BIN)/python -m pytest -m "not slow" -n auto -q
+
 # JupyterLab on the notebooks, pointed at a demo history ($(DEMO_DB), made by `chokaq demo` if missing).
 notebooks: setup-notebooks
 	@test -f $(DEMO_DB) || $(BIN)/chokaq demo --db sqlite:///$(abspath $(DEMO_DB))
@@ -66,9 +71,12 @@ notebooks: setup-notebooks
 notebook-outputs: setup-test
 	$(BIN)/python tools/render_notebooks.py
 
+# Style, formatting, types (pyproject [tool.mypy]) and the import contracts (pyproject [tool.importlinter]).
 lint: setup-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 openapi: setup
 	$(BIN)/flask --app chokaq_api.wsgi openapi write --format=yaml openapi.yaml
