@@ -24,10 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from chokaq_ops import errors
 from chokaq_ops.cli import common
-from chokaq_ops.client.base import dlq_filter
-from chokaq_ops.filters import TIME_HELP, parse_choice, parse_time
+from chokaq_ops.filters import TIME_HELP, dlq_filter, parse_choice, parse_time
 from chokaq_ops.fingerprint import fingerprint_text
-from chokaq_ops.models import Actor, DlqFilter, FailureReason, dead_job_evidence
+from chokaq_ops.models import Actor, FailureReason, dead_job_evidence
 from chokaq_ops.settings import parse_duration
 from chokaq_ops.storage.migrate import require_current
 from chokaq_ops.storage.plan_ops import PLAN_CHUNK, error_line
@@ -437,7 +436,7 @@ def run_bulk(args: argparse.Namespace) -> int:
                     else:
                         print(f"no dead job matches: nothing to {action}", file=sys.stderr)
                     return 0
-                selection = dlq_filter(**filters) if filters else DlqFilter()
+                selection = dlq_filter(filters)
             plan_edits = dict.fromkeys(ids, edits) if edits and ids is not None else None
             created = client.store.create_plan(
                 action,

@@ -6,15 +6,14 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import UTC, date, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pandas as pd
 
 from chokaq_ops import errors
-from chokaq_ops import filters as filters_module
 from chokaq_ops.analysis.plans import Plan
-from chokaq_ops.filters import failure_filter
+from chokaq_ops.filters import dlq_filter, failure_filter, hot_filter, parse_time
 from chokaq_ops.models import (
     DEFAULT_PRIORITY,
     DEFAULT_QUEUE,
@@ -22,21 +21,8 @@ from chokaq_ops.models import (
     FailureFilter,
     HotFilter,
     NewJob,
-    Status,
 )
 
-DLQ_FILTER_FIELDS = tuple(DlqFilter.__dataclass_fields__)
-HOT_FILTER_FIELDS = tuple(HotFilter.__dataclass_fields__)
-ARCHIVE_FILTER_FIELDS = (
-    "queue",
-    "type",
-    "search",
-    "tag",
-    "finished_from",
-    "finished_to",
-    "created_from",
-    "created_to",
-)
 EDIT_FIELDS = ("payload", "tags", "priority")
 AUDIT_COLUMNS = ["id", "at", "actor", "action", "job_id", "plan_id", "count", "details"]
 QUEUE_COLUMNS = [
@@ -57,15 +43,6 @@ QUEUE_COLUMNS = [
     "retried_total",
     "updated_at",
 ]
-
-
-def parse_time(value: Any, field: str) -> datetime | None:
-    """A point in time in the one filter grammar (`chokaq_ops.filters.parse_time`: aware datetimes,
-    pandas/numpy timestamps, ISO 8601 with a zone, 24h / 7d / yesterday, a timedelta meaning "that long
-    ago"); a `date` is that day's midnight UTC. A time without a zone is refused."""
-    if isinstance(value, date) and not isinstance(value, datetime):
-        value = datetime(value.year, value.month, value.day, tzinfo=UTC)
-    return filters_module.parse_time(value, field)
 
 
 ENQUEUE_FIELDS = ("type", "payload", "queue", "priority", "tags", "delay", "at", "idempotency_key", "id")
@@ -145,44 +122,6 @@ def ids_or_conflict(results: Sequence[Any]) -> list[str]:
         shown = ", ".join(used[:10]) + (f" and {len(used) - 10} more" if len(used) > 10 else "")
         raise errors.Conflict(f"job id(s) used by another job already: {shown}", field="id")
     return [r.id for r in results]
-
-
-def _check_fields(filters: Mapping[str, Any], allowed: Sequence[str], what: str) -> None:
-    unknown = sorted(set(filters) - set(allowed))
-    if unknown:
-        raise errors.ValidationError(
-            f"unknown {what} filter {unknown[0]!r}; use {', '.join(allowed)}", field=unknown[0]
-        )
-
-
-def dlq_filter(filters: Mapping[str, Any] | DlqFilter | None = None, **more: Any) -> DlqFilter:
-    """A DlqFilter from keyword filters in the one grammar of `chokaq_ops.filters` (lists, ``!``
-    exclusions, ``ids``, relative times, naive times refused, half-open windows)."""
-    return filters_module.dlq_filter(filters, **more)
-
-
-def hot_filter(filters: Mapping[str, Any] | HotFilter | None = None, **more: Any) -> HotFilter:
-    if isinstance(filters, HotFilter):
-        return filters
-    values = {k: v for k, v in {**(filters or {}), **more}.items() if v is not None}
-    _check_fields(values, HOT_FILTER_FIELDS, "hot-job")
-    if "status" in values and not isinstance(values["status"], Status):
-        try:
-            values["status"] = Status[str(values["status"]).strip().lower()]
-        except KeyError:
-            raise errors.ValidationError(
-                f"status must be one of {', '.join(s.name for s in Status)}", field="status"
-            ) from None
-    return HotFilter(**values)
-
-
-def archive_filter(filters: Mapping[str, Any] | None = None, **more: Any) -> dict[str, Any]:
-    values = {k: v for k, v in {**(filters or {}), **more}.items() if v is not None}
-    _check_fields(values, ARCHIVE_FILTER_FIELDS, "archive")
-    for key in ("finished_from", "finished_to", "created_from", "created_to"):
-        if key in values:
-            values[key] = parse_time(values[key], key)
-    return values
 
 
 def ids_of(selection: Any) -> list[str] | None:

@@ -20,7 +20,7 @@ def _text(description: str) -> ma.fields.String:
 
 
 class FailureQuery(Schema):
-    """The filter grammar of docs/filters.md; parsed by chokaq_ops.filters, as in Python and the CLI."""
+    """The filter grammar of docs/failures.md; parsed by chokaq_ops.filters, as in Python and the CLI."""
 
     ids = _text("Job ids, comma-separated.")
     queue = _text(_LIST)
@@ -31,7 +31,8 @@ class FailureQuery(Schema):
     failed_from = _text(f"Inclusive start: {TIME_HELP}.")
     failed_to = _text(f"Exclusive end: {TIME_HELP}.")
     after_seq = ma.fields.Integer(
-        validate=ma.validate.Range(0, MAX_SEQ), metadata={"description": "Rows after this seq (the next page)."}
+        validate=ma.validate.Range(0, MAX_SEQ),
+        metadata={"description": "Rows after this seq (the next page)."},
     )
     limit = ma.fields.Integer(load_default=1000, validate=ma.validate.Range(1, MAX_FAILURE_PAGE))
 
