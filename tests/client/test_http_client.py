@@ -200,3 +200,11 @@ def test_reads_retry_on_5xx_but_changes_do_not() -> None:
     closed = HttpClient("http://127.0.0.1:9", "token", retries=1)  # nothing listens on the discard port
     with pytest.raises(errors.TransientStorageError):
         closed.stats()
+
+
+def test_set_circuit_over_http_keeps_a_slash_in_the_type_key(api, store) -> None:
+    url, tokens = api
+    admin = connect(url, tokens["admin"])
+    row = admin.set_circuit("billing/charge.v1", "open")
+    assert (row["type"], row["state"]) == ("billing/charge.v1", "open")
+    assert [c["type"] for c in store.list_circuits()] == ["billing/charge.v1"]
