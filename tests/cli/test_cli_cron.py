@@ -9,6 +9,7 @@ import signal
 import subprocess
 from collections import Counter
 
+import pytest
 from polling import wait_for
 
 from chokaq_ops.client import DbClient
@@ -45,6 +46,7 @@ def _interrupt(store, db_url: str, sig: signal.Signals) -> tuple[int, list[dict]
     return proc.returncode, lines, err
 
 
+@pytest.mark.slow  # real `chokaq` processes, interrupted and killed mid-run
 def test_labelled_json_resurrect_survives_sigint_sigterm_and_sigkill(store, db_url, capsys) -> None:
     ids = seed_dlq(store, JOBS, queue="nightly", reason=FailureReason.Zombie)
     seed_dlq(store, 2, queue="other", reason=FailureReason.Zombie)  # outside the filter: never touched
