@@ -83,4 +83,4 @@ openapi: setup
 	$(BIN)/flask --app chokaq_api.wsgi openapi write --format=yaml openapi.yaml
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache chokaq.db chokaq.db-wal chokaq.db-shm
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .import_linter_cache chokaq.db chokaq.db-wal chokaq.db-shm
