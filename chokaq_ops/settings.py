@@ -255,7 +255,7 @@ class Settings:
             url.lower().startswith(_URL_SCHEMES),
             "Storage.Url",
             f"scheme {scheme!r} is not one of {_URL_SCHEMES}"
-            + (" (SQL Server support is not built yet)" if scheme.lower() in ("mssql", "odbc") else ""),
+            + (" (SQL Server is not supported)" if scheme.lower() in ("mssql", "odbc") else ""),
         )
         prefix = self.deck.route_prefix
         _require(
