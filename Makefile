@@ -56,10 +56,11 @@ test: setup-test
 	$(BIN)/python -m pytest
 
 # The lane to run while working: SQLite only (PostgreSQL cases are left out, not listed as skipped),
-# without the `slow` tests (real processes, crashes, soak, notebooks, end to end), spread over every
-# core (pytest-xdist). `make test` before pushing.
+# without the `slow` tests (real processes, crashes, soak, notebooks, end to end), 5 fuzz examples per
+# route instead of 20-25, spread over every core (pytest-xdist). `make test` before pushing.
 test-fast: setup-test
-	CHOKAQ_TEST_DIALECTS=sqlite $(BIN)/python -m pytest -m "not slow" -k "not postgresql" -n auto -q -rfE
+	CHOKAQ_TEST_DIALECTS=sqlite CHOKAQ_FUZZ_EXAMPLES=5 \
+	  $(BIN)/python -m pytest -m "not slow" -k "not postgresql" -n auto -q -rfE
 
 # JupyterLab on the notebooks, pointed at a demo history ($(DEMO_DB), made by `chokaq demo` if missing).
 notebooks: setup-notebooks
