@@ -9,7 +9,7 @@ PORT ?= 8080
 # `make notebooks` opens the notebooks on this SQLite file, made by `chokaq demo` when it is missing.
 DEMO_DB ?= demo.db
 
-.PHONY: setup setup-test setup-notebooks run test notebooks notebook-outputs lint openapi clean
+.PHONY: setup setup-test setup-notebooks run test test-fast notebooks notebook-outputs lint openapi clean
 
 $(BIN)/python:
 	@echo "== creating $(VENV) with $$($(PYTHON) --version)"
@@ -55,6 +55,13 @@ run: setup
 test: setup-test
 	$(BIN)/python -m pytest
 
+# The lane to run while working: SQLite only (PostgreSQL cases are left out, not listed as skipped),
+# without the `slow` tests (real processes, crashes, soak, notebooks, end to end), 5 fuzz examples per
+# route instead of 20-25, spread over every core (pytest-xdist). `make test` before pushing.
+test-fast: setup-test
+	CHOKAQ_TEST_DIALECTS=sqlite CHOKAQ_FUZZ_EXAMPLES=5 \
+	  $(BIN)/python -m pytest -m "not slow" -k "not postgresql" -n auto -q -rfE
+
 # JupyterLab on the notebooks, pointed at a demo history ($(DEMO_DB), made by `chokaq demo` if missing).
 notebooks: setup-notebooks
 	@test -f $(DEMO_DB) || $(BIN)/chokaq demo --db sqlite:///$(abspath $(DEMO_DB))
@@ -66,12 +73,15 @@ notebooks: setup-notebooks
 notebook-outputs: setup-test
 	$(BIN)/python tools/render_notebooks.py
 
+# Style, formatting, types (pyproject [tool.mypy]) and the import contracts (pyproject [tool.importlinter]).
 lint: setup-test
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 openapi: setup
 	$(BIN)/flask --app chokaq_api.wsgi openapi write --format=yaml openapi.yaml
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache chokaq.db chokaq.db-wal chokaq.db-shm
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .import_linter_cache chokaq.db chokaq.db-wal chokaq.db-shm

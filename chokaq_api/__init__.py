@@ -2,6 +2,19 @@
 
 from __future__ import annotations
 
-from chokaq_api.app import create_app
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from chokaq_api.app import create_app
 
 __all__ = ["create_app"]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: every `chokaq` command loads chokaq_api.serve to list `serve`, and should
+    # not pay for Flask and every resource module unless it serves.
+    if name == "create_app":
+        from chokaq_api.app import create_app
+
+        return create_app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

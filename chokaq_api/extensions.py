@@ -17,6 +17,7 @@ from flask_smorest import abort as smorest_abort
 from flask_smorest.utils import deepupdate
 
 from chokaq_api.errors import ErrorSchema, from_http_exception
+from chokaq_api.routes import access_doc
 
 if TYPE_CHECKING:
     from chokaq_ops.engine.metrics import Metrics
@@ -31,12 +32,12 @@ QUERY_FIELDS = "_chokaq_query_fields"
 
 @dataclass
 class Context:
-    """What one app instance serves: settings, the store, an optional engine host and its metrics."""
+    """What one app instance serves: settings, the store, its metrics and an optional engine host."""
 
     settings: Settings
     store: Store
+    metrics: Metrics
     host: Any = None
-    metrics: Metrics | None = None
     streams: BoundedSemaphore = field(default_factory=lambda: BoundedSemaphore(4))
     # Open event streams per token name (Api.SseMaxStreamsPerToken), guarded by stream_lock.
     stream_holders: dict[str, int] = field(default_factory=dict)
@@ -93,6 +94,7 @@ def query_fields(view: Callable[..., Any]) -> frozenset[str]:
 
 
 class Blueprint(flask_smorest.Blueprint):
+    _docs: dict[str, Any]  # flask-smorest's per-endpoint doc info (the base class is untyped)
     DEFAULT_PAGINATION_PARAMETERS = {
         "page": 1,
         "page_size": DEFAULT_PAGE_SIZE,
@@ -111,7 +113,7 @@ class Blueprint(flask_smorest.Blueprint):
         return lambda func: _allow_query(decorator(_bounded_page(func)), ("page", "page_size"))
 
     def register_views_in_doc(self, api: Any, app: Any, spec: Any, *, name: str, parameters: Any) -> None:
-        # Document each operation's role from auth.ROUTES, so the spec and the enforcement cannot differ.
+        # Document each operation's role from routes.ROUTES, so the spec and the enforcement cannot differ.
         rules = {ep: next(app.url_map.iter_rules(f"{name}.{ep}")).rule for ep in self._docs}
         original = self._docs
         self._docs = _with_access_docs(original, rules)
@@ -153,8 +155,6 @@ class Api(flask_smorest.Api):
 
 def _with_access_docs(docs: dict[str, Any], rules: dict[str, str]) -> dict[str, Any]:
     """A copy of a blueprint's doc info with each operation's access rule from the central table."""
-    from chokaq_api.auth import access_doc
-
     patched = deepcopy(docs)
     for endpoint, info in patched.items():
         for method, doc in info.items():

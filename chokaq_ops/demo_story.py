@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import math
 import random
-from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -84,7 +83,7 @@ class _Quota:
     demos still show each failure the story has and the same seed gives the same history."""
 
     def __init__(self) -> None:
-        self.acc: Counter[str] = Counter()
+        self.acc: dict[str, float] = {}
 
     def take(self, name: str, p: float) -> bool:
         if p <= 0:

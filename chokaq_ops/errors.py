@@ -17,6 +17,10 @@ class ChokaqError(Exception):
         super().__init__(redact(message) if message else (self.__doc__ or "").strip())
 
 
+class UsageError(ChokaqError):
+    """Bad command-line usage (the CLI exits 2)."""
+
+
 class ConfigError(ChokaqError):
     """The configuration is invalid."""
 

@@ -7,8 +7,9 @@
 - Times: an aware ``datetime``, a pandas ``Timestamp`` with a zone, a ``numpy.datetime64`` (numpy defines
   it as UTC), ISO 8601 text with a zone (``2026-01-01T00:00:00Z``, ``+02:00``), or relative: ``24h``,
   ``7d``, ``90m``, ``1h30m`` optionally followed by ``ago`` (that long before now), ``now``, ``today``
-  and ``yesterday`` (midnight UTC that day). A time without a zone (naive ``datetime``, ISO text without
-  an offset) is refused: guessing its zone silently moves a window by hours.
+  and ``yesterday`` (midnight UTC that day); a ``date`` is its midnight UTC. A time without a zone
+  (naive ``datetime``, ISO text without an offset) is refused: guessing its zone silently moves a window
+  by hours.
 - Windows are half-open: ``*_from <= t < *_to``. ``failed_from="yesterday", failed_to="today"`` is
   exactly one UTC day, so a job failing at midnight is in one night's window, never two.
 """
@@ -18,17 +19,20 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from chokaq_ops import errors
-from chokaq_ops.models import DlqFilter, FailureFilter, FailureReason
+from chokaq_ops.models import ArchiveFilter, DlqFilter, FailureFilter, FailureReason, HotFilter, Status
 from chokaq_ops.settings import parse_duration
 
 __all__ = [
     "TIME_HELP",
     "Choice",
+    "archive_filter",
+    "dlq_filter",
     "failure_filter",
+    "hot_filter",
     "parse_choice",
     "parse_ids",
     "parse_reasons",
@@ -133,6 +137,8 @@ def parse_time(value: Any, field: str, *, now: datetime | None = None) -> dateti
         return now - value
     if isinstance(value, str):
         return _parse_text(value, field, now)
+    if isinstance(value, date) and not isinstance(value, datetime):
+        return datetime(value.year, value.month, value.day, tzinfo=UTC)  # a day: its midnight UTC
     if hasattr(value, "to_pydatetime"):  # pandas Timestamp
         value = value.to_pydatetime()
     if not isinstance(value, datetime):
@@ -300,6 +306,39 @@ def dlq_filter(values: Mapping[str, Any] | DlqFilter | None = None, **more: Any)
         not_reasons=not_reasons,
         fingerprints=fingerprints,
     )
+
+
+HOT_FIELDS = tuple(HotFilter.__dataclass_fields__)
+ARCHIVE_FIELDS = tuple(ArchiveFilter.__dataclass_fields__)
+_ARCHIVE_TIMES = ("finished_from", "finished_to", "created_from", "created_to")
+
+
+def hot_filter(values: Mapping[str, Any] | HotFilter | None = None, **more: Any) -> HotFilter:
+    """A HotFilter from keyword filters (exact values; `status` by name); a HotFilter passes through."""
+    if isinstance(values, HotFilter):
+        return values
+    values = {k: v for k, v in {**(values or {}), **more}.items() if v is not None}
+    check_fields(values, HOT_FIELDS, "hot-job")
+    if "status" in values and not isinstance(values["status"], Status):
+        try:
+            values["status"] = Status[str(values["status"]).strip().lower()]
+        except KeyError:
+            raise errors.ValidationError(
+                f"status must be one of {', '.join(s.name for s in Status)}", field="status"
+            ) from None
+    return HotFilter(**values)
+
+
+def archive_filter(values: Mapping[str, Any] | ArchiveFilter | None = None, **more: Any) -> ArchiveFilter:
+    """An ArchiveFilter from keyword filters (exact values; times as `parse_time` reads them, half-open)."""
+    if isinstance(values, ArchiveFilter):
+        return values
+    values = {k: v for k, v in {**(values or {}), **more}.items() if v is not None}
+    check_fields(values, ARCHIVE_FIELDS, "archive")
+    for key in _ARCHIVE_TIMES:
+        if key in values:
+            values[key] = parse_time(values[key], key)
+    return ArchiveFilter(**values)
 
 
 def dlq_query(flt: DlqFilter) -> dict[str, str]:

@@ -21,6 +21,9 @@ from typing import Any, NamedTuple, get_type_hints
 from chokaq_ops import errors
 
 _DAY = 86400.0
+# A zombie timeout must exceed this many Execution.HeartbeatIntervalMax: within a few heartbeats a live job
+# would be declared dead and sent to the DLQ (docs/configuration.md). Settings.min_zombie_timeout applies it.
+ZOMBIE_HEARTBEATS = 3
 
 
 def _limit(low: float, high: float | None = None, kind: str | None = None) -> dict[str, Any]:
@@ -205,6 +208,12 @@ class Settings:
         values = (getattr(self, f.name) for f in fields(self))
         return (type(self), tuple(dict(v) if isinstance(v, MappingProxyType) else v for v in values))
 
+    def min_zombie_timeout(self) -> float:
+        """The bound every zombie timeout must exceed, in seconds: ZOMBIE_HEARTBEATS x
+        Execution.HeartbeatIntervalMax. The one home of that rule: validation here, `chokaq queues set`,
+        the client and PATCH /queues all ask this method."""
+        return ZOMBIE_HEARTBEATS * self.execution.heartbeat_interval_max
+
     def zombie_timeout_for(self, queue: str) -> float:
         q = _queue_lookup(self.queues, queue)
         if q is not None and q.zombie_timeout_seconds is not None:
@@ -246,7 +255,7 @@ class Settings:
             url.lower().startswith(_URL_SCHEMES),
             "Storage.Url",
             f"scheme {scheme!r} is not one of {_URL_SCHEMES}"
-            + (" (SQL Server support is not built yet)" if scheme.lower() in ("mssql", "odbc") else ""),
+            + (" (SQL Server is not supported)" if scheme.lower() in ("mssql", "odbc") else ""),
         )
         prefix = self.deck.route_prefix
         _require(
@@ -254,21 +263,22 @@ class Settings:
             "Deck.RoutePrefix",
             f"must be a path like /deck (letters, digits, . _ ~ -), not under /api (got {prefix!r})",
         )
-        zombies = {"Recovery.ProcessingZombieTimeout": self.recovery.processing_zombie_timeout}
+        zombies: dict[str, float | None] = {
+            "Recovery.ProcessingZombieTimeout": self.recovery.processing_zombie_timeout
+        }
         for name, q in self.queues.items():
             _require(
                 bool(name.strip()) and len(name) <= 255, "Queues", f"bad queue name {name!r} (1-255 chars)"
             )
             zombies[f"Queues.{name}.ZombieTimeoutSeconds"] = q.zombie_timeout_seconds
-        # docs/configuration.md: a zombie timeout within a few heartbeats would send live jobs to the DLQ.
         hb = self.execution.heartbeat_interval_max
-        times = "3 \N{MULTIPLICATION SIGN}"
+        times = f"{ZOMBIE_HEARTBEATS} \N{MULTIPLICATION SIGN}"
         for name, value in zombies.items():
             _require(
-                value is None or value > 3 * hb,
+                value is None or value > self.min_zombie_timeout(),
                 name,
                 f"({_fmt(value)}) must exceed {times} Execution.HeartbeatIntervalMax "
-                f"({times} {_fmt(hb)} = {_fmt(3 * hb)})",
+                f"({times} {_fmt(hb)} = {_fmt(self.min_zombie_timeout())})",
             )
         return self
 
@@ -605,8 +615,8 @@ def _build(values: Mapping[_Key, Any]) -> Settings:
             maps[key[0]].setdefault(key[1], {})[key[2]] = value
         else:
             kwargs[key[0]][key[1]] = value
-    sections = {s: _SECTION_CLASSES[s](**kw) for s, kw in kwargs.items() if s not in _MAPS}
-    built = {m: {name: cls(**kw) for name, kw in maps[m].items()} for m, cls in _MAPS.items()}
+    sections: dict[str, Any] = {s: _SECTION_CLASSES[s](**kw) for s, kw in kwargs.items() if s not in _MAPS}
+    built: dict[str, Any] = {m: {name: cls(**kw) for name, kw in maps[m].items()} for m, cls in _MAPS.items()}
     return Settings(**sections, **built)
 
 

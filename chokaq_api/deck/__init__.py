@@ -14,7 +14,7 @@ from typing import Any
 
 from flask import Blueprint, Flask, Response, abort, redirect
 
-from chokaq_api import auth
+from chokaq_api.routes import PREFIX, open_console_route
 from chokaq_ops.settings import DeckSettings
 
 STATIC = resources.files(__package__) / "static"
@@ -84,7 +84,7 @@ def init_app(app: Flask, settings: DeckSettings) -> None:
     if not settings.enabled:
         return
     prefix = settings.route_prefix
-    page = index_page(settings, auth.PREFIX)
+    page = index_page(settings, PREFIX)
     names = asset_names()
     blp = Blueprint("deck", __name__)
 
@@ -108,5 +108,5 @@ def init_app(app: Flask, settings: DeckSettings) -> None:
     )
     for rule, endpoint, view in routes:
         blp.add_url_rule(rule, endpoint, view, methods=["GET"])
-        auth.open_console_route("GET", rule)
+        open_console_route("GET", rule)
     app.register_blueprint(blp)

@@ -7,6 +7,7 @@ report says whether the job type declared itself idempotent (``@job(..., idempot
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -62,11 +63,12 @@ def idempotency_lookup(registry: Any = None) -> Callable[[str], bool | None]:
 
 def _default_registry() -> Any:
     """The worker's module-level registry: the handlers imported in this process (import your handler
-    modules first, as a worker does with Worker.Handlers)."""
-    try:
-        from chokaq_ops.engine import handlers
-    except ImportError:
-        return None
+    modules first, as a worker does with Worker.Handlers).
+
+    Looked up in sys.modules, not imported: a handler module imports the engine, so when none was imported
+    there is nothing to find, and analysis stays below the engine (the engine's default client reads
+    through the client, which reads through analysis)."""
+    handlers = sys.modules.get("chokaq_ops.engine.handlers")
     return getattr(handlers, "registry", None)
 
 

@@ -16,7 +16,7 @@ import argparse
 from collections.abc import Iterator
 from typing import Any
 
-from chokaq_ops import ids
+from chokaq_ops import errors, ids
 from chokaq_ops.bench.harness import BenchDb, expect, spread
 from chokaq_ops.models import NewJob
 
@@ -40,9 +40,7 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     rows = int(args.rows)
     kinds = [k.strip() for k in str(args.kinds).split(",") if k.strip()]
     if not kinds or any(k not in KINDS for k in kinds):
-        from chokaq_ops.cli import UsageError
-
-        raise UsageError(f"--kinds takes some of {','.join(KINDS)} (got {args.kinds!r})")
+        raise errors.UsageError(f"--kinds takes some of {','.join(KINDS)} (got {args.kinds!r})")
     with BenchDb(args, "enqueue") as db:
         # 16 producers need 16 connections (the bench's own store has 4).
         db.store.close()

@@ -15,7 +15,7 @@ from functools import cache
 from typing import Any
 
 from chokaq_ops import errors
-from chokaq_ops.settings import Settings
+from chokaq_ops.settings import Settings, load_settings
 from chokaq_ops.storage import Store, queries
 from chokaq_ops.storage.migrate import migrate
 
@@ -49,13 +49,12 @@ def machine() -> dict[str, Any]:
 
 
 def settings_for(args: argparse.Namespace) -> Settings:
-    """The CLI's settings (--db, else CHOKAQ_DB, else the config file, else the default)."""
+    """The settings `chokaq bench` resolved (args.settings), else those of --db and --config as every
+    command reads them (load_settings: --db, else CHOKAQ_DB, else the config file, else the default)."""
     settings = getattr(args, "settings", None)
     if settings is not None:
         return settings
-    from chokaq_ops.cli import common  # the one place that resolves --db/--config for every command
-
-    return common.settings_from(args)
+    return load_settings(getattr(args, "config", None), overrides={"storage.url": getattr(args, "db", None)})
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -188,7 +187,7 @@ class BatchClock:
         self.ms.append((now - self.last) * 1000)
         self.last = now
 
-    def fields(self) -> dict[str, float]:
+    def fields(self) -> dict[str, Any]:
         """Per-batch p50/p95/max in ms: a slow run shows whether every batch or a few stalled."""
         if not self.ms:
             return {}

@@ -66,7 +66,8 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                         **({"offered_per_second": args.rate} if mode == "load" else {"gap_ms": args.gap}),
                     )
         finally:
-            worker.stdin.close()  # type: ignore[union-attr]
+            if worker.stdin is not None:  # always a pipe here (_start_worker)
+                worker.stdin.close()
             try:
                 worker.wait(30)
             except subprocess.TimeoutExpired:

@@ -16,6 +16,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from chokaq_ops import errors
 from chokaq_ops.bench.harness import BenchDb, expect
 from chokaq_ops.engine.handlers import Registry
 from chokaq_ops.engine.hosting import Host
@@ -50,9 +51,7 @@ def _levels(text: str) -> list[int]:
     except ValueError:
         levels = []
     if not levels or any(c < 1 or c > 1024 for c in levels):
-        from chokaq_ops.cli import UsageError
-
-        raise UsageError(f"--concurrency wants numbers between 1 and 1024, e.g. 1,8,32 (got {text!r})")
+        raise errors.UsageError(f"--concurrency wants numbers between 1 and 1024, e.g. 1,8,32 (got {text!r})")
     return levels
 
 

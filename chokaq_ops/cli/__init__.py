@@ -1,5 +1,9 @@
 """The `chokaq` command. Each command group lives in its own module with a `register(subparsers)`.
 
+Packages above the library add commands through the `chokaq.commands` entry-point group (a name and a
+`register(subparsers)` function): `chokaq serve` is chokaq_api's (chokaq_api/serve.py), so this package
+runs the web API without importing it.
+
 Exit codes: 0 ok, 1 failure, 2 usage error (bad flags or bad input, with a message on stderr).
 """
 
@@ -11,13 +15,17 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
+from importlib.metadata import entry_points
+from typing import NoReturn
 
 from chokaq_ops import errors
 from chokaq_ops.redact import install_log_filter
 
-# Order is the order of `chokaq --help`.
+# The group other packages register commands in (pyproject.toml, [project.entry-points."chokaq.commands"]).
+COMMAND_GROUP = "chokaq.commands"
+
+# Order is the order of `chokaq --help`, after the entry-point commands (serve).
 COMMAND_MODULES = (
-    "serve",
     "worker",
     "migrate",
     "token",
@@ -36,12 +44,9 @@ COMMAND_MODULES = (
 )
 
 
-class UsageError(errors.ChokaqError):
-    """Bad command-line usage."""
-
-
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse exits 2 on its own; keep its contract, add our prefix
+    # argparse exits 2 on its own; keep its contract, add our prefix
+    def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(2, f"chokaq: error: {message}\n")
 
@@ -53,14 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR (default INFO)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     sub.required = True
+    for entry in sorted(entry_points(group=COMMAND_GROUP), key=lambda e: e.name):
+        entry.load()(sub)
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"chokaq_ops.cli.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"chokaq_ops.cli.{name}":
-                continue  # command not built yet
-            raise
-        module.register(sub)
+        importlib.import_module(f"chokaq_ops.cli.{name}").register(sub)
     _remember_parsers(parser)
     return parser
 
@@ -93,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     install_log_filter()
     try:
         return int(args.handler(args) or 0)
-    except (UsageError, errors.ValidationError, errors.ConfigError) as exc:
+    except (errors.UsageError, errors.ValidationError, errors.ConfigError) as exc:
         print(f"chokaq: error: {exc}", file=sys.stderr)
         return 2
     except errors.JobNotFound as exc:

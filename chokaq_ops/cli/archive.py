@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from chokaq_ops import errors
 from chokaq_ops.cli import common
 from chokaq_ops.cli.dlq import add_actor, client_of, progress_wanted
-from chokaq_ops.models import ArchiveFilter
+from chokaq_ops.filters import archive_filter
 from chokaq_ops.settings import parse_duration
 
 
@@ -54,7 +54,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_purge(args: argparse.Namespace) -> int:
     with client_of(args) as client:
         if args.dry_run:
-            page = client.store.list_archive(ArchiveFilter(finished_to=args.older_than), page_size=1)
+            page = client.store.list_archive(archive_filter(finished_to=args.older_than), page_size=1)
             out = {"would_purge": page.total, "older_than": args.older_than}
         else:
             show = progress_wanted()

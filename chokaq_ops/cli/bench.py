@@ -11,7 +11,7 @@ import json
 import sys
 from typing import Any
 
-from chokaq_ops import bench
+from chokaq_ops import bench, errors
 from chokaq_ops.bench.harness import machine
 from chokaq_ops.cli import common
 
@@ -36,12 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     benches = p.add_subparsers(dest="bench", metavar="BENCH", parser_class=type(p))
     benches.required = True
     for name in bench.names():
-        try:
-            module = bench.load(name)
-        except ModuleNotFoundError as exc:
-            if exc.name == bench.BENCHES[name]:
-                continue  # registered but not built yet: the other benches still work
-            raise
+        module = bench.load(name)
         doc = (module.__doc__ or name).strip()
         bp = benches.add_parser(name, help=doc.splitlines()[0], description=doc)
         common.add_common(bp)
@@ -61,7 +56,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _handler(name: str, module: bench.BenchModule) -> Any:
     def run(args: argparse.Namespace) -> int:
         if args.rows is None:
-            raise common_usage(f"bench {name} needs --rows")
+            raise errors.UsageError(f"bench {name} needs --rows")
         args.settings = common.settings_from(args)
         for record in module.run(args):
             out = {"bench": name, **record}
@@ -72,9 +67,3 @@ def _handler(name: str, module: bench.BenchModule) -> Any:
         return 0
 
     return run
-
-
-def common_usage(message: str) -> Exception:
-    from chokaq_ops.cli import UsageError
-
-    return UsageError(message)

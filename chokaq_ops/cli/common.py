@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -20,6 +21,9 @@ from chokaq_ops import errors
 from chokaq_ops.settings import Settings, load_settings
 from chokaq_ops.storage import Store
 from chokaq_ops.storage.dialects import SqliteDialect, from_url
+from chokaq_ops.storage.migrate import migrate, require_current
+
+log = logging.getLogger("chokaq.cli")
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:
@@ -50,6 +54,17 @@ def open_store(args: argparse.Namespace, settings: Settings | None = None, *, cr
     if not create:
         require_existing(settings.storage.url)
     return Store.from_settings(settings)
+
+
+def ensure_schema(store: Store, *, migrate_requested: bool) -> None:
+    """SQLite: migrate (the embedded default must work out of the box). PostgreSQL: require a current
+    schema unless asked to migrate (an upgrade of a shared database is an operator's decision)."""
+    if store.dialect.name == "sqlite" or migrate_requested:
+        result = migrate(store)
+        if result.applied:
+            log.info("schema at version %d (applied %s)", result.version, result.applied)
+        return
+    require_current(store)
 
 
 def require_existing(url: str) -> None:

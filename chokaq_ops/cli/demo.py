@@ -36,7 +36,8 @@ from typing import IO, Any
 from chokaq_ops import errors
 from chokaq_ops.cli import common
 from chokaq_ops.demo_story import BILLING, DEMO, MEDIA_1, MEDIA_2, Story, make_jobs, payload_json
-from chokaq_ops.models import Actor, DlqFilter, FailureReason, NewJob
+from chokaq_ops.filters import dlq_filter
+from chokaq_ops.models import Actor, FailureReason, NewJob
 from chokaq_ops.settings import Settings, parse_duration
 from chokaq_ops.storage import Store, queries
 from chokaq_ops.storage.migrate import migrate
@@ -233,7 +234,7 @@ def _run(store: Store, url: str, args: argparse.Namespace, history: float) -> di
     running = lambda worker_id, n: _running(store, worker_id, n)  # noqa: E731
 
     def zombies(n: int) -> Any:
-        return lambda: store.count_dlq(DlqFilter(reason=FailureReason.Zombie)) >= n
+        return lambda: store.count_dlq(dlq_filter(reason=FailureReason.Zombie.name)) >= n
 
     try:
         # An operator calls off the nightly reports while the shop runs.

@@ -24,16 +24,16 @@ from typing import TYPE_CHECKING, Any
 
 from chokaq_ops import errors
 from chokaq_ops.cli import common
-from chokaq_ops.client.base import dlq_filter
-from chokaq_ops.filters import TIME_HELP, parse_choice, parse_time
+from chokaq_ops.filters import TIME_HELP, dlq_filter, parse_choice, parse_time
 from chokaq_ops.fingerprint import fingerprint_text
-from chokaq_ops.models import Actor, DlqFilter, FailureReason, dead_job_evidence
+from chokaq_ops.models import Actor, FailureReason, dead_job_evidence
 from chokaq_ops.settings import parse_duration
 from chokaq_ops.storage.migrate import require_current
 from chokaq_ops.storage.plan_ops import PLAN_CHUNK, error_line
 from chokaq_ops.storage.read_ops import DLQ_SORTS
 
 if TYPE_CHECKING:
+    from chokaq_ops.analysis.plans import Plan
     from chokaq_ops.client.db import DbClient
 
 JOB_FIELDS = (
@@ -400,6 +400,7 @@ def run_bulk(args: argparse.Namespace) -> int:
         filters = narrowed
     if args.label and args.resume:
         raise errors.ValidationError("give --label or --resume, not both", field="label")
+    plan: Plan | None
     with client_of(args) as client:
         if args.dry_run:
             if args.resume:
@@ -435,7 +436,7 @@ def run_bulk(args: argparse.Namespace) -> int:
                     else:
                         print(f"no dead job matches: nothing to {action}", file=sys.stderr)
                     return 0
-                selection = dlq_filter(**filters) if filters else DlqFilter()
+                selection = dlq_filter(filters)
             plan_edits = dict.fromkeys(ids, edits) if edits and ids is not None else None
             created = client.store.create_plan(
                 action,
@@ -549,7 +550,7 @@ def _print_halted(
     args: argparse.Namespace, halted: errors.PlanHalted, before_done: int, before_chunks: int
 ) -> int:
     """A paced run that stopped itself: what it did, why, and how to go on. Exit 1."""
-    plan = halted.plan
+    plan: Any = halted.plan  # a Plan: errors.py sits below analysis and cannot name the type
     got = halted.outcomes
     if args.format == "json":
         out = _counts(plan, "resurrect", before_done, before_chunks)

@@ -9,7 +9,8 @@ from typing import Any
 from chokaq_ops import errors
 from chokaq_ops.cli import common
 from chokaq_ops.cli.enqueue import ready_store
-from chokaq_ops.models import ArchiveFilter, DlqFilter, HotFilter, Location, Status
+from chokaq_ops.filters import archive_filter, dlq_filter, hot_filter
+from chokaq_ops.models import Location, Status
 
 HOT_STATUSES = [s.name for s in Status]
 STATUS_CHOICES = [*HOT_STATUSES, "succeeded", "dead"]
@@ -82,11 +83,11 @@ def run_ls(args: argparse.Namespace) -> int:
     with ready_store(args) as store:
         if location == "hot":
             status = Status[args.status] if args.status in HOT_STATUSES else None
-            page = store.list_hot(HotFilter(status=status, **filters), **common_kw)
+            page = store.list_hot(hot_filter(filters, status=status), **common_kw)
         elif location == "archive":
-            page = store.list_archive(ArchiveFilter(**filters), **common_kw)
+            page = store.list_archive(archive_filter(filters), **common_kw)
         else:
-            page = store.list_dlq(DlqFilter(**filters), **common_kw)
+            page = store.list_dlq(dlq_filter(filters), **common_kw)
     items = [dict(item, location=item.get("location") or location) for item in page.items]
     if args.format == "json":
         common.print_json(items)

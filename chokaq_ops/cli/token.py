@@ -7,7 +7,6 @@ import getpass
 import os
 
 from chokaq_ops.cli import common
-from chokaq_ops.cli.serve import ensure_schema
 from chokaq_ops.models import Actor
 from chokaq_ops.storage.admin_ops import ROLES
 
@@ -48,7 +47,7 @@ def cli_actor() -> Actor:
 def run_create(args: argparse.Namespace) -> int:
     with common.open_store(args, create=True) as store:
         # The first token is often made before the first `chokaq serve`: same schema rule as serve.
-        ensure_schema(store, migrate_requested=False)
+        common.ensure_schema(store, migrate_requested=False)
         token = store.create_token(args.name, args.role, actor=cli_actor())
     print(token)
     return 0

@@ -6,15 +6,14 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import replace
-from datetime import UTC, date, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import pandas as pd
 
 from chokaq_ops import errors
-from chokaq_ops import filters as filters_module
 from chokaq_ops.analysis.plans import Plan
-from chokaq_ops.filters import failure_filter
+from chokaq_ops.filters import dlq_filter, failure_filter, hot_filter, parse_time
 from chokaq_ops.models import (
     DEFAULT_PRIORITY,
     DEFAULT_QUEUE,
@@ -22,21 +21,8 @@ from chokaq_ops.models import (
     FailureFilter,
     HotFilter,
     NewJob,
-    Status,
 )
 
-DLQ_FILTER_FIELDS = tuple(DlqFilter.__dataclass_fields__)
-HOT_FILTER_FIELDS = tuple(HotFilter.__dataclass_fields__)
-ARCHIVE_FILTER_FIELDS = (
-    "queue",
-    "type",
-    "search",
-    "tag",
-    "finished_from",
-    "finished_to",
-    "created_from",
-    "created_to",
-)
 EDIT_FIELDS = ("payload", "tags", "priority")
 AUDIT_COLUMNS = ["id", "at", "actor", "action", "job_id", "plan_id", "count", "details"]
 QUEUE_COLUMNS = [
@@ -57,15 +43,6 @@ QUEUE_COLUMNS = [
     "retried_total",
     "updated_at",
 ]
-
-
-def parse_time(value: Any, field: str) -> datetime | None:
-    """A point in time in the one filter grammar (`chokaq_ops.filters.parse_time`: aware datetimes,
-    pandas/numpy timestamps, ISO 8601 with a zone, 24h / 7d / yesterday, a timedelta meaning "that long
-    ago"); a `date` is that day's midnight UTC. A time without a zone is refused."""
-    if isinstance(value, date) and not isinstance(value, datetime):
-        value = datetime(value.year, value.month, value.day, tzinfo=UTC)
-    return filters_module.parse_time(value, field)
 
 
 ENQUEUE_FIELDS = ("type", "payload", "queue", "priority", "tags", "delay", "at", "idempotency_key", "id")
@@ -145,44 +122,6 @@ def ids_or_conflict(results: Sequence[Any]) -> list[str]:
         shown = ", ".join(used[:10]) + (f" and {len(used) - 10} more" if len(used) > 10 else "")
         raise errors.Conflict(f"job id(s) used by another job already: {shown}", field="id")
     return [r.id for r in results]
-
-
-def _check_fields(filters: Mapping[str, Any], allowed: Sequence[str], what: str) -> None:
-    unknown = sorted(set(filters) - set(allowed))
-    if unknown:
-        raise errors.ValidationError(
-            f"unknown {what} filter {unknown[0]!r}; use {', '.join(allowed)}", field=unknown[0]
-        )
-
-
-def dlq_filter(filters: Mapping[str, Any] | DlqFilter | None = None, **more: Any) -> DlqFilter:
-    """A DlqFilter from keyword filters in the one grammar of `chokaq_ops.filters` (lists, ``!``
-    exclusions, ``ids``, relative times, naive times refused, half-open windows)."""
-    return filters_module.dlq_filter(filters, **more)
-
-
-def hot_filter(filters: Mapping[str, Any] | HotFilter | None = None, **more: Any) -> HotFilter:
-    if isinstance(filters, HotFilter):
-        return filters
-    values = {k: v for k, v in {**(filters or {}), **more}.items() if v is not None}
-    _check_fields(values, HOT_FILTER_FIELDS, "hot-job")
-    if "status" in values and not isinstance(values["status"], Status):
-        try:
-            values["status"] = Status[str(values["status"]).strip().lower()]
-        except KeyError:
-            raise errors.ValidationError(
-                f"status must be one of {', '.join(s.name for s in Status)}", field="status"
-            ) from None
-    return HotFilter(**values)
-
-
-def archive_filter(filters: Mapping[str, Any] | None = None, **more: Any) -> dict[str, Any]:
-    values = {k: v for k, v in {**(filters or {}), **more}.items() if v is not None}
-    _check_fields(values, ARCHIVE_FILTER_FIELDS, "archive")
-    for key in ("finished_from", "finished_to", "created_from", "created_to"):
-        if key in values:
-            values[key] = parse_time(values[key], key)
-    return values
 
 
 def ids_of(selection: Any) -> list[str] | None:
@@ -306,7 +245,65 @@ LOCATE_COLUMNS = ["id", "location", "status", "failure_reason", "finished_at"]
 
 
 class BaseClient:
-    """The methods both clients implement the same way on top of their transport."""
+    """The methods both clients implement the same way on top of their transport.
+
+    The underscore methods first are what each transport provides (DbClient: the store, HttpClient: the
+    API); a Plan holds the client as its backend (analysis.plans.PlanBackend)."""
+
+    def _enqueue(self, jobs: list[NewJob], connection: Any) -> list[str]:
+        raise NotImplementedError
+
+    def _locate(self, ids: list[str]) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _failure_rows(self, flt: FailureFilter, limit: int, after: int | None) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _plan_create(
+        self,
+        action: str,
+        *,
+        ids: list[str] | None,
+        flt: Any,
+        edits: dict[str, dict[str, Any]] | None,
+        max_jobs: int | None,
+        chunk_size: int,
+    ) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _plan_get(self, plan_id: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _plan_chunk(self, plan_id: str, spread: float = 0.0) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        raise NotImplementedError
+
+    def _plan_items(self, plan_id: str) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _plan_approve(self, plan_id: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _plan_discard(self, plan_id: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _plan_outcomes(self, plan_id: str, from_chunk: int | None, to_chunk: int | None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _plan_list(self, *, state: str | None, action: str | None, limit: int) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def audit(
+        self,
+        *,
+        actor: str | None = None,
+        action: str | None = None,
+        job_id: str | None = None,
+        plan_id: str | None = None,
+        since: Any = None,
+        limit: int = 100_000,
+    ) -> pd.DataFrame:
+        """Audit rows, newest first (each client documents its columns)."""
+        raise NotImplementedError
 
     def enqueue(self, type: str, payload: Any = None, *, connection: Any = None, **options: Any) -> str:
         """Enqueue one job; returns its id. `options`: queue, priority, tags, delay or at,
@@ -323,11 +320,11 @@ class BaseClient:
         """Enqueue jobs given as mappings with `enqueue`'s argument names (``type`` required) or NewJobs;
         returns their ids in order (an active duplicate's id for a repeated idempotency key). Items whose
         `id` is used by another job raise Conflict naming them; the other items are enqueued."""
-        return self._enqueue(new_jobs(jobs), connection)  # type: ignore[attr-defined]
+        return self._enqueue(new_jobs(jobs), connection)
 
     def plan(self, plan_id: str) -> Plan:
         """An existing plan by id (to inspect, execute or resume it)."""
-        return Plan(self, self._plan_get(plan_id))  # type: ignore[arg-type]
+        return Plan(self, self._plan_get(plan_id))
 
     def plan_resurrect(
         self,
@@ -386,10 +383,10 @@ class BaseClient:
         elif not ids:
             raise errors.ValidationError("the selection is empty", field="ids")
         plan_edits = edits_of(edits, selection)
-        data = self._plan_create(  # type: ignore[attr-defined]
+        data = self._plan_create(
             action, ids=ids, flt=flt, edits=plan_edits or None, max_jobs=max_jobs, chunk_size=chunk_size
         )
-        return Plan(self, data)  # type: ignore[arg-type]
+        return Plan(self, data)
 
     def failure_history(self, selection: Any = None, *, limit: int = 100_000, **filters: Any) -> pd.DataFrame:
         """Every failed attempt (retried or dead-lettered) of the selected jobs, oldest first, kept after
@@ -430,7 +427,7 @@ class BaseClient:
             raise errors.ValidationError("locate takes a frame, a Series or ids", field="ids")
         rows: list[dict[str, Any]] = []
         for start in range(0, len(wanted), IDS_PER_REQUEST):
-            rows.extend(self._locate(wanted[start : start + IDS_PER_REQUEST]))  # type: ignore[attr-defined]
+            rows.extend(self._locate(wanted[start : start + IDS_PER_REQUEST]))
         return records_frame(rows, LOCATE_COLUMNS, ("finished_at",))
 
     def _failure_pages(self, flt: FailureFilter, limit: int) -> list[dict[str, Any]]:
@@ -438,7 +435,7 @@ class BaseClient:
         after: int | None = None
         while len(rows) < limit:
             size = min(5000, limit - len(rows))
-            got = self._failure_rows(flt, size, after)  # type: ignore[attr-defined]
+            got = self._failure_rows(flt, size, after)
             rows.extend(got)
             if len(got) < size:
                 break
@@ -448,7 +445,7 @@ class BaseClient:
     def plans(self, *, state: str | None = None, action: str | None = None, limit: int = 100) -> pd.DataFrame:
         """Recent plans, newest first. Columns: id, action, actor, state, total, done, skipped, remaining,
         chunks, chunks_done, created_at, finished_at (UTC)."""
-        rows = self._plan_list(state=state, action=action, limit=limit)  # type: ignore[attr-defined]
+        rows = self._plan_list(state=state, action=action, limit=limit)
         cols = [
             "id",
             "action",

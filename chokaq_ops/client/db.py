@@ -16,15 +16,12 @@ from chokaq_ops.analysis.plans import interactive, progress_bar
 from chokaq_ops.client.base import (
     QUEUE_COLUMNS,
     BaseClient,
-    archive_filter,
     audit_frame,
-    dlq_filter,
-    hot_filter,
     ids_or_conflict,
-    parse_time,
     records_frame,
 )
-from chokaq_ops.models import Actor, ArchiveFilter, DlqFilter, FailureFilter, HotFilter, NewJob
+from chokaq_ops.filters import archive_filter, dlq_filter, hot_filter, parse_time
+from chokaq_ops.models import Actor, DlqFilter, FailureFilter, HotFilter, NewJob
 from chokaq_ops.settings import Settings
 from chokaq_ops.storage import Store
 from chokaq_ops.storage.admin_ops import UNSET
@@ -172,7 +169,7 @@ class DbClient(BaseClient):
         """Succeeded jobs as a DataFrame, oldest finish first; filters ``queue``, ``type``, ``search``,
         ``tag``, ``finished_from``, ``finished_to``, ``created_from``, ``created_to``. Columns as
         `load_dlq` (``heavy`` adds payload; error_details is absent), status ``succeeded``."""
-        params = frames.archive_params(ArchiveFilter(**archive_filter(filters)))
+        params = frames.archive_params(archive_filter(filters))
         return self._load(
             "archive", params, heavy=heavy, limit=limit, chunk_size=chunk_size, progress=progress
         )
@@ -272,7 +269,7 @@ class DbClient(BaseClient):
                 bar.close()
         return {"purged": result.count, "batches": result.batches}
 
-    def purge_archive(self, older_than: Any, *, progress: bool | None = None) -> dict[str, int]:
+    def purge_archive(self, older_than: Any, *, progress: bool | None = None) -> dict[str, Any]:
         """Delete succeeded jobs finished before `older_than` (a time, or a timedelta meaning that long ago).
         Returns {purged, batches, cutoff}."""
         cutoff = parse_time(older_than, "older_than")
@@ -362,7 +359,7 @@ class DbClient(BaseClient):
             active=active,
             zombie_timeout_seconds=zombie_timeout_seconds,
             max_workers=max_workers,
-            min_zombie_timeout=3 * self.settings.execution.heartbeat_interval_max,
+            min_zombie_timeout=self.settings.min_zombie_timeout(),
         )
 
     def stats(self) -> dict[str, Any]:

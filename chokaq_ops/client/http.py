@@ -21,16 +21,12 @@ from chokaq_ops.analysis.plans import interactive, progress_bar
 from chokaq_ops.client.base import (
     QUEUE_COLUMNS,
     BaseClient,
-    archive_filter,
     audit_frame,
-    dlq_filter,
-    hot_filter,
     ids_or_conflict,
-    parse_time,
     records_frame,
 )
 from chokaq_ops.client.transport import PAGE, UNSET, Transport, filter_json, quote, time_text, times
-from chokaq_ops.filters import filter_query
+from chokaq_ops.filters import archive_filter, dlq_filter, filter_query, hot_filter, parse_time
 from chokaq_ops.models import DlqFilter, EnqueueResult, FailureFilter, HotFilter, NewJob
 
 
@@ -240,7 +236,7 @@ class HttpClient(BaseClient):
     ) -> dict[str, int]:
         return self._bulk("/dlq/purge", "purged", ids, filters, max_jobs, progress)
 
-    def purge_archive(self, older_than: Any, *, progress: bool | None = None) -> dict[str, int]:
+    def purge_archive(self, older_than: Any, *, progress: bool | None = None) -> dict[str, Any]:
         cutoff = parse_time(older_than, "older_than")
         assert cutoff is not None
         got = self.api.post("/archive/purge", {"older_than": time_text(cutoff)})

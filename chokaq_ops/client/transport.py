@@ -15,23 +15,24 @@ from urllib3.util.retry import Retry
 
 from chokaq_ops import errors
 from chokaq_ops.filters import dlq_query
-from chokaq_ops.models import DlqFilter, HotFilter
+from chokaq_ops.models import ArchiveFilter, DlqFilter, HotFilter
 
 API_PREFIX = "/api/v1"
 PAGE = 1000  # the API's largest page
 UNSET: Any = object()
 
 
-def quote(segment: str) -> str:
-    """One path segment (a job id, queue or plan name), escaped."""
-    return _quote(segment, safe="")
+def quote(segment: str, safe: str = "") -> str:
+    """One path segment (a job id, queue or plan name), escaped; `safe="/"` for a `<path:...>` route
+    whose value may hold slashes (a circuit's type key)."""
+    return _quote(segment, safe=safe)
 
 
 def time_text(value: datetime) -> str:
     return value.isoformat().replace("+00:00", "Z")
 
 
-def filter_json(flt: DlqFilter | HotFilter | dict[str, Any]) -> dict[str, Any]:
+def filter_json(flt: DlqFilter | HotFilter | ArchiveFilter | dict[str, Any]) -> dict[str, Any]:
     """A filter as the API's query or body fields: times in ISO 8601, enums by name, unset fields left out;
     a DLQ filter in the grammar's text (lists, ! exclusions), which the API parses back to the same filter."""
     if isinstance(flt, DlqFilter):

@@ -13,7 +13,7 @@ from chokaq_ops.analysis import columns as C
 from chokaq_ops.client import DbClient
 from chokaq_ops.fingerprint import fingerprint_text
 from chokaq_ops.models import FailureReason
-from tests.analysis.conftest import seed_dlq, traceback_text
+from tests.support.seeds import seed_dlq, traceback_text
 
 T0 = datetime(2026, 11, 20, 8, 0, tzinfo=UTC)
 

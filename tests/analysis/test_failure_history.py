@@ -12,10 +12,10 @@ from chokaq_ops import errors
 from chokaq_ops.engine.handlers import Registry
 from chokaq_ops.models import Actor, FailureFilter, FailureReason, NewJob
 from chokaq_ops.storage import Dead, Retry
-from tests.analysis.conftest import seed_dlq
 from tests.api.conftest import ApiClient, create_app
 from tests.dbprobe import age
 from tests.engine.worker_support import enqueue, fast_settings, hosted, settled
+from tests.support.seeds import seed_dlq
 
 
 def _flaky_registry(state: dict[str, bool]) -> Registry:

@@ -10,7 +10,7 @@ import pytest
 from chokaq_ops import errors
 from chokaq_ops.analysis import columns as C
 from chokaq_ops.models import FailureReason
-from tests.analysis.conftest import seed_archive, seed_dlq, seed_hot, traceback_text
+from tests.support.seeds import seed_archive, seed_dlq, seed_hot, traceback_text
 
 EXPECTED_KINDS = {
     "id": "string",

@@ -25,6 +25,9 @@ from chokaq_ops.storage import Store
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
 CHOKAQ = str(Path(sys.executable).with_name("chokaq"))
+# Jupyter kernels and served APIs in processes of their own: a minute of wall clock, so not in test-fast.
+pytestmark = pytest.mark.slow
+
 TARGET_ENV = ("CHOKAQ_DB", "CHOKAQ_API_URL", "CHOKAQ_API_TOKEN", "CHOKAQ_CONFIG", "CHOKAQ_ACTOR")
 
 

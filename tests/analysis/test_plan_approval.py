@@ -13,8 +13,8 @@ from chokaq_api import create_app
 from chokaq_ops import connect, errors
 from chokaq_ops.models import Actor, FailureReason
 from chokaq_ops.settings import Settings
-from tests.analysis.conftest import seed_dlq, table_counts
 from tests.dbprobe import sql
+from tests.support.seeds import seed_dlq, table_counts
 
 
 @pytest.fixture

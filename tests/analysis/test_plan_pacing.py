@@ -18,7 +18,7 @@ from chokaq_ops.errors import FatalJobError
 from chokaq_ops.models import FailureReason
 from chokaq_ops.settings import Settings
 from chokaq_ops.storage import Dead, Retry
-from tests.analysis.conftest import plan_audit_ids, seed_dlq, table_counts
+from tests.support.seeds import plan_audit_ids, seed_dlq, table_counts
 
 TYPE = "billing.charge.v1"
 

@@ -16,7 +16,7 @@ import pytest
 from chokaq_ops import errors
 from chokaq_ops.client import DbClient
 from chokaq_ops.models import Actor, FailureReason, HotFilter
-from tests.analysis.conftest import plan_audit_ids, seed_dlq, seed_hot, table_counts
+from tests.support.seeds import plan_audit_ids, seed_dlq, seed_hot, table_counts
 
 KILL_AFTER_FIRST_CHUNK = textwrap.dedent(
     """

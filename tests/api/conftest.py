@@ -14,6 +14,7 @@ from chokaq_api import create_app
 from chokaq_ops.models import Actor, NewJob
 from chokaq_ops.settings import Settings
 from chokaq_ops.storage import Store
+from tests.support.served import Served, WorkerProc
 
 PREFIX = "/api/v1"
 ROLES = ("reader", "operator", "admin")
@@ -159,3 +160,31 @@ def fuzz_app_on(url: str, **overrides: Any) -> Iterator[tuple[Any, str]]:
             **overrides,
         }
         yield create_app(Settings().with_overrides(settings), store=store), token
+
+
+@pytest.fixture
+def e2e(db_url, tmp_path):
+    """A store on the test database, an operator and an admin token, and a factory of served processes."""
+    procs: list[Served | WorkerProc] = []
+    with Store(db_url, pool_size=4) as store:
+        tokens = {
+            role: store.create_token(f"{role}-1", role, actor=Actor("test")) for role in ("operator", "admin")
+        }
+
+        def serve(name: str, *args: str) -> Served:
+            proc = Served(db_url, tmp_path, name, *args)
+            procs.append(proc)
+            return proc
+
+        def worker(name: str, *args: str) -> WorkerProc:
+            proc = WorkerProc(db_url, tmp_path, name, *args)
+            procs.append(proc)
+            return proc
+
+        serve.worker = worker  # type: ignore[attr-defined]
+
+        try:
+            yield store, tokens, serve, tmp_path
+        finally:
+            for p in procs:
+                p.stop()

@@ -123,4 +123,4 @@ def test_rescue_sweeps_now_and_announces_it(store, settings, tokens):
     assert store.get_job(abandoned)["status"] == "pending"
     dead = client.get(f"/dlq/{zombie}", role="reader").json
     assert dead["failure_reason"] == "Zombie" and dead["worker_id"] == WORKER
-    assert [e["kind"] for e in events_settled(store, 3)][-1] == "rescue"
+    assert [e["kind"] for e in events_settled(store, 1)] == ["rescue"]  # the sweep's one event

@@ -1,4 +1,4 @@
-"""The authorization-and-audit matrix, generated from the route map (chokaq_api.auth.ROUTES).
+"""The authorization-and-audit matrix, generated from the route map (chokaq_api.routes.ROUTES).
 
 For every route that changes something, every caller (no token, reader, operator, admin) gets the status
 its role allows; an allowed call changes what it should and writes its audit rows, named after the token.
@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from chokaq_api import auth, create_app
+from chokaq_api import create_app
+from chokaq_api import routes as route_table
 from chokaq_ops.cli.token import cli_actor
 from chokaq_ops.models import Actor
 from chokaq_ops.storage import Store
@@ -158,7 +159,7 @@ CASES: dict[tuple[str, str], Case] = {
 
 
 def mutating_routes() -> list[tuple[str, str]]:
-    return sorted(k for k in auth.ROUTES if k[0] != "GET" and k not in READ_ONLY)
+    return sorted(k for k in route_table.ROUTES if k[0] != "GET" and k not in READ_ONLY)
 
 
 def test_every_mutating_route_of_the_route_map_has_a_case(app):
@@ -183,9 +184,9 @@ def store_settings(store: Store) -> Any:
 def expected_status(route: tuple[str, str], caller: str | None, ok: int) -> int:
     if caller is None:
         return 401
-    rule = auth.ROUTES[route]
+    rule = route_table.ROUTES[route]
     needed = "admin" if route == ("POST", "/dlq/purge") else rule.role
-    return ok if auth.ROLES.index(caller) >= auth.ROLES.index(needed) else 403
+    return ok if route_table.ROLES.index(caller) >= route_table.ROLES.index(needed) else 403
 
 
 def audit_rows(store: Store) -> list[tuple[Any, ...]]:

@@ -12,7 +12,7 @@ import pytest
 from chokaq_ops.cli import main
 from chokaq_ops.errors import StorageError
 from chokaq_ops.models import Actor
-from tests.api.served import CHOKAQ
+from tests.support.served import CHOKAQ
 
 
 def test_token_create_prints_the_token_alone_then_list_and_revoke(db_url, store, capsys):

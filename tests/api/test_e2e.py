@@ -9,9 +9,8 @@ import time
 import pytest
 import requests
 
-from chokaq_ops.models import Actor, NewJob
-from chokaq_ops.storage import Store
-from tests.api.served import Served, WorkerProc, wait_for
+from chokaq_ops.models import NewJob
+from tests.support.served import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -19,37 +18,9 @@ MISSING_COMMA = '{"to": "user@example.com", "subject": "Welcome!" "body": "Hello
 FIXED = {"to": "user@example.com", "subject": "Welcome!", "body": "Hello, World!"}
 
 
-@pytest.fixture
-def e2e(db_url, tmp_path):
-    """A store on the test database, an operator and an admin token, and a factory of served processes."""
-    procs: list[Served | WorkerProc] = []
-    with Store(db_url, pool_size=4) as store:
-        tokens = {
-            role: store.create_token(f"{role}-1", role, actor=Actor("test")) for role in ("operator", "admin")
-        }
-
-        def serve(name: str, *args: str) -> Served:
-            proc = Served(db_url, tmp_path, name, *args)
-            procs.append(proc)
-            return proc
-
-        def worker(name: str, *args: str) -> WorkerProc:
-            proc = WorkerProc(db_url, tmp_path, name, *args)
-            procs.append(proc)
-            return proc
-
-        serve.worker = worker  # type: ignore[attr-defined]
-
-        try:
-            yield store, tokens, serve, tmp_path
-        finally:
-            for p in procs:
-                p.stop()
-
-
 def test_seed_workflow_over_http(e2e):
     _store, tokens, serve, workdir = e2e
-    api = serve("all", "--handlers", "tests.api.handlers_e2e", "--concurrency", "2")
+    api = serve("all", "--handlers", "tests.support.handlers_e2e", "--concurrency", "2")
     op = tokens["operator"]
     r = api.call(
         "POST", "/api/v1/jobs", op, json={"type": "email.send.v1", "payload": MISSING_COMMA, "queue": "mail"}
@@ -115,7 +86,9 @@ def test_bulk_resurrect_of_2500_zombies_by_filter_commits_3_batches(e2e):
 
 def test_an_sse_client_sees_the_rescue_after_a_worker_is_killed_mid_job(e2e):
     _store, tokens, serve, workdir = e2e
-    worker = serve.worker("worker-a", "--handlers", "tests.api.handlers_e2e", "--no-rescue", "--no-retention")
+    worker = serve.worker(
+        "worker-a", "--handlers", "tests.support.handlers_e2e", "--no-rescue", "--no-retention"
+    )
     api = serve("api", "--no-worker", "--no-retention")
     received: list[dict] = []
     connected = threading.Event()

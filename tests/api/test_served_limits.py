@@ -10,9 +10,8 @@ import time
 import pytest
 import requests
 
-from tests.api.served import FAST_TOML
-from tests.api.test_e2e import e2e  # noqa: F401 (fixture)
 from tests.polling import wait_for
+from tests.support.served import FAST_TOML
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +23,7 @@ def _host_port(base: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def test_slowloris_does_not_starve_liveness_and_silent_connections_are_closed(e2e):  # noqa: F811
+def test_slowloris_does_not_starve_liveness_and_silent_connections_are_closed(e2e):
     _, _, serve, workdir = e2e
     (workdir / "chokaq.toml").write_text(FAST_TOML + 'ChannelTimeout = "3s"\n')
     api = serve("api", "--no-worker", "--no-rescue", "--no-retention")
@@ -62,7 +61,7 @@ def _closed(s: socket.socket) -> bool:
         return True
 
 
-def test_an_oversized_body_is_refused_before_authentication_as_json(e2e):  # noqa: F811
+def test_an_oversized_body_is_refused_before_authentication_as_json(e2e):
     _, tokens, serve, _ = e2e
     api = serve("api", "--no-worker", "--no-rescue", "--no-retention")  # Api.MaxBodyBytes = 100000
     for token in (None, tokens["operator"]):

@@ -10,9 +10,8 @@ import requests
 from chokaq_api import create_app
 from chokaq_ops.models import Actor
 from tests.api.conftest import ApiClient
-from tests.api.served import FAST_TOML
-from tests.api.test_e2e import e2e  # noqa: F401 (fixture)
 from tests.polling import wait_for
+from tests.support.served import FAST_TOML
 
 
 def test_one_token_cannot_hold_more_than_its_share_of_streams(store, settings, tokens):
@@ -51,7 +50,7 @@ def test_a_revoked_tokens_stream_ends(store, settings, tokens):
 
 
 @pytest.mark.slow
-def test_a_disconnected_clients_stream_slot_comes_back_quickly(e2e):  # noqa: F811
+def test_a_disconnected_clients_stream_slot_comes_back_quickly(e2e):
     _, tokens, serve, workdir = e2e
     # No keep-alive for 30 s: a slot held until the next write would stay taken through the test.
     quiet = FAST_TOML.replace('SseKeepalive = "1s"', 'SseKeepalive = "30s"')

@@ -17,7 +17,7 @@ import pytest
 
 from chokaq_ops.models import Actor
 from chokaq_ops.storage import Store
-from tests.api.served import REPO, Served
+from tests.support.served import REPO, Served
 
 CHROMIUM = os.environ.get("CHOKAQ_CHROMIUM", "/usr/bin/chromium")
 REQUIRE = os.environ.get("CHOKAQ_REQUIRE_BROWSER", "") not in ("", "0", "false", "no")

@@ -11,7 +11,7 @@ import pytest
 
 from chokaq_ops.models import FailureReason
 from tests.api.conftest import to_dlq
-from tests.api.served import FAST_TOML, wait_for
+from tests.support.served import FAST_TOML, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -23,7 +23,7 @@ SCRIPT_END = "</script><script>alert(2)</script>"
 
 
 def test_seed_workflow_by_clicks(deck):
-    deck.serve("--handlers", "tests.api.handlers_e2e", "--concurrency", "2")
+    deck.serve("--handlers", "tests.support.handlers_e2e", "--concurrency", "2")
     r = deck.call(
         "POST", "/jobs", "operator", json={"type": "email.send.v1", "queue": "mail", "payload": MALFORMED}
     )

@@ -21,8 +21,8 @@ from chokaq_ops.bench.dlq_seed import seed
 from chokaq_ops.bench.harness import BenchDb
 from chokaq_ops.models import Actor
 from chokaq_ops.settings import Settings
-from tests.api.served import Served
 from tests.deck.conftest import Console
+from tests.support.served import Served
 
 ROWS = int(os.environ.get("CHOKAQ_DECK_SCALE_ROWS", "0") or 0)
 RUNS = 7

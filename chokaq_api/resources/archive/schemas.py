@@ -11,7 +11,7 @@ from chokaq_api import fields
 from chokaq_api.extensions import Schema
 from chokaq_api.resources.jobs.schemas import ORDERS
 from chokaq_ops import errors, validation
-from chokaq_ops.models import ArchiveFilter
+from chokaq_ops.filters import archive_filter
 from chokaq_ops.settings import parse_duration
 from chokaq_ops.storage.read_ops import ARCHIVE_SORTS
 
@@ -34,7 +34,7 @@ class ArchiveListQuery(Schema):
     @ma.post_load
     def to_call(self, data: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         sort, order = data.pop("sort"), data.pop("order")
-        return {"flt": ArchiveFilter(**data), "sort": sort, "descending": order == "desc"}
+        return {"flt": archive_filter(data), "sort": sort, "descending": order == "desc"}
 
 
 class Cutoff(ma.fields.Raw):

@@ -10,6 +10,8 @@ from chokaq_ops import validation
 from chokaq_ops.filters import TIME_HELP
 from chokaq_ops.storage.failure_ops import MAX_FAILURE_PAGE
 
+# seq is a bigint: a larger value names no row, and SQLite cannot even bind it (a 500 before this bound).
+MAX_SEQ = 2**63 - 1
 _LIST = "Comma-separated; a value starting with ! excludes it (e.g. Fatal,Timeout or !Zombie)."
 
 
@@ -18,7 +20,7 @@ def _text(description: str) -> ma.fields.String:
 
 
 class FailureQuery(Schema):
-    """The filter grammar of docs/filters.md; parsed by chokaq_ops.filters, as in Python and the CLI."""
+    """The filter grammar of docs/failures.md; parsed by chokaq_ops.filters, as in Python and the CLI."""
 
     ids = _text("Job ids, comma-separated.")
     queue = _text(_LIST)
@@ -29,13 +31,14 @@ class FailureQuery(Schema):
     failed_from = _text(f"Inclusive start: {TIME_HELP}.")
     failed_to = _text(f"Exclusive end: {TIME_HELP}.")
     after_seq = ma.fields.Integer(
-        validate=ma.validate.Range(0), metadata={"description": "Rows after this seq (the next page)."}
+        validate=ma.validate.Range(0, MAX_SEQ),
+        metadata={"description": "Rows after this seq (the next page)."},
     )
     limit = ma.fields.Integer(load_default=1000, validate=ma.validate.Range(1, MAX_FAILURE_PAGE))
 
 
 class JobFailureQuery(Schema):
-    after_seq = ma.fields.Integer(validate=ma.validate.Range(0))
+    after_seq = ma.fields.Integer(validate=ma.validate.Range(0, MAX_SEQ))
     limit = ma.fields.Integer(load_default=1000, validate=ma.validate.Range(1, MAX_FAILURE_PAGE))
 
 

@@ -10,14 +10,14 @@ from flask.views import MethodView
 
 from chokaq_api.extensions import Blueprint
 from chokaq_api.resources.index.schemas import IndexSchema
+from chokaq_api.routes import PREFIX, rule_for
 from chokaq_ops import __version__
 
 URL = ""
-PREFIX = "/api/v1"
 CONSOLE_ENDPOINT = "deck.index"  # The Deck's page (chokaq_api/deck), when this server serves it
 blp = Blueprint("index", __name__, description="Where everything is.")
 
-# (name, path below /api/v1, what it is); the role comes from the route table (auth.ROUTES). Only the
+# (name, path below /api/v1, what it is); the role comes from the route table (routes.ROUTES). Only the
 # routes this app has are listed.
 RESOURCES = (
     ("jobs", "/jobs", "enqueue, list, show, edit and cancel jobs"),
@@ -36,8 +36,6 @@ RESOURCES = (
 
 
 def _link(path: str, description: str, method: str = "GET") -> dict[str, str]:
-    from chokaq_api.auth import rule_for
-
     rule = rule_for(method, PREFIX + path)
     role = "open" if rule is None or rule.role is None else rule.role
     return {"href": PREFIX + path, "description": description, "auth": role}

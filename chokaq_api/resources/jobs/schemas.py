@@ -9,7 +9,8 @@ import marshmallow as ma
 from chokaq_api import fields
 from chokaq_api.extensions import Schema
 from chokaq_ops import validation
-from chokaq_ops.models import FailureReason, HotFilter, NewJob
+from chokaq_ops.filters import hot_filter
+from chokaq_ops.models import FailureReason, NewJob
 from chokaq_ops.storage.read_ops import HOT_SORTS
 
 STATUSES = ("pending", "fetched", "processing", "succeeded", "dead")
@@ -100,7 +101,7 @@ class JobListQuery(Schema):
     @ma.post_load
     def to_call(self, data: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         sort, order = data.pop("sort"), data.pop("order")
-        return {"flt": HotFilter(**data), "sort": sort, "descending": order == "desc"}
+        return {"flt": hot_filter(data), "sort": sort, "descending": order == "desc"}
 
 
 class EnqueueSchema(Schema):

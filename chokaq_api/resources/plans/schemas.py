@@ -10,7 +10,7 @@ from chokaq_api import fields
 from chokaq_api.extensions import Schema
 from chokaq_api.resources.dlq.schemas import DlqFilterSchema, all_flag, require_narrow
 from chokaq_ops import validation
-from chokaq_ops.models import HotFilter
+from chokaq_ops.filters import hot_filter
 from chokaq_ops.storage.admin_ops import MAX_SPREAD_S
 from chokaq_ops.storage.plan_ops import ACTIONS, MAX_PLAN_JOBS, PLAN_CHUNK
 
@@ -29,7 +29,7 @@ class HotFilterSchema(Schema):
 
     @ma.post_load
     def to_filter(self, data: dict[str, Any], **kwargs: Any) -> Any:
-        return HotFilter(**data)
+        return hot_filter(data)
 
 
 class EditSchema(Schema):

@@ -15,10 +15,7 @@ blp = Blueprint("queues", __name__, description="Queue control: pause, resume, l
 
 
 def change(name: str, body: dict[str, Any]) -> dict[str, Any]:
-    settings = ctx().settings
-    store().update_queue(
-        name, actor=actor(), min_zombie_timeout=3 * settings.execution.heartbeat_interval_max, **body
-    )
+    store().update_queue(name, actor=actor(), min_zombie_timeout=ctx().settings.min_zombie_timeout(), **body)
     return store().queue_stats(name)[0]
 
 

@@ -23,7 +23,7 @@ _HOT_EMPTY = {
     "silent_seconds": None,
     "oldest_started_at": None,
 }
-_REG_EMPTY = {
+_REG_EMPTY: dict[str, Any] = {
     "registered": False,
     "host": None,
     "pid": None,

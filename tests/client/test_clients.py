@@ -11,7 +11,7 @@ import pytest
 from chokaq_ops import connect, errors
 from chokaq_ops.client import DbClient, HttpClient
 from chokaq_ops.models import FailureReason
-from tests.analysis.conftest import seed_archive, seed_dlq, seed_hot
+from tests.support.seeds import seed_archive, seed_dlq, seed_hot
 
 
 def test_one_scenario_through_either_client(any_client, store) -> None:

@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
@@ -17,16 +15,9 @@ from chokaq_ops.client import DbClient
 from chokaq_ops.models import FailureReason, HotFilter
 from chokaq_ops.storage import Store
 from chokaq_ops.storage.migrate import migrate
-from tests.analysis.conftest import seed_archive, seed_dlq, table_counts
-
-CHOKAQ = str(Path(sys.executable).with_name("chokaq"))
-
-
-def chokaq(capsys: pytest.CaptureFixture[str], db_url: str, *argv: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    code = main([*argv, "--db", db_url])
-    out, err = capsys.readouterr()
-    return code, out, err
+from tests.support.cli import chokaq
+from tests.support.seeds import seed_archive, seed_dlq, table_counts
+from tests.support.served import CHOKAQ
 
 
 def test_dlq_ls_show_summary(capsys, store, db_url) -> None:

@@ -470,7 +470,7 @@ def test_supported_storage_urls(url):
 def test_sql_server_urls_are_refused_at_start_with_a_reason(url):
     err = config_error(overrides={"storage.url": url})
     assert err.field == "Storage.Url"
-    assert "SQL Server support is not built yet" in str(err)
+    assert "SQL Server is not supported" in str(err)
 
 
 def test_zombie_rule_message_and_boundary():

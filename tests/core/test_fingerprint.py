@@ -346,7 +346,7 @@ def test_fingerprint_exception_equals_fingerprint_text_of_the_formatted_tracebac
     assert fp == fingerprint_text("".join(traceback.format_exception(exc)))
     assert fp.exception_type == "json.decoder.JSONDecodeError"
     assert fp.template == "Expecting '<str>' delimiter: line <n> column <n> (char <n>)"
-    assert fp.frame == "tests/test_fingerprint.py:_parse_payload"
+    assert fp.frame == "core/test_fingerprint.py:_parse_payload"
 
 
 def test_fingerprint_exception_of_a_chained_exception():
@@ -355,7 +355,7 @@ def test_fingerprint_exception_of_a_chained_exception():
     fp = fingerprint_exception(info.value)
     assert fp == fingerprint_text("".join(traceback.format_exception(info.value)))
     assert (fp.exception_type, fp.template) == ("RuntimeError", "payload of job <id> rejected")
-    assert fp.frame == "tests/test_fingerprint.py:_raise_chained"
+    assert fp.frame == "core/test_fingerprint.py:_raise_chained"
 
 
 def _raised(exc: Exception) -> Exception:
@@ -376,7 +376,7 @@ def test_fingerprint_exception_of_an_exception_group_uses_the_group():
     assert "    | Traceback (most recent call last):" in "".join(traceback.format_exception(info.value))
     assert fp.exception_type == "ExceptionGroup"
     assert fp.template == "<n> jobs failed (<n> sub-exceptions)"
-    assert fp.frame == "tests/test_fingerprint.py:run_all"
+    assert fp.frame == "core/test_fingerprint.py:run_all"
 
 
 def test_fingerprint_exception_of_an_exception_never_raised():

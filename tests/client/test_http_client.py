@@ -19,7 +19,7 @@ import pytest
 from chokaq_ops import connect, errors
 from chokaq_ops.client import HttpClient
 from chokaq_ops.models import Actor, FailureReason
-from tests.analysis.conftest import plan_audit_ids, seed_archive, seed_dlq, seed_hot, table_counts
+from tests.support.seeds import plan_audit_ids, seed_archive, seed_dlq, seed_hot, table_counts
 
 
 def test_frames_over_http_equal_frames_from_the_database(api, client, store) -> None:
@@ -200,3 +200,11 @@ def test_reads_retry_on_5xx_but_changes_do_not() -> None:
     closed = HttpClient("http://127.0.0.1:9", "token", retries=1)  # nothing listens on the discard port
     with pytest.raises(errors.TransientStorageError):
         closed.stats()
+
+
+def test_set_circuit_over_http_keeps_a_slash_in_the_type_key(api, store) -> None:
+    url, tokens = api
+    admin = connect(url, tokens["admin"])
+    row = admin.set_circuit("billing/charge.v1", "open")
+    assert (row["type"], row["state"]) == ("billing/charge.v1", "open")
+    assert [c["type"] for c in store.list_circuits()] == ["billing/charge.v1"]

@@ -5,6 +5,10 @@ On SQLite (the embedded default `sqlite:///./chokaq.db`) the schema is created o
 because several processes share that database and an upgrade should be a deliberate step; `--migrate`
 runs it at start instead. SIGTERM or SIGINT stop the server, then the engine (running handlers get
 Worker.ShutdownGracePeriod to finish).
+
+The command lives with the web API, not in chokaq_ops/cli: the library never imports the web layer. The
+CLI finds it through the `chokaq.commands` entry-point group this package registers in pyproject.toml
+(docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -18,7 +22,6 @@ from chokaq_ops import errors
 from chokaq_ops.cli import common
 from chokaq_ops.settings import Settings
 from chokaq_ops.storage import Store
-from chokaq_ops.storage.migrate import migrate, require_current
 
 log = logging.getLogger("chokaq.serve")
 
@@ -69,17 +72,6 @@ def settings_for(args: argparse.Namespace) -> Settings:
     return settings
 
 
-def ensure_schema(store: Store, *, migrate_requested: bool) -> None:
-    """SQLite: migrate (the embedded default must work out of the box). PostgreSQL: require a current
-    schema unless asked to migrate (an upgrade of a shared database is an operator's decision)."""
-    if store.dialect.name == "sqlite" or migrate_requested:
-        result = migrate(store)
-        if result.applied:
-            log.info("schema at version %d (applied %s)", result.version, result.applied)
-        return
-    require_current(store)
-
-
 def run(args: argparse.Namespace) -> int:
     from chokaq_api import create_app
 
@@ -87,14 +79,14 @@ def run(args: argparse.Namespace) -> int:
     api_store = Store.from_settings(settings)
     host = None
     try:
-        ensure_schema(api_store, migrate_requested=args.migrate)
+        common.ensure_schema(api_store, migrate_requested=args.migrate)
         host = build_engine(settings, args)
         app = create_app(settings, store=api_store, host=host)
         server = listen(app, settings)  # before the engine starts: a taken port starts no worker
         if host is not None:
             host.start()
         where = f"http://{server.effective_host}:{server.effective_port}"
-        parts = ", ".join(name for name, on in _engine_parts(args) if on) or "no engine"
+        parts = ", ".join(name for name, on in _engine_roles(args) if on) or "no engine"
         print(f"chokaq: serving {where}/api/v1 on {api_store.dialect.redacted_url()} ({parts})", flush=True)
         if settings.deck.enabled:
             print(f"chokaq: The Deck (web console) at {where}{settings.deck.route_prefix}/", flush=True)
@@ -126,7 +118,7 @@ def listen(app: Any, settings: Settings) -> Any:
         ) from exc
 
 
-def _engine_parts(args: argparse.Namespace) -> list[tuple[str, bool]]:
+def _engine_roles(args: argparse.Namespace) -> list[tuple[str, bool]]:
     return [
         ("worker", not args.no_worker),
         ("rescue", not args.no_rescue),
@@ -136,7 +128,7 @@ def _engine_parts(args: argparse.Namespace) -> list[tuple[str, bool]]:
 
 def build_engine(settings: Settings, args: argparse.Namespace) -> Any:
     """The engine Host (not started) on its own store, so a busy worker cannot starve the API's pool."""
-    if not any(on for _, on in _engine_parts(args)):
+    if not any(on for _, on in _engine_roles(args)):
         return None
     from chokaq_ops.engine.handlers import load_handler_modules
     from chokaq_ops.engine.hosting import Host

@@ -21,8 +21,8 @@ from chokaq_ops.models import Actor
 from chokaq_ops.settings import Settings
 from chokaq_ops.storage import Store
 from chokaq_ops.storage.migrate import migrate
-from tests.analysis.conftest import seed_dlq
-from tests.analysis.test_cli import chokaq
+from tests.support.cli import chokaq
+from tests.support.seeds import seed_dlq
 
 READERS = (
     ["dlq", "ls"],

@@ -9,12 +9,14 @@ import signal
 import subprocess
 from collections import Counter
 
+import pytest
 from polling import wait_for
 
 from chokaq_ops.client import DbClient
 from chokaq_ops.models import FailureReason
-from tests.analysis.conftest import plan_audit_ids, seed_dlq
-from tests.analysis.test_cli import CHOKAQ, chokaq
+from tests.support.cli import chokaq
+from tests.support.seeds import plan_audit_ids, seed_dlq
+from tests.support.served import CHOKAQ
 
 JOBS = 24
 NIGHTLY = ["dlq", "resurrect", "--reason", "Zombie,Timeout", "--queue", "nightly", "--label", "nightly"]
@@ -44,6 +46,7 @@ def _interrupt(store, db_url: str, sig: signal.Signals) -> tuple[int, list[dict]
     return proc.returncode, lines, err
 
 
+@pytest.mark.slow  # real `chokaq` processes, interrupted and killed mid-run
 def test_labelled_json_resurrect_survives_sigint_sigterm_and_sigkill(store, db_url, capsys) -> None:
     ids = seed_dlq(store, JOBS, queue="nightly", reason=FailureReason.Zombie)
     seed_dlq(store, 2, queue="other", reason=FailureReason.Zombie)  # outside the filter: never touched
