@@ -20,9 +20,10 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from chokaq_ops import errors
 from chokaq_ops.engine.handlers import Registry, load_handler_modules
 from chokaq_ops.engine.metrics import Metrics
+from chokaq_ops.engine.rescue import PROBE_INTERVAL_S, DbWatch, Rescuer, default_holder
+from chokaq_ops.engine.retention import Retention
 from chokaq_ops.engine.worker import Worker
 from chokaq_ops.settings import Settings
 
@@ -38,20 +39,6 @@ def heartbeat_trigger(low: float, high: float) -> Any:
     from apscheduler.triggers.interval import IntervalTrigger
 
     return IntervalTrigger(seconds=low, jitter=(high - low) or None)
-
-
-def _engine_part(module: str, name: str) -> Any:
-    """Rescue and retention are built alongside the worker; say clearly when one is missing."""
-    import importlib
-
-    try:
-        return getattr(importlib.import_module(f"chokaq_ops.engine.{module}"), name)
-    except (ImportError, AttributeError) as exc:
-        raise errors.ConfigError(
-            f"chokaq_ops.engine.{module}.{name} is not available ({exc}); run with --no-{module} "
-            "or install a complete chokaq",
-            field=module,
-        ) from exc
 
 
 class Host:
@@ -92,19 +79,15 @@ class Host:
                 concurrency=concurrency,
             )
         holder_base = self.worker.worker_id if self.worker else None
-        self.rescuer: Any = None
-        self.retention: Any = None
-        if run_rescue or run_retention:
-            default_holder = _engine_part("rescue", "default_holder")
-            holder = default_holder(holder_base)
+        self.rescuer: Rescuer | None = None
+        self.retention: Retention | None = None
+        self.watch: DbWatch | None = None
+        holder = default_holder(holder_base)
         if run_rescue:
-            watch = _engine_part("rescue", "DbWatch")(store)
-            self.rescuer = _engine_part("rescue", "Rescuer")(
-                store, settings, self.metrics, holder=holder, watch=watch
-            )
+            self.watch = DbWatch(store)
+            self.rescuer = Rescuer(store, settings, self.metrics, holder=holder, watch=self.watch)
         if run_retention:
-            retention = _engine_part("retention", "Retention")
-            self.retention = retention(store, settings, self.metrics, holder=holder)
+            self.retention = Retention(store, settings, self.metrics, holder=holder)
         self._scheduler: Any = None
         self._stop = threading.Event()
         self._signals = 0
@@ -142,11 +125,10 @@ class Host:
                 # worker itself (engine/heartbeat.py); APScheduler would skip the tick with only a log line.
                 max_instances=2,
             )
-        if self.rescuer is not None:
-            watch = self.rescuer.watch
+        if self.rescuer is not None and self.watch is not None:
             scheduler.add_job(
-                watch.probe,
-                IntervalTrigger(seconds=_engine_part("rescue", "PROBE_INTERVAL_S")),
+                self.watch.probe,
+                IntervalTrigger(seconds=PROBE_INTERVAL_S),
                 id="db-watch",
                 name="database watch (rescue)",
                 next_run_time=now,
