@@ -11,8 +11,10 @@ from __future__ import annotations
 import contextlib
 import itertools
 import os
+import shutil
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -95,15 +97,24 @@ def _skip_unless(dialect: str, pg_server: PgServer | None) -> None:
         pytest.skip(f"PostgreSQL not reachable at {PG_ADMIN_URL} (set CHOKAQ_TEST_PG to an admin URL)")
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One migrated SQLite file per test process; each test gets a copy (a copy is ~100x faster than
+    migrating). Closing the store checkpoints the WAL, so the file alone holds the schema."""
+    path = tmp_path_factory.mktemp("template") / "chokaq.db"
+    with Store(f"sqlite:///{path}", pool_size=1) as store:
+        migrate(store)
+    return path
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def db_url(request: pytest.FixtureRequest, tmp_path, pg_server: PgServer | None) -> Iterator[str]:
     """A fresh, migrated database URL for each test, on each dialect."""
     _skip_unless(request.param, pg_server)
     if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'chokaq.db'}"
-        with Store(url, pool_size=1) as store:
-            migrate(store)
-        yield url
+        path = tmp_path / "chokaq.db"
+        shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
+        yield f"sqlite:///{path}"
     else:
         assert pg_server is not None
         url = pg_server.create()
