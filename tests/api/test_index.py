@@ -10,6 +10,8 @@ def test_the_base_url_answers_with_where_everything_is(client, tokens):
     r = client.raw.get("/api/v1")  # no token: the base URL printed by `chokaq serve` must answer
     assert r.status_code == 200
     index = r.json
+    slash = client.raw.get("/api/v1/")  # as a base URL is often written
+    assert slash.status_code == 200 and slash.json == index
     assert index["docs"]["openapi"] == {
         "href": "/api/v1/openapi.json",
         "description": "the OpenAPI 3 description of every route",

@@ -41,7 +41,7 @@ def _link(path: str, description: str, method: str = "GET") -> dict[str, str]:
     return {"href": PREFIX + path, "description": description, "auth": role}
 
 
-@blp.route("")
+@blp.route("", strict_slashes=False)  # `/api/v1/`, as a base URL is often written, answers too
 class Index(MethodView):
     @blp.response(200, IndexSchema)
     def get(self) -> Any:
