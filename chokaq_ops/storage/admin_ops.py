@@ -55,7 +55,7 @@ class AdminOps:
         """Edit a hot job while it is pending (null keeps a field); InvalidState once a worker holds it."""
         actor = person(actor)
         job_id = validation.job_id(job_id)
-        params = {
+        params: dict[str, Any] = {
             "payload": self._edit_payload(payload),
             "tags": validation.tags(tags),
             "priority": validation.priority(priority),
@@ -72,7 +72,7 @@ class AdminOps:
     def edit_dlq(self, job_id: str, *, actor: Actor, payload: Any = None, tags: Any = None) -> dict[str, Any]:
         actor = person(actor)
         job_id = validation.job_id(job_id)
-        params = {"payload": self._edit_payload(payload), "tags": validation.tags(tags)}
+        params: dict[str, Any] = {"payload": self._edit_payload(payload), "tags": validation.tags(tags)}
         if all(v is None for v in params.values()):
             raise errors.ValidationError("nothing to change: give payload or tags", field="payload")
         if not self.db.run("edit_dlq", id=job_id, actor=actor.name, plan_id=actor.plan_id, **params):
@@ -87,7 +87,7 @@ class AdminOps:
     ) -> dict[str, Any]:
         """DLQ -> hot as a fresh pending job, with optional payload/tags/priority replacements."""
         actor = person(actor)
-        item = {
+        item: dict[str, Any] = {
             "id": validation.job_id(job_id),
             "payload": self._edit_payload(payload),
             "tags": validation.tags(tags),
@@ -367,17 +367,17 @@ class AdminOps:
                     # One last pass from the top for rows passed over (held by another operation).
                     cursor = {"before_at": None, "before_id": None}
                     continue
-                moved = int(rows[0]["n"])
+                n = int(rows[0]["n"])
                 cursor = {"before_at": rows[0]["cursor_at"], "before_id": rows[0]["cursor_id"]}
             else:
                 picked = [r["id"] for r in self.db.run("dlq_ids", write=False, limit=limit, **params)]
                 if not picked:
                     break
-                moved = len(action(picked, {"filter": details}))
-            done, batches = done + moved, batches + 1
+                n = len(action(picked, {"filter": details}))
+            done, batches = done + n, batches + 1
             if progress:
                 progress(done)
-            if not moved and matching is None:
+            if not n and matching is None:
                 break  # everything we saw was taken by someone else; stop rather than spin
         if audited and self.db.thread_retries() != retries:
             # A chunk was retried: an attempt of it may have committed unseen (the retry then took the next

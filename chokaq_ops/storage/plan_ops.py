@@ -91,7 +91,12 @@ class PlanOps:
             raise errors.ValidationError(f"a {action} plan takes a {want}", field="filter")
         items = self._plan_items(ids, edits or {}, max_jobs) if ids is not None else None
         plan_id = new_plan_id()
-        params = (self._hot_params(flt) if hot else dlq_filter_params(flt)) if flt is not None else {}
+        # The check above made `flt` a HotFilter exactly when the plan is a cancel.
+        params: dict[str, Any] = {}
+        if isinstance(flt, HotFilter):
+            params = self._hot_params(flt)
+        elif flt is not None:
+            params = dlq_filter_params(flt)
         try:
             total = self._freeze(plan_id, hot, chunk_size, items, params, max_jobs or MAX_PLAN_JOBS)
             details = self.db.transaction(lambda tx: self._preview(tx, plan_id, hot), write=False)

@@ -83,7 +83,7 @@ class WorkerOps:
         A claim that failed transiently, or succeeded only on a retry, may have committed rows whose
         reply was lost: `claims_uncertain(worker_id)` is then true until `recover_claims` ran."""
         start = max(0, min(int(start), int(limit)))
-        params = {
+        params: dict[str, Any] = {
             "worker_id": worker_id,
             "limit": limit,
             "start": start,
