@@ -1,22 +1,21 @@
-"""Operator mutations. Each writes its audit rows in the same transaction as the change."""
+"""Operator mutations of jobs and queues: edit, resurrect, cancel, purge, queue settings. Each writes its
+audit rows in the same transaction as the change."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import secrets
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from chokaq_ops import errors, validation
 from chokaq_ops.fingerprint import fingerprint_text
 from chokaq_ops.models import Actor, BulkResult, DlqFilter
-from chokaq_ops.storage.audit import audit_in, checked_actor, person
+from chokaq_ops.storage.audit import audit_in, person
 from chokaq_ops.storage.database import Database, Tx
 from chokaq_ops.storage.filters import dlq_filter_params, filter_json
-from chokaq_ops.storage.inputs import edit_payload, required_text
+from chokaq_ops.storage.inputs import edit_payload
 from chokaq_ops.storage.read_ops import ReadOps
 from chokaq_ops.storage.worker_ops import report_twins
 
@@ -28,7 +27,6 @@ RESURRECT_CHUNK = 1000  # bulk resurrect commits at most 1000 jobs per transacti
 LOST_REPLY_WINDOW_S = 3600.0
 # (actor, job id) of single resurrects that raised a transient error, remembered for the caller's retry.
 MAX_UNCERTAIN_RESURRECTS = 10_000
-ROLES = ("reader", "operator", "admin")
 UNSET: Any = object()
 Progress = Callable[[int], None]
 
@@ -488,52 +486,7 @@ class AdminOps:
 
         return self.db.transaction(update)
 
-    # ------------------------------------------------------------------ tokens and audit
-
-    def create_token(self, name: str, role: str, *, actor: Actor) -> str:
-        """Create an API token and return its plaintext (shown once; only a hash is stored)."""
-        actor = checked_actor(actor)
-        name = required_text(name, "name", max_len=validation.MAX_ACTOR)
-        if role not in ROLES:
-            raise errors.ValidationError(f"role must be one of {', '.join(ROLES)}", field="role")
-        token = "chq_" + secrets.token_urlsafe(32)
-
-        def create(tx: Any) -> None:
-            tx.run("create_token", name=name, role=role, token_hash=hash_token(token), actor=actor.name)
-            audit_in(tx, actor, "token_create", details={"name": name, "role": role})
-
-        try:
-            self.db.transaction(create)
-        except errors.Conflict:
-            raise errors.Conflict(f"a token named {name!r} exists already", field="name") from None
-        return token
-
-    def verify_token(self, token: str) -> dict[str, Any] | None:
-        """The token's {name, role} if it is valid and not revoked."""
-        if not token or len(token) > 200:
-            return None
-        digest = hash_token(token)
-        rows = self.db.run("token_by_hash", write=False, token_hash=digest)
-        if not rows or not secrets.compare_digest(rows[0]["token_hash"].strip(), digest):
-            return None
-        last = rows[0]["last_used_at"]
-        if last is None or (datetime.now(UTC) - last).total_seconds() > 60:
-            self.db.run("touch_token", token_hash=digest)
-        return {"name": rows[0]["name"], "role": rows[0]["role"].strip()}
-
-    def list_tokens(self) -> list[dict[str, Any]]:
-        return self.db.run("list_tokens", write=False)
-
-    def revoke_token(self, name: str, *, actor: Actor) -> bool:
-        actor = checked_actor(actor)
-
-        def revoke(tx: Any) -> bool:
-            if not tx.run("revoke_token", name=name):
-                return False
-            audit_in(tx, actor, "token_revoke", details={"name": name})
-            return True
-
-        return self.db.transaction(revoke)
+    # ------------------------------------------------------------------ audit
 
     def audit(
         self, actor: Actor, action: str, *, job_id: str | None = None, count: int = 1, details: Any = None
@@ -554,11 +507,6 @@ def resurrected(rows: list[dict[str, Any]]) -> list[str]:
                 r["id"],
             )
     return [r["id"] for r in rows if not r["twin"]]
-
-
-def hash_token(token: str) -> str:
-    # Tokens are 256-bit random strings, so a plain SHA-256 is enough: there is nothing to brute-force.
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def _int_in(value: Any, field: str, low: int, high: int) -> None:

@@ -35,6 +35,7 @@ from chokaq_ops.storage.producer import Producer
 from chokaq_ops.storage.read_ops import TOP_ERROR_SAMPLE, ReadOps
 from chokaq_ops.storage.registry_ops import RegistryOps
 from chokaq_ops.storage.rescue import Audit, Rescue
+from chokaq_ops.storage.tokens import Tokens
 from chokaq_ops.storage.worker_ops import Dead, Retry, WorkerOps
 
 if TYPE_CHECKING:
@@ -78,6 +79,7 @@ class Store:
         self.leases = Leases(self.db)
         self.reads = ReadOps(self.db)
         self.admin = AdminOps(self.db, self.reads)
+        self.tokens = Tokens(self.db)
         self.plans = PlanOps(self.db)
         self.circuits = CircuitOps(self.db)
         self.registry = RegistryOps(self.db)
@@ -467,22 +469,24 @@ class Store:
     def update_queue(self, name: str, *, actor: Actor, **changes: Any) -> dict[str, Any]:
         return self.admin.update_queue(name, actor=actor, **changes)
 
-    def create_token(self, name: str, role: str, *, actor: Actor) -> str:
-        return self.admin.create_token(name, role, actor=actor)
-
-    def verify_token(self, token: str) -> dict[str, Any] | None:
-        return self.admin.verify_token(token)
-
-    def list_tokens(self) -> list[dict[str, Any]]:
-        return self.admin.list_tokens()
-
-    def revoke_token(self, name: str, *, actor: Actor) -> bool:
-        return self.admin.revoke_token(name, actor=actor)
-
     def audit(
         self, actor: Actor, action: str, *, job_id: str | None = None, count: int = 1, details: Any = None
     ) -> None:
         self.admin.audit(actor, action, job_id=job_id, count=count, details=details)
+
+    # ------------------------------------------------------------------ tokens (Tokens)
+
+    def create_token(self, name: str, role: str, *, actor: Actor) -> str:
+        return self.tokens.create_token(name, role, actor=actor)
+
+    def verify_token(self, token: str) -> dict[str, Any] | None:
+        return self.tokens.verify_token(token)
+
+    def list_tokens(self) -> list[dict[str, Any]]:
+        return self.tokens.list_tokens()
+
+    def revoke_token(self, name: str, *, actor: Actor) -> bool:
+        return self.tokens.revoke_token(name, actor=actor)
 
     # ------------------------------------------------------------------ bulk plans (PlanOps)
 
