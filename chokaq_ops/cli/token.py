@@ -8,7 +8,7 @@ import os
 
 from chokaq_ops.cli import common
 from chokaq_ops.models import Actor
-from chokaq_ops.storage.admin_ops import ROLES
+from chokaq_ops.storage.tokens import ROLES
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -33,7 +33,7 @@ from chokaq_ops import errors
 from chokaq_ops.fingerprint import fingerprint_text
 from chokaq_ops.models import RescueReport
 from chokaq_ops.storage import deadline
-from chokaq_ops.storage.worker_ops import Audit
+from chokaq_ops.storage.rescue import Audit
 
 if TYPE_CHECKING:
     from chokaq_ops.engine.metrics import Metrics

@@ -1,21 +1,23 @@
-"""Operator mutations. Each writes its audit rows in the same transaction as the change."""
+"""Operator mutations of jobs and queues: edit, resurrect, cancel, purge, queue settings. Each writes its
+audit rows in the same transaction as the change."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
-import secrets
+import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from chokaq_ops import errors, validation
 from chokaq_ops.fingerprint import fingerprint_text
-from chokaq_ops.models import Actor, BulkResult, DlqFilter, FailureReason
-from chokaq_ops.storage.core import StoreCore
-from chokaq_ops.storage.worker_ops import reason_number, report_twins
+from chokaq_ops.models import Actor, BulkResult, DlqFilter
+from chokaq_ops.storage.audit import audit_in, person
+from chokaq_ops.storage.database import Database, Tx
+from chokaq_ops.storage.filters import dlq_filter_params, filter_json
+from chokaq_ops.storage.inputs import edit_payload
+from chokaq_ops.storage.read_ops import ReadOps
+from chokaq_ops.storage.worker_ops import report_twins
 
 log = logging.getLogger("chokaq.storage")
 
@@ -25,111 +27,56 @@ RESURRECT_CHUNK = 1000  # bulk resurrect commits at most 1000 jobs per transacti
 LOST_REPLY_WINDOW_S = 3600.0
 # (actor, job id) of single resurrects that raised a transient error, remembered for the caller's retry.
 MAX_UNCERTAIN_RESURRECTS = 10_000
-ROLES = ("reader", "operator", "admin")
 UNSET: Any = object()
 Progress = Callable[[int], None]
 
 CANCELLED_FINGERPRINT = fingerprint_text("Cancelled by admin").id
-
-
-def _actor(actor: Actor) -> Actor:
-    name = validation.text(
-        actor.name if isinstance(actor, Actor) else actor, "actor", max_len=validation.MAX_ACTOR
-    )
-    plan = validation.text(
-        getattr(actor, "plan_id", None), "plan_id", max_len=validation.MAX_ID, required=False
-    )
-    return Actor(name=name, plan_id=plan)  # type: ignore[arg-type]
-
-
-def _person(actor: Actor) -> Actor:
-    """The actor of a direct (non-plan) operation. A plan id on an audit row must name one of the server's
-    own plans, and only the plan executor (PlanOps) writes those; a caller-supplied one is dropped here."""
-    return Actor(name=_actor(actor).name, plan_id=None)
-
-
-def _json_value(v: Any) -> Any:
-    if isinstance(v, tuple | list):
-        return [_json_value(x) for x in v]
-    return v.name if hasattr(v, "name") else v.isoformat() if isinstance(v, datetime) else v
-
-
-def filter_json(flt: Any) -> dict[str, Any]:
-    """The audit form of a filter: only the fields that were set."""
-    if flt is None:
-        return {}
-    return {k: _json_value(v) for k, v in asdict(flt).items() if v is not None}
-
-
-def json_list(values: tuple[Any, ...] | None) -> str | None:
-    """A list filter as the JSON array the named queries read (reasons as their numbers)."""
-    if values is None:
-        return None
-    return json.dumps([reason_number(v) if isinstance(v, FailureReason) else v for v in values])
-
-
 MAX_SPREAD_S = 7 * 86400.0  # a resurrect spread over more than a week is a mistake, not a plan
 
 
-class AdminOps(StoreCore):
-    def dlq_filter_params(self, flt: DlqFilter | None) -> dict[str, Any]:
-        flt = flt or DlqFilter()
-        return {
-            "queue": validation.text(flt.queue, "queue", max_len=validation.MAX_QUEUE, required=False),
-            "type": validation.text(flt.type, "type", max_len=validation.MAX_TYPE, required=False),
-            "reason": reason_number(flt.reason) if flt.reason is not None else None,
-            "fingerprint": validation.text(flt.fingerprint, "fingerprint", max_len=64, required=False),
-            "failed_from": flt.failed_from,
-            "failed_to": flt.failed_to,
-            "created_from": flt.created_from,
-            "created_to": flt.created_to,
-            "tag_like": validation.tag_pattern(flt.tag),
-            "search_like": validation.like_pattern(flt.search),
-            "ids": json_list(flt.ids),
-            "queues": json_list(flt.queues),
-            "not_queues": json_list(flt.not_queues),
-            "types": json_list(flt.types),
-            "not_types": json_list(flt.not_types),
-            "reasons": json_list(flt.reasons),
-            "not_reasons": json_list(flt.not_reasons),
-            "fingerprints": json_list(flt.fingerprints),
-        }
+class AdminOps:
+    def __init__(self, db: Database, reads: ReadOps) -> None:
+        self.db = db
+        self.reads = reads  # the job a refused edit or resurrect names, and what a rate-paced one counts
+        # (actor, job id) of single resurrects that failed transiently: they may have committed.
+        self._uncertain_resurrects: dict[tuple[str, str], None] = {}
+        self._uncertain_lock = threading.Lock()
 
     # ------------------------------------------------------------------ edits
 
     def _edit_payload(self, payload: Any) -> str | None:
-        return validation.payload(payload, max_bytes=self.max_payload_bytes, require_json=True)
+        return edit_payload(payload, self.db.max_payload_bytes)
 
     def edit_pending(
         self, job_id: str, *, actor: Actor, payload: Any = None, tags: Any = None, priority: int | None = None
     ) -> dict[str, Any]:
         """Edit a hot job while it is pending (null keeps a field); InvalidState once a worker holds it."""
-        actor = _person(actor)
+        actor = person(actor)
         job_id = validation.job_id(job_id)
-        params = {
+        params: dict[str, Any] = {
             "payload": self._edit_payload(payload),
             "tags": validation.tags(tags),
             "priority": validation.priority(priority),
         }
         if all(v is None for v in params.values()):
             raise errors.ValidationError("nothing to change: give payload, tags or priority", field="payload")
-        if not self.run("edit_pending", id=job_id, actor=actor.name, plan_id=actor.plan_id, **params):
-            job = self.get_job(job_id)  # type: ignore[attr-defined]
+        if not self.db.run("edit_pending", id=job_id, actor=actor.name, plan_id=actor.plan_id, **params):
+            job = self.reads.get_job(job_id)
             raise errors.InvalidState(
                 f"job {job_id} is {job.get('status') or job['location']}; only pending hot jobs can be edited"
             )
-        return self.get_job(job_id)  # type: ignore[attr-defined]
+        return self.reads.get_job(job_id)
 
     def edit_dlq(self, job_id: str, *, actor: Actor, payload: Any = None, tags: Any = None) -> dict[str, Any]:
-        actor = _person(actor)
+        actor = person(actor)
         job_id = validation.job_id(job_id)
-        params = {"payload": self._edit_payload(payload), "tags": validation.tags(tags)}
+        params: dict[str, Any] = {"payload": self._edit_payload(payload), "tags": validation.tags(tags)}
         if all(v is None for v in params.values()):
             raise errors.ValidationError("nothing to change: give payload or tags", field="payload")
-        if not self.run("edit_dlq", id=job_id, actor=actor.name, plan_id=actor.plan_id, **params):
-            self.get_job(job_id)  # type: ignore[attr-defined]  # 404 when it exists nowhere
+        if not self.db.run("edit_dlq", id=job_id, actor=actor.name, plan_id=actor.plan_id, **params):
+            self.reads.get_job(job_id)  # 404 when it exists nowhere
             raise errors.InvalidState(f"job {job_id} is not in the dead-letter queue")
-        return self.get_job(job_id)  # type: ignore[attr-defined]
+        return self.reads.get_job(job_id)
 
     # ------------------------------------------------------------------ resurrect
 
@@ -137,15 +84,15 @@ class AdminOps(StoreCore):
         self, job_id: str, *, actor: Actor, payload: Any = None, tags: Any = None, priority: int | None = None
     ) -> dict[str, Any]:
         """DLQ -> hot as a fresh pending job, with optional payload/tags/priority replacements."""
-        actor = _person(actor)
-        item = {
+        actor = person(actor)
+        item: dict[str, Any] = {
             "id": validation.job_id(job_id),
             "payload": self._edit_payload(payload),
             "tags": validation.tags(tags),
             "priority": validation.priority(priority),
         }
         key = (actor.name, item["id"])
-        retries = self.thread_retries()
+        retries = self.db.thread_retries()
         try:
             moved = self._resurrect_items([item], actor, None)
         except errors.TransientStorageError:
@@ -157,23 +104,23 @@ class AdminOps(StoreCore):
         with self._uncertain_lock:
             remembered = key in self._uncertain_resurrects
             self._uncertain_resurrects.pop(key, None)
-        if not moved and (remembered or self.thread_retries() != retries):
+        if not moved and (remembered or self.db.thread_retries() != retries):
             # An attempt may have committed and lost its reply: the job is then back in hot (or already
             # run), and its latest audit row is this actor's resurrect. That is success, not a 409.
             moved = self.moved_unseen("resurrect", actor, [item["id"]])
         if not moved:
-            job = self.get_job(item["id"])  # type: ignore[attr-defined]
+            job = self.reads.get_job(item["id"])
             raise errors.InvalidState(
                 f"job {item['id']} is in {job['location']}, not in the dead-letter queue"
             )
-        return self.get_job(item["id"])  # type: ignore[attr-defined]
+        return self.reads.get_job(item["id"])
 
     def moved_unseen(self, action: str, actor: Actor, ids: Sequence[str]) -> list[str]:
         """Which of `ids` an operator move (`action`: resurrect, cancel, purge_dlq) of `actor` did move in an
         attempt whose reply was lost: their latest audit row, written in the move's transaction, says so."""
         if not ids:
             return []
-        rows = self.run(
+        rows = self.db.run(
             "audited_unseen",
             write=False,
             ids=list(ids),
@@ -187,7 +134,7 @@ class AdminOps(StoreCore):
     def _resurrect_items(
         self, items: list[dict[str, Any]], actor: Actor, details: Any, spread_s: float = 0.0
     ) -> list[str]:
-        rows = self.run(
+        rows = self.db.run(
             "resurrect",
             items=items,
             actor=actor.name,
@@ -225,7 +172,7 @@ class AdminOps(StoreCore):
             if ids is not None:
                 n = len(validation.ids(ids, max_count=10**7))
             else:
-                n = self.count_dlq(flt)  # type: ignore[attr-defined]
+                n = self.reads.count_dlq(flt)
             n = min(n, max_jobs) if max_jobs else n
             window = max(window, n / float(rate))
         return min(window, MAX_SPREAD_S)
@@ -247,7 +194,7 @@ class AdminOps(StoreCore):
         `spread` (seconds) jitters the jobs' due times uniformly over that window; `rate` (jobs per second)
         widens the window to as long as that rate needs for all of them (see `resurrect_window`).
         """
-        actor = _person(actor)
+        actor = person(actor)
         spread_s = self.resurrect_window(spread=spread, rate=rate, ids=ids, flt=flt, max_jobs=max_jobs)
         # Every edit is checked before the first chunk commits: bad input must change no row.
         checked = {
@@ -265,7 +212,7 @@ class AdminOps(StoreCore):
             return self._resurrect_items(items, actor, details, spread_s)
 
         def move_matching(limit: int, params: dict[str, Any]) -> list[dict[str, Any]]:
-            rows = self.run(
+            rows = self.db.run(
                 "resurrect_matching",
                 limit=limit,
                 actor=actor.name,
@@ -297,10 +244,10 @@ class AdminOps(StoreCore):
     def cancel_many(self, ids: Sequence[str], *, actor: Actor) -> tuple[list[str], list[str]]:
         """Pending/fetched -> DLQ as Cancelled in one transaction; returns (cancelled, skipped). Running jobs
         are skipped: stopping user code mid-flight is the owning worker's call."""
-        actor = _person(actor)
+        actor = person(actor)
         wanted = validation.ids(ids)
-        retries = self.thread_retries()
-        rows = self.run(
+        retries = self.db.thread_retries()
+        rows = self.db.run(
             "cancel",
             ids=wanted,
             actor=actor.name,
@@ -310,7 +257,7 @@ class AdminOps(StoreCore):
             fingerprint=CANCELLED_FINGERPRINT,
         )
         done = {r["id"] for r in report_twins("cancel", rows)}
-        if self.thread_retries() != retries:  # an attempt may have committed and lost its reply
+        if self.db.thread_retries() != retries:  # an attempt may have committed and lost its reply
             done.update(self.moved_unseen("cancel", actor, [i for i in wanted if i not in done]))
         return [i for i in wanted if i in done], [i for i in wanted if i not in done]
 
@@ -324,10 +271,10 @@ class AdminOps(StoreCore):
         progress: Progress | None = None,
     ) -> BulkResult:
         """Delete dead jobs by ids or filter in transactions of Storage.CleanupBatchSize rows."""
-        actor = _person(actor)
+        actor = person(actor)
 
         def delete(chunk: list[str], details: Any) -> list[str]:
-            rows = self.run(
+            rows = self.db.run(
                 "purge_dlq",
                 ids=chunk,
                 batch=len(chunk),
@@ -339,7 +286,7 @@ class AdminOps(StoreCore):
             return [r["id"] for r in rows]
 
         def delete_matching(limit: int, params: dict[str, Any]) -> list[dict[str, Any]]:
-            return self.run(
+            return self.db.run(
                 "purge_dlq_matching",
                 limit=limit,
                 actor=actor.name,
@@ -353,7 +300,7 @@ class AdminOps(StoreCore):
             ids=ids,
             flt=flt,
             max_jobs=max_jobs,
-            chunk=self.cleanup_batch_size,
+            chunk=self.db.cleanup_batch_size,
             progress=progress,
             matching=delete_matching,
             audited=("purge_dlq", actor),
@@ -388,26 +335,26 @@ class AdminOps(StoreCore):
             wanted = validation.ids(ids, max_count=10**7)[: max_jobs or None]
             for start in range(0, len(wanted), chunk):
                 part = wanted[start : start + chunk]
-                retries = self.thread_retries()
+                retries = self.db.thread_retries()
                 moved = action(part, None)
-                if audited and self.thread_retries() != retries:
+                if audited and self.db.thread_retries() != retries:
                     seen = set(moved)
                     moved = moved + self.moved_unseen(*audited, [i for i in part if i not in seen])
                 done, batches = done + len(moved), batches + 1
                 if progress:
                     progress(done)
             return BulkResult(count=done, batches=batches)
-        params = self.dlq_filter_params(flt)
+        params = dlq_filter_params(flt)
         # Freeze the match at the start: jobs that die while the operation runs are not swept up by it.
         # The window is half-open, so its end is one millisecond (SQLite's clock step) past now: a job
         # that died in this very millisecond is in.
-        started = self.now()
+        started = self.db.now()
         cutoff = started + timedelta(milliseconds=1)
         if params["failed_to"] is None or params["failed_to"] > cutoff:
             params["failed_to"] = cutoff
         details = filter_json(flt) | {"max_jobs": max_jobs} if max_jobs else filter_json(flt)
         cursor: dict[str, Any] = {"before_at": None, "before_id": None}
-        retries = self.thread_retries()
+        retries = self.db.thread_retries()
         while max_jobs is None or done < max_jobs:
             limit = chunk if max_jobs is None else min(chunk, max_jobs - done)
             if matching is not None:
@@ -418,25 +365,25 @@ class AdminOps(StoreCore):
                     # One last pass from the top for rows passed over (held by another operation).
                     cursor = {"before_at": None, "before_id": None}
                     continue
-                moved = int(rows[0]["n"])
+                n = int(rows[0]["n"])
                 cursor = {"before_at": rows[0]["cursor_at"], "before_id": rows[0]["cursor_id"]}
             else:
-                picked = [r["id"] for r in self.run("dlq_ids", write=False, limit=limit, **params)]
+                picked = [r["id"] for r in self.db.run("dlq_ids", write=False, limit=limit, **params)]
                 if not picked:
                     break
-                moved = len(action(picked, {"filter": details}))
-            done, batches = done + moved, batches + 1
+                n = len(action(picked, {"filter": details}))
+            done, batches = done + n, batches + 1
             if progress:
                 progress(done)
-            if not moved and matching is None:
+            if not n and matching is None:
                 break  # everything we saw was taken by someone else; stop rather than spin
-        if audited and self.thread_retries() != retries:
+        if audited and self.db.thread_retries() != retries:
             # A chunk was retried: an attempt of it may have committed unseen (the retry then took the next
             # rows). Every job this run moved has one audit row with its details, since `started` (a chunk
             # may begin within the millisecond `cutoff` adds).
             action_name, who = audited
             done = int(
-                self.run(
+                self.db.run(
                     "audited_count",
                     write=False,
                     actor=who.name,
@@ -452,17 +399,17 @@ class AdminOps(StoreCore):
         self, older_than: datetime, *, actor: Actor, progress: Progress | None = None
     ) -> BulkResult:
         """Delete archive rows finished before `older_than`, oldest first, in CleanupBatchSize batches."""
-        actor = _person(actor)
+        actor = person(actor)
         if older_than.tzinfo is None:
             raise errors.ValidationError("older_than must carry a time zone", field="older_than")
         details = {"older_than": older_than.isoformat()}
         done = batches = 0
         after: dict[str, Any] = {"after_at": None, "after_id": None}  # keyset cursor: where a batch ended
         while True:
-            rows = self.run(
+            rows = self.db.run(
                 "purge_archive",
                 cutoff=older_than,
-                batch=self.cleanup_batch_size,
+                batch=self.db.cleanup_batch_size,
                 actor=actor.name,
                 details=details,
                 **after,
@@ -474,7 +421,7 @@ class AdminOps(StoreCore):
             done, batches = done + n, batches + 1
             if progress:
                 progress(done)
-            if n < self.cleanup_batch_size:
+            if n < self.db.cleanup_batch_size:
                 break
         return BulkResult(count=done, batches=batches)
 
@@ -494,7 +441,7 @@ class AdminOps(StoreCore):
     ) -> dict[str, Any]:
         """Upsert a queue's control row; UNSET leaves a field, None clears an override. `tx`: run inside
         that open transaction instead of one of its own."""
-        actor = _person(actor)
+        actor = person(actor)
         name = validation.queue(name, "name")
         if zombie_timeout_seconds not in (UNSET, None):
             _int_in(zombie_timeout_seconds, "zombie_timeout_seconds", 1, validation.MAX_ZOMBIE_TIMEOUT)
@@ -511,7 +458,7 @@ class AdminOps(StoreCore):
                 raise errors.ValidationError(f"{flag} must be true or false", field=flag)
         if all(v is UNSET for v in (paused, active, zombie_timeout_seconds, max_workers)):
             raise errors.ValidationError("nothing to change", field="paused")
-        rows = (tx.run if tx is not None else self.run)(
+        rows = (tx.run if tx is not None else self.db.run)(
             "set_queue",
             name=name,
             actor=actor.name,
@@ -526,74 +473,27 @@ class AdminOps(StoreCore):
         )
         return rows[0]
 
-    # ------------------------------------------------------------------ tokens and audit
+    def update_queue(self, name: str, *, actor: Actor, **changes: Any) -> dict[str, Any]:
+        """PATCH /queues/{name}: change an existing queue (QueueNotFound for an unknown name, so a typo or a
+        script cannot create queues). The check and the change share one transaction."""
+        min_zombie = changes.pop("min_zombie_timeout", 0.0)
+        name = validation.queue(name, "name")
 
-    def create_token(self, name: str, role: str, *, actor: Actor) -> str:
-        """Create an API token and return its plaintext (shown once; only a hash is stored)."""
-        actor = _actor(actor)
-        name = validation.text(name, "name", max_len=validation.MAX_ACTOR)  # type: ignore[assignment]
-        if role not in ROLES:
-            raise errors.ValidationError(f"role must be one of {', '.join(ROLES)}", field="role")
-        token = "chq_" + secrets.token_urlsafe(32)
+        def update(tx: Tx) -> dict[str, Any]:
+            if not int(tx.run("queue_admission", name=name)[0]["known"]):
+                raise QueueNotFound(f"no queue named {name!r}", field="name")
+            return self.set_queue(name, actor=actor, min_zombie_timeout=min_zombie, tx=tx, **changes)
 
-        def create(tx: Any) -> None:
-            tx.run("create_token", name=name, role=role, token_hash=hash_token(token), actor=actor.name)
-            audit_in(tx, actor, "token_create", details={"name": name, "role": role})
+        return self.db.transaction(update)
 
-        try:
-            self.transaction(create)
-        except errors.Conflict:
-            raise errors.Conflict(f"a token named {name!r} exists already", field="name") from None
-        return token
-
-    def verify_token(self, token: str) -> dict[str, Any] | None:
-        """The token's {name, role} if it is valid and not revoked."""
-        if not token or len(token) > 200:
-            return None
-        digest = hash_token(token)
-        rows = self.run("token_by_hash", write=False, token_hash=digest)
-        if not rows or not secrets.compare_digest(rows[0]["token_hash"].strip(), digest):
-            return None
-        last = rows[0]["last_used_at"]
-        if last is None or (datetime.now(UTC) - last).total_seconds() > 60:
-            self.run("touch_token", token_hash=digest)
-        return {"name": rows[0]["name"], "role": rows[0]["role"].strip()}
-
-    def list_tokens(self) -> list[dict[str, Any]]:
-        return self.run("list_tokens", write=False)
-
-    def revoke_token(self, name: str, *, actor: Actor) -> bool:
-        actor = _actor(actor)
-
-        def revoke(tx: Any) -> bool:
-            if not tx.run("revoke_token", name=name):
-                return False
-            audit_in(tx, actor, "token_revoke", details={"name": name})
-            return True
-
-        return self.transaction(revoke)
+    # ------------------------------------------------------------------ audit
 
     def audit(
         self, actor: Actor, action: str, *, job_id: str | None = None, count: int = 1, details: Any = None
     ) -> None:
         """One audit row for an operator action that has no job-level statement of its own."""
-        who = _person(actor)
-        self.transaction(lambda tx: audit_in(tx, who, action, job_id=job_id, count=count, details=details))
-
-
-def audit_in(
-    tx: Any, actor: Actor, action: str, *, job_id: str | None = None, count: int = 1, details: Any = None
-) -> None:
-    """One audit row inside the caller's transaction `tx`, so it commits or rolls back with the change."""
-    tx.run(
-        "audit_one",
-        actor=actor.name,
-        action=action,
-        job_id=job_id,
-        plan_id=actor.plan_id,
-        count=count,
-        details=details,
-    )
+        who = person(actor)
+        self.db.transaction(lambda tx: audit_in(tx, who, action, job_id=job_id, count=count, details=details))
 
 
 def resurrected(rows: list[dict[str, Any]]) -> list[str]:
@@ -609,11 +509,10 @@ def resurrected(rows: list[dict[str, Any]]) -> list[str]:
     return [r["id"] for r in rows if not r["twin"]]
 
 
-def hash_token(token: str) -> str:
-    # Tokens are 256-bit random strings, so a plain SHA-256 is enough: there is nothing to brute-force.
-    return hashlib.sha256(token.encode()).hexdigest()
-
-
 def _int_in(value: Any, field: str, low: int, high: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
         raise errors.ValidationError(f"{field} must be an integer between {low} and {high}", field=field)
+
+
+class QueueNotFound(errors.JobNotFound):
+    """No such queue."""

@@ -10,41 +10,45 @@ from typing import Any
 
 from chokaq_ops import errors, validation
 from chokaq_ops.models import Actor
-from chokaq_ops.storage.admin_ops import _person
-from chokaq_ops.storage.core import StoreCore
+from chokaq_ops.storage.audit import person
+from chokaq_ops.storage.database import Database
+from chokaq_ops.storage.inputs import required_text
 
 CIRCUIT_STATES = ("closed", "open")  # what an operator may force
 
 
-class CircuitOps(StoreCore):
+class CircuitOps:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
     def circuit_failures(self, items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """Counted failures per type: items {type, n, threshold, window_s, break_s, half_open}. Returns the
         circuits after the report (`prev_state` differs from `state` where this report changed it)."""
         if not items:
             return []
-        return _decode(self.run("circuit_failures", items=[dict(i) for i in items]))
+        return _decode(self.db.run("circuit_failures", items=[dict(i) for i in items]))
 
     def circuit_successes(self, items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         """Succeeded jobs of half-open circuits: items {type, n}."""
         if not items:
             return []
-        return _decode(self.run("circuit_successes", items=[dict(i) for i in items]))
+        return _decode(self.db.run("circuit_successes", items=[dict(i) for i in items]))
 
     def circuit_probe(self, items: Sequence[Mapping[str, Any]]) -> set[str]:
         """Ask one probe permit for each type (items {type, probe_timeout_s}); the types granted one."""
         if not items:
             return set()
-        return {r["type"] for r in self.run("circuit_probe", items=[dict(i) for i in items])}
+        return {r["type"] for r in self.db.run("circuit_probe", items=[dict(i) for i in items])}
 
     def circuit_states(self) -> list[dict[str, Any]]:
         """Every circuit that is not closed (a worker's gate)."""
-        return _decode(self.run("circuit_states", write=False))
+        return _decode(self.db.run("circuit_states", write=False))
 
     def list_circuits(self) -> list[dict[str, Any]]:
-        return _decode(self.run("list_circuits", write=False))
+        return _decode(self.db.run("list_circuits", write=False))
 
     def get_circuit(self, type_key: str) -> dict[str, Any]:
-        type_key = validation.text(type_key, "type", max_len=validation.MAX_TYPE)
+        type_key = required_text(type_key, "type", max_len=validation.MAX_TYPE)
         for row in self.list_circuits():
             if row["type"] == type_key:
                 return row
@@ -53,11 +57,11 @@ class CircuitOps(StoreCore):
     def set_circuit(self, type_key: str, state: str, *, actor: Actor) -> dict[str, Any]:
         """Force a type's circuit open (it stays open, no probes, until closed) or closed (its failure
         count cleared). The audit row commits with the change."""
-        actor = _person(actor)
-        type_key = validation.text(type_key, "type", max_len=validation.MAX_TYPE)
+        actor = person(actor)
+        type_key = required_text(type_key, "type", max_len=validation.MAX_TYPE)
         if state not in CIRCUIT_STATES:
             raise errors.ValidationError(f"state must be one of {', '.join(CIRCUIT_STATES)}", field="state")
-        rows = self.run("set_circuit", type=type_key, state=CIRCUIT_STATES.index(state), actor=actor.name)
+        rows = self.db.run("set_circuit", type=type_key, state=CIRCUIT_STATES.index(state), actor=actor.name)
         return _decode(rows)[0]
 
     def defer(self, worker_id: str, job_ids: Sequence[str], delay_s: float) -> list[str]:
@@ -65,7 +69,7 @@ class CircuitOps(StoreCore):
         back to pending after `delay_s`, the attempt the start counted taken back."""
         if not job_ids:
             return []
-        rows = self.run("defer", worker_id=worker_id, ids=list(job_ids), delay_s=float(delay_s))
+        rows = self.db.run("defer", worker_id=worker_id, ids=list(job_ids), delay_s=float(delay_s))
         return [r["id"] for r in rows]
 
 

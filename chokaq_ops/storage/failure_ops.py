@@ -10,14 +10,17 @@ from typing import Any
 
 from chokaq_ops import errors, validation
 from chokaq_ops.models import FailureFilter, FailureReason, Status
-from chokaq_ops.storage.admin_ops import json_list
-from chokaq_ops.storage.core import StoreCore
+from chokaq_ops.storage.database import Database
+from chokaq_ops.storage.filters import json_list
 
 MAX_FAILURE_PAGE = 10_000
 OUTCOMES = ("retry", "dead")
 
 
-class FailureOps(StoreCore):
+class FailureOps:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
     def failure_history(
         self, flt: FailureFilter, *, limit: int = 1000, after_seq: int | None = None
     ) -> list[dict[str, Any]]:
@@ -30,7 +33,7 @@ class FailureOps(StoreCore):
             value = getattr(flt, name)
             if value is not None and value.tzinfo is None:
                 raise errors.ValidationError(f"{name} must carry a timezone", field=name)
-        return self.run(
+        return self.db.run(
             "failure_history",
             write=False,
             ids=json_list(flt.ids),
@@ -58,7 +61,7 @@ class FailureOps(StoreCore):
         if not ids:
             return []
         out = []
-        for r in self.run("locate_jobs", write=False, ids=json.dumps(ids)):
+        for r in self.db.run("locate_jobs", write=False, ids=json.dumps(ids)):
             status = {"archive": "succeeded", "dlq": "dead"}.get(r["location"])
             if r["location"] == "hot":
                 status = Status(int(r["hot_status"])).name
@@ -78,8 +81,8 @@ class FailureOps(StoreCore):
         """Record what a worker declares per job type ({type: idempotent}), as it starts."""
         if declared:
             items = [{"type": t, "idempotent": bool(v)} for t, v in sorted(declared.items())]
-            self.run("register_job_types", types=json.dumps(items))
+            self.db.run("register_job_types", types=json.dumps(items))
 
     def idempotent_types(self) -> list[str]:
         """The job types some worker declared idempotent (@job(idempotent=True)) when it last started."""
-        return [r["type"] for r in self.run("idempotent_types", write=False)]
+        return [r["type"] for r in self.db.run("idempotent_types", write=False)]

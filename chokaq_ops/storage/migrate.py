@@ -7,12 +7,17 @@ processes may run `chokaq migrate` at once; the ledger `schema_migrations` recor
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol, TypeVar
 
 from chokaq_ops import errors
-from chokaq_ops.storage.core import StoreCore, Tx
+from chokaq_ops.storage.database import Database, Tx
+from chokaq_ops.storage.dialects import Dialect
 from chokaq_ops.storage.queries import sql_root
+
+T = TypeVar("T")
 
 _FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
@@ -50,7 +55,18 @@ def latest_version(dialect: str) -> int:
     return len(migrations(dialect))
 
 
-def migrate(store: StoreCore, *, fresh_from_schema: bool = True) -> MigrationResult:
+class Migratable(Protocol):
+    """What migrating needs of a store: a Store, or the Database under it."""
+
+    @property
+    def dialect(self) -> Dialect: ...
+
+    def transaction(self, fn: Callable[[Tx], T], *, write: bool = True) -> T: ...
+
+    def run(self, name: str, /, *, write: bool = True, **params: Any) -> list[dict[str, Any]]: ...
+
+
+def migrate(store: Migratable, *, fresh_from_schema: bool = True) -> MigrationResult:
     """Bring the schema to the latest version. `fresh_from_schema=False` replays every migration on an
     empty database instead of loading schema.sql (the test that the two agree uses it)."""
     dialect = store.dialect.name
@@ -74,18 +90,18 @@ def migrate(store: StoreCore, *, fresh_from_schema: bool = True) -> MigrationRes
                 done.append(m.version)
         return MigrationResult(version=len(steps), applied=done, fresh=empty)
 
-    with store.unbounded():
+    with Database.unbounded():
         return store.transaction(apply)
 
 
-def current_version(store: StoreCore) -> int:
+def current_version(store: Migratable) -> int:
     if not int(store.run("schema_ledger_exists", write=False)[0]["n"]):
         return 0
     rows = store.run("migrations_applied", write=False)
     return max((int(r["version"]) for r in rows), default=0)
 
 
-def require_current(store: StoreCore) -> None:
+def require_current(store: Migratable) -> None:
     have, want = current_version(store), latest_version(store.dialect.name)
     if have < want:
         raise errors.SchemaOutdated(

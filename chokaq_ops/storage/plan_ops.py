@@ -20,14 +20,11 @@ from typing import Any
 from chokaq_ops import errors, validation
 from chokaq_ops.fingerprint import fingerprint_text
 from chokaq_ops.models import Actor, DlqFilter, FailureReason, HotFilter, Status
-from chokaq_ops.storage.admin_ops import (
-    CANCELLED_FINGERPRINT,
-    AdminOps,
-    _actor,
-    audit_in,
-    filter_json,
-    resurrected,
-)
+from chokaq_ops.storage.admin_ops import CANCELLED_FINGERPRINT, resurrected
+from chokaq_ops.storage.audit import audit_in, checked_actor
+from chokaq_ops.storage.database import Database
+from chokaq_ops.storage.filters import dlq_filter_params, filter_json
+from chokaq_ops.storage.inputs import edit_payload, required_text
 from chokaq_ops.storage.worker_ops import report_twins
 
 log = logging.getLogger("chokaq.plans")
@@ -49,7 +46,10 @@ class PlanNotFound(errors.JobNotFound):
     """No such plan."""
 
 
-class PlanOps(AdminOps):
+class PlanOps:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
     # ------------------------------------------------------------------ creation
 
     def create_plan(
@@ -69,7 +69,7 @@ class PlanOps(AdminOps):
         `ids` or `flt` chooses the jobs: dead jobs for resurrect and purge (a `DlqFilter`), pending or
         fetched hot jobs for cancel (a `HotFilter`). Ids not found there now are left out. `edits` maps a
         job id to replacement `payload`/`tags`/`priority` (resurrect only); they are validated here."""
-        actor = _actor(actor)
+        actor = checked_actor(actor)
         if action not in ACTIONS:
             raise errors.ValidationError(f"action must be one of {', '.join(ACTIONS)}", field="action")
         if (ids is None) == (flt is None):
@@ -91,10 +91,15 @@ class PlanOps(AdminOps):
             raise errors.ValidationError(f"a {action} plan takes a {want}", field="filter")
         items = self._plan_items(ids, edits or {}, max_jobs) if ids is not None else None
         plan_id = new_plan_id()
-        params = (self._hot_params(flt) if hot else self.dlq_filter_params(flt)) if flt is not None else {}
+        # The check above made `flt` a HotFilter exactly when the plan is a cancel.
+        params: dict[str, Any] = {}
+        if isinstance(flt, HotFilter):
+            params = self._hot_params(flt)
+        elif flt is not None:
+            params = dlq_filter_params(flt)
         try:
             total = self._freeze(plan_id, hot, chunk_size, items, params, max_jobs or MAX_PLAN_JOBS)
-            details = self.transaction(lambda tx: self._preview(tx, plan_id, hot), write=False)
+            details = self.db.transaction(lambda tx: self._preview(tx, plan_id, hot), write=False)
             details["filter"] = filter_json(flt) if flt is not None else None
             details["max_jobs"] = max_jobs
             details["edited"] = sum(1 for i in items or () if _has_edit(i))
@@ -110,10 +115,10 @@ class PlanOps(AdminOps):
                 return rows
 
             try:
-                plan = self.transaction(create)
+                plan = self.db.transaction(create)
             except errors.Conflict:
                 # The id is new and random: only an attempt of ours whose reply was lost can hold it.
-                plan = self.run("plan_get", write=False, id=plan_id)
+                plan = self.db.run("plan_get", write=False, id=plan_id)
                 if not plan:
                     raise
             return _decode(plan[0])
@@ -134,10 +139,10 @@ class PlanOps(AdminOps):
         freezing begins, so the set is exactly what matched at that instant however long the writing
         takes (docs/storage-contract.md, "Plans"). Returns how many were frozen. The plan row does not
         exist yet: nothing can see, approve or run a plan half frozen."""
-        batch = self.cleanup_batch_size
+        batch = self.db.cleanup_batch_size
         frozen = seen = 0
         after: dict[str, Any] = {"after_at": None, "after_id": None}
-        with self.snapshot("plan_snapshot") as snap:
+        with self.db.snapshot("plan_snapshot") as snap:
             for start in range(0, len(items) if items is not None else limit, batch):
                 started = time.monotonic()
                 if items is not None:
@@ -167,20 +172,22 @@ class PlanOps(AdminOps):
                 ]
                 seen += len(rows)
                 if rows:
-                    written = self.run("plan_add_items", plan_id=plan_id, chunk_size=chunk_size, items=rows)
+                    written = self.db.run(
+                        "plan_add_items", plan_id=plan_id, chunk_size=chunk_size, items=rows
+                    )
                     frozen += int(written[0]["n"])
                 if items is None and len(found) < want:
                     break
-                self._let_writers_in(time.monotonic() - started)
+                self.db.let_writers_in(time.monotonic() - started)
         return frozen
 
     def _drop_unsealed(self, plan_id: str) -> None:
         """The items a failed freeze wrote, in batches (best effort: they belong to no plan and nothing
         reads them). Never those of a plan that exists after all (its creation committed unseen)."""
         try:
-            if self.run("plan_get", write=False, id=plan_id):
+            if self.db.run("plan_get", write=False, id=plan_id):
                 return
-            for _ in self.run_batches(
+            for _ in self.db.run_batches(
                 "plan_drop_items", count=lambda r: int(r[0]["n"]) if r else 0, plan_id=plan_id
             ):
                 pass
@@ -210,7 +217,7 @@ class PlanOps(AdminOps):
                 {
                     "ord": ord_,
                     "id": job_id,
-                    "payload": self._edit_payload(e.get("payload")),
+                    "payload": edit_payload(e.get("payload"), self.db.max_payload_bytes),
                     "tags": validation.tags(e.get("tags")),
                     "priority": validation.priority(e.get("priority")),
                 }
@@ -256,8 +263,8 @@ class PlanOps(AdminOps):
     # ------------------------------------------------------------------ reading
 
     def get_plan(self, plan_id: str) -> dict[str, Any]:
-        plan_id = validation.text(plan_id, "plan_id", max_len=validation.MAX_ID)  # type: ignore[assignment]
-        rows = self.run("plan_get", write=False, id=plan_id)
+        plan_id = required_text(plan_id, "plan_id", max_len=validation.MAX_ID)
+        rows = self.db.run("plan_get", write=False, id=plan_id)
         if not rows:
             raise PlanNotFound(f"no plan with id {plan_id}")
         return _decode(rows[0])
@@ -271,8 +278,8 @@ class PlanOps(AdminOps):
         if not isinstance(page_size, int) or not 1 <= page_size <= 1000:
             raise errors.ValidationError("page_size must be between 1 and 1000", field="page_size")
         params = {"state": state, "action": action}
-        total = int(self.run("plan_count", write=False, **params)[0]["n"])
-        rows = self.run("plan_list", write=False, limit=page_size, offset=(page - 1) * page_size, **params)
+        total = int(self.db.run("plan_count", write=False, **params)[0]["n"])
+        rows = self.db.run("plan_list", write=False, limit=page_size, offset=(page - 1) * page_size, **params)
         return [_decode(r) for r in rows], total
 
     def plan_items(self, plan_id: str, *, page: int = 1, page_size: int = 1000) -> list[dict[str, Any]]:
@@ -280,7 +287,7 @@ class PlanOps(AdminOps):
         self.get_plan(plan_id)
         if not isinstance(page_size, int) or not 1 <= page_size <= 100_000:
             raise errors.ValidationError("page_size must be between 1 and 100000", field="page_size")
-        return self.run(
+        return self.db.run(
             "plan_items", write=False, plan_id=plan_id, limit=page_size, offset=(page - 1) * page_size
         )
 
@@ -306,7 +313,7 @@ class PlanOps(AdminOps):
         out |= dict.fromkeys(OUTCOME_STATES, 0)
         by_reason: dict[str, int] = {}
         if lo <= hi:
-            rows = self.run(
+            rows = self.db.run(
                 "plan_outcomes",
                 write=False,
                 plan_id=plan_id,
@@ -337,7 +344,7 @@ class PlanOps(AdminOps):
         Returns (plan, chunk) where chunk is {chunk, claimed, done, skipped}, or None when nothing was left
         to run (the plan is then done, or discarded). The audit rows carry `actor` and the plan id.
         `spread` (seconds): a resurrect plan's jobs are due at times jittered over that window."""
-        actor = _actor(actor)
+        actor = checked_actor(actor)
         actor = Actor(actor.name, plan_id)
 
         def step(tx: Any) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -370,7 +377,7 @@ class PlanOps(AdminOps):
                 "skipped": len(claimed) - len(moved),
             }
 
-        return self.transaction(step)
+        return self.db.transaction(step)
 
     def _act(
         self, tx: Any, plan: dict[str, Any], claimed: list[dict[str, Any]], actor: Actor, spread: float = 0.0
@@ -402,7 +409,7 @@ class PlanOps(AdminOps):
     def approve_plan(self, plan_id: str, *, actor: Actor) -> dict[str, Any]:
         """Four-eyes: record that `actor`, who did not create the plan, approves it. Audited. Approving a
         plan twice (or by a second approver) returns it unchanged; the first approval stands."""
-        actor = _actor(actor)
+        actor = checked_actor(actor)
 
         def approve(tx: Any) -> dict[str, Any]:
             rows = tx.run("plan_approve", id=plan_id, actor=actor.name)
@@ -437,12 +444,12 @@ class PlanOps(AdminOps):
                 raise errors.InvalidState(f"plan {plan_id} is {plan['state']}; there is nothing to approve")
             return plan
 
-        return self.transaction(approve)
+        return self.db.transaction(approve)
 
     def plan_by_label(self, action: str, label: str) -> dict[str, Any] | None:
         """The newest unfinished (ready or running) plan of `action` with `label`, or None."""
-        label = validation.text(label, "label", max_len=200)  # type: ignore[assignment]
-        rows = self.run("plan_by_label", write=False, action=action, label=label)
+        label = required_text(label, "label", max_len=200)
+        rows = self.db.run("plan_by_label", write=False, action=action, label=label)
         return _decode(rows[0]) if rows else None
 
     def note_plan(
@@ -454,13 +461,13 @@ class PlanOps(AdminOps):
         if event not in PLAN_EVENTS:
             raise errors.ValidationError(f"event must be one of {', '.join(PLAN_EVENTS)}", field="event")
         plan = self.get_plan(plan_id)
-        actor = Actor(_actor(actor).name, plan["id"])
+        actor = Actor(checked_actor(actor).name, plan["id"])
         info = {**_progress(plan), **(details or {})}
-        self.transaction(lambda tx: audit_in(tx, actor, event, count=int(plan["done"]), details=info))
+        self.db.transaction(lambda tx: audit_in(tx, actor, event, count=int(plan["done"]), details=info))
 
     def discard_plan(self, plan_id: str, *, actor: Actor) -> dict[str, Any]:
         """Stop a plan for good: its unexecuted chunks will never run. Audited."""
-        actor = _actor(actor)
+        actor = checked_actor(actor)
 
         def discard(tx: Any) -> dict[str, Any] | None:
             rows = tx.run("plan_discard", id=plan_id)
@@ -468,7 +475,7 @@ class PlanOps(AdminOps):
                 audit_in(tx, Actor(actor.name, plan_id), "plan_discard", details={"plan_id": plan_id})
             return _decode(rows[0]) if rows else None
 
-        discarded = self.transaction(discard)
+        discarded = self.db.transaction(discard)
         if discarded is None:
             plan = self.get_plan(plan_id)
             raise errors.InvalidState(

@@ -9,8 +9,8 @@ from typing import Any
 from chokaq_ops import errors, validation
 from chokaq_ops.fingerprint import fingerprint_text
 from chokaq_ops.models import ArchiveFilter, DlqFilter, FailureReason, HotFilter, Page, Status
-from chokaq_ops.storage.admin_ops import AdminOps
-from chokaq_ops.storage.core import Tx
+from chokaq_ops.storage.database import Database, Tx
+from chokaq_ops.storage.filters import dlq_filter_params
 
 MAX_PAGE_SIZE = 1000
 HOT_SORTS = ("created_at", "priority", "due_at", "id", "queue", "type", "status")
@@ -52,7 +52,10 @@ def _paging(page: int, page_size: int) -> dict[str, int]:
     return {"limit": page_size, "offset": (page - 1) * page_size}
 
 
-class ReadOps(AdminOps):
+class ReadOps:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
     def get_job(self, job_id: str) -> dict[str, Any]:
         """Any job by id, wherever it lives; `location` says where (hot, archive, dlq)."""
         job_id = validation.job_id(job_id)
@@ -60,7 +63,7 @@ class ReadOps(AdminOps):
         # One snapshot for the three reads: a job moving between tables (a resurrect, a worker's finish)
         # while they run is found in one of them, never missed by all three.
         def read(tx: Tx) -> dict[str, Any] | None:
-            if self.dialect.snapshot_per_statement:
+            if self.db.dialect.snapshot_per_statement:
                 tx.run("read_snapshot")
             for name in ("get_hot", "get_dlq", "get_archive"):
                 rows = tx.run(name, id=job_id)
@@ -68,15 +71,15 @@ class ReadOps(AdminOps):
                     return rows[0]
             return None
 
-        row = self.transaction(read, write=False)
+        row = self.db.transaction(read, write=False)
         if row is None:
             raise errors.JobNotFound(f"no job with id {job_id}")
         return decode_job(row)
 
     def _page(self, name: str, count: str, params: dict[str, Any], page: int, page_size: int) -> Page:
         paging = _paging(page, page_size)
-        total = int(self.run(count, write=False, **params)[0]["n"])
-        items = [] if paging["offset"] >= total else self.run(name, write=False, **params, **paging)
+        total = int(self.db.run(count, write=False, **params)[0]["n"])
+        items = [] if paging["offset"] >= total else self.db.run(name, write=False, **params, **paging)
         return Page(items=[decode_job(r) for r in items], total=total, page=page, page_size=page_size)
 
     def list_hot(
@@ -133,7 +136,7 @@ class ReadOps(AdminOps):
         page: int = 1,
         page_size: int = 100,
     ) -> Page:
-        params = self.dlq_filter_params(flt)
+        params = dlq_filter_params(flt)
         name = _sort("list_dlq", sort, descending, DLQ_SORTS)
         if not _counted(params):
             return self._page(name, "count_dlq", params, page, page_size)
@@ -146,12 +149,12 @@ class ReadOps(AdminOps):
             return Page(items=[], total=total, page=page, page_size=page_size)
         if sort == "failed_at" and paging["offset"] > DEEP_PAGE_OFFSET:
             self._seek_hour(params, paging, descending)
-        items = self.run(name, write=False, **params, **paging)
+        items = self.db.run(name, write=False, **params, **paging)
         return Page(items=[decode_job(r) for r in items], total=total, page=page, page_size=page_size)
 
     def _seek_hour(self, params: dict[str, Any], paging: dict[str, int], descending: bool) -> None:
         """Narrow a deep failed_at page to start in the hour holding its first row (params, paging edited)."""
-        rows = self.run(
+        rows = self.db.run(
             f"dlq_locate@hour:{'desc' if descending else 'asc'}",
             write=False,
             queue=params["queue"],
@@ -168,18 +171,18 @@ class ReadOps(AdminOps):
         paging["offset"] = int(rows[0]["skip"])
 
     def _dlq_count_fast(self, params: dict[str, Any]) -> int:
-        rows = self.run("dlq_count_fast", write=False, queue=params["queue"], reason=params["reason"])
+        rows = self.db.run("dlq_count_fast", write=False, queue=params["queue"], reason=params["reason"])
         return int(rows[0]["n"])
 
     def count_dlq(self, flt: DlqFilter | None = None) -> int:
-        params = self.dlq_filter_params(flt)
+        params = dlq_filter_params(flt)
         if _counted(params):
             return self._dlq_count_fast(params)
-        return int(self.run("count_dlq", write=False, **params)[0]["n"])
+        return int(self.db.run("count_dlq", write=False, **params)[0]["n"])
 
     def dlq_ids(self, flt: DlqFilter | None = None, *, limit: int = 10_000_000) -> list[str]:
         """Every id matching a filter, newest failure first: the frozen set behind a bulk plan."""
-        return [r["id"] for r in self.run("dlq_ids", write=False, limit=limit, **self.dlq_filter_params(flt))]
+        return [r["id"] for r in self.db.run("dlq_ids", write=False, limit=limit, **dlq_filter_params(flt))]
 
     def preview_dlq(
         self, *, flt: DlqFilter | None = None, ids: Sequence[str] | None = None, sample: int = 10
@@ -189,14 +192,14 @@ class ReadOps(AdminOps):
             raise errors.ValidationError("give either ids or a filter", field="ids")
         if ids is not None:
             wanted = validation.ids(ids, max_count=10**6)
-            existing = [r["id"] for r in self.run("dlq_existing_ids", write=False, ids=wanted)]
-            rows = self.run("dlq_breakdown_ids", write=False, ids=wanted)
+            existing = [r["id"] for r in self.db.run("dlq_existing_ids", write=False, ids=wanted)]
+            rows = self.db.run("dlq_breakdown_ids", write=False, ids=wanted)
             matched, sample_ids = len(existing), existing[:sample]
         else:
-            params = self.dlq_filter_params(flt)
-            rows = self.run("dlq_breakdown", write=False, **params)
+            params = dlq_filter_params(flt)
+            rows = self.db.run("dlq_breakdown", write=False, **params)
             matched = sum(int(r["n"]) for r in rows if r["dimension"] == "reason")
-            sample_ids = [r["id"] for r in self.run("dlq_ids", write=False, limit=sample, **params)]
+            sample_ids = [r["id"] for r in self.db.run("dlq_ids", write=False, limit=sample, **params)]
         out: dict[str, Any] = {
             "matched": matched,
             "sample_ids": sample_ids,
@@ -213,13 +216,13 @@ class ReadOps(AdminOps):
         self, flt: DlqFilter | None = None, *, limit: int = 10, sample: int = TOP_ERROR_SAMPLE
     ) -> list[dict[str, Any]]:
         """Error groups (fingerprints) over the newest `sample` dead jobs, largest first, with a label."""
-        rows = self.run(
-            "top_fingerprints", write=False, limit=limit, sample=sample, **self.dlq_filter_params(flt)
+        rows = self.db.run(
+            "top_fingerprints", write=False, limit=limit, sample=sample, **dlq_filter_params(flt)
         )
         examples = (
             {
                 r["id"]: r["error_details"]
-                for r in self.run("errors_of", write=False, ids=[r["example_id"] for r in rows])
+                for r in self.db.run("errors_of", write=False, ids=[r["example_id"] for r in rows])
             }
             if rows
             else {}
@@ -246,7 +249,7 @@ class ReadOps(AdminOps):
 
     def dlq_summary(self, flt: DlqFilter | None = None, *, top: int = 10) -> dict[str, Any]:
         """Counts by reason, queue and type with first/last failure, and the top error fingerprints."""
-        rows = self.run("dlq_breakdown", write=False, **self.dlq_filter_params(flt))
+        rows = self.db.run("dlq_breakdown", write=False, **dlq_filter_params(flt))
         out: dict[str, Any] = {"total": 0, "by_reason": [], "by_queue": [], "by_type": []}
         for r in rows:
             value = FailureReason(int(r["value"])).name if r["dimension"] == "reason" else r["value"]
@@ -269,12 +272,12 @@ class ReadOps(AdminOps):
 
     def stats(self) -> dict[str, Any]:
         """Totals, per-status counts and throughput / failure rate over 1 and 5 minutes."""
-        totals = self.run("stats_totals", write=False)[0]
-        counts = self.run("table_counts", write=False)[0]
+        totals = self.db.run("stats_totals", write=False)[0]
+        counts = self.db.run("table_counts", write=False)[0]
         by_status = {s.name: 0 for s in Status}
-        for r in self.run("hot_status_counts", write=False):
+        for r in self.db.run("hot_status_counts", write=False):
             by_status[Status(int(r["status"])).name] += int(r["n"])
-        tp = self.run("throughput", write=False)[0]
+        tp = self.db.run("throughput", write=False)[0]
         p1, f1, p5, f5 = (int(tp[k] or 0) for k in ("processed_1m", "failed_1m", "processed_5m", "failed_5m"))
         return {
             "enqueued_total": int(totals["enqueued_total"]),
@@ -303,13 +306,13 @@ class ReadOps(AdminOps):
         or fetched by a worker whose registry row is older than `worker_gone_s`), counters."""
         if name is not None:
             name = validation.queue(name, "name")
-        rows = self.run("queue_rows", write=False, name=name)
+        rows = self.db.run("queue_rows", write=False, name=name)
         if name is not None and not rows:
             raise errors.JobNotFound(f"no queue named {name}")
         counts: dict[str, dict[str, int]] = {}
-        for r in self.run("hot_status_counts", write=False):
+        for r in self.db.run("hot_status_counts", write=False):
             counts.setdefault(r["queue"], {})[Status(int(r["status"])).name] = int(r["n"])
-        lags = {r["queue"]: r for r in self.run("queue_lag", write=False, gone_s=float(worker_gone_s))}
+        lags = {r["queue"]: r for r in self.db.run("queue_lag", write=False, gone_s=float(worker_gone_s))}
         out = []
         for r in rows:
             c, lag = counts.get(r["name"], {}), lags.get(r["name"], {})
@@ -338,7 +341,7 @@ class ReadOps(AdminOps):
                 "queues": sorted(filter(None, (r.pop("queues") or "").split(","))),
                 "silent_seconds": max(0.0, round(float(r.pop("silent_s") or 0.0), 3)),
             }
-            for r in self.run("list_workers", write=False)
+            for r in self.db.run("list_workers", write=False)
         ]
 
     # ------------------------------------------------------------------ audit and events
@@ -356,46 +359,6 @@ class ReadOps(AdminOps):
     ) -> Page:
         params = {"actor": actor, "action": action, "job_id": job_id, "plan_id": plan_id, "since": since}
         paging = _paging(page, page_size)
-        total = int(self.run("count_audit", write=False, **params)[0]["n"])
-        items = self.run("list_audit", write=False, **params, **paging) if paging["offset"] < total else []
+        total = int(self.db.run("count_audit", write=False, **params)[0]["n"])
+        items = self.db.run("list_audit", write=False, **params, **paging) if paging["offset"] < total else []
         return Page(items=items, total=total, page=page, page_size=page_size)
-
-    def events_after(self, after_id: int, limit: int = 100) -> list[dict[str, Any]]:
-        return self.run("events_after", write=False, after_id=int(after_id), limit=int(limit))
-
-    def last_event_id(self) -> int:
-        return int(self.run("last_event_id", write=False)[0]["id"])
-
-    def prune(
-        self,
-        *,
-        buckets_older_than_s: float,
-        events_older_than_s: float,
-        failures_older_than_s: float | None = None,
-    ) -> dict[str, int]:
-        """Delete metric buckets, events and failure history older than their retention, in
-        CleanupBatchSize transactions. Returns how many of each went and the number of batches."""
-        done = {"buckets": 0, "events": 0, "failures": 0, "batches": 0}
-        for key, query, age in (
-            ("buckets", "prune_buckets", buckets_older_than_s),
-            ("events", "prune_events", events_older_than_s),
-            ("failures", "prune_failures", failures_older_than_s),
-        ):
-            if age is None:
-                continue
-            batches = self.run_batches(
-                query, count=_deleted, cursor=_after, older_than_s=float(age), after_at=None
-            )
-            for rows in batches:
-                n = _deleted(rows)
-                done[key] += n
-                done["batches"] += n > 0  # the probe that finds a table already pruned is no batch
-        return done
-
-
-def _deleted(rows: list[dict[str, Any]]) -> int:
-    return int(rows[0]["n"]) if rows else 0
-
-
-def _after(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    return {"after_at": rows[0]["last_at"]}

@@ -6,15 +6,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from chokaq_ops import errors, validation
+from chokaq_ops import errors
 from chokaq_ops.models import Actor
-from chokaq_ops.storage.admin_ops import _person
-from chokaq_ops.storage.core import StoreCore
+from chokaq_ops.storage.audit import person
+from chokaq_ops.storage.database import Database
+from chokaq_ops.storage.inputs import required_text
 
 MAX_CONCURRENCY = 1024  # as Worker.Concurrency
 
 
-class RegistryOps(StoreCore):
+class RegistryOps:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
     def worker_register(
         self,
         worker_id: str,
@@ -28,7 +32,7 @@ class RegistryOps(StoreCore):
     ) -> int | None:
         """Upsert the worker's row (last seen: now, database clock); the operator's concurrency target, if
         any."""
-        rows = self.run(
+        rows = self.db.run(
             "worker_register",
             id=worker_id,
             host=host[:255],
@@ -42,16 +46,16 @@ class RegistryOps(StoreCore):
         return None if desired is None else int(desired)
 
     def worker_unregister(self, worker_id: str) -> None:
-        self.run("worker_unregister", id=worker_id)
+        self.db.run("worker_unregister", id=worker_id)
 
     def list_registry(self) -> list[dict[str, Any]]:
-        return [_decode(r) for r in self.run("list_registry", write=False)]
+        return [_decode(r) for r in self.db.run("list_registry", write=False)]
 
     def set_worker_concurrency(self, worker_id: str, concurrency: int, *, actor: Actor) -> dict[str, Any]:
         """An operator's concurrency target for a registered worker (applied at its next heartbeat);
         audited in the same transaction."""
-        actor = _person(actor)
-        worker_id = validation.text(worker_id, "worker_id", max_len=100)
+        actor = person(actor)
+        worker_id = required_text(worker_id, "worker_id", max_len=100)
         if (
             isinstance(concurrency, bool)
             or not isinstance(concurrency, int)
@@ -60,17 +64,17 @@ class RegistryOps(StoreCore):
             raise errors.ValidationError(
                 f"concurrency must be a whole number from 1 to {MAX_CONCURRENCY}", field="concurrency"
             )
-        rows = self.run("set_worker_concurrency", id=worker_id, concurrency=concurrency, actor=actor.name)
+        rows = self.db.run("set_worker_concurrency", id=worker_id, concurrency=concurrency, actor=actor.name)
         if not rows:
             raise errors.JobNotFound(f"no registered worker {worker_id}")
         return _decode(rows[0])
 
     def gone_workers(self, gone_s: float) -> set[str]:
         """Registered workers whose row was not refreshed for `gone_s` (they died)."""
-        return {r["id"] for r in self.run("gone_workers", write=False, gone_s=float(gone_s))}
+        return {r["id"] for r in self.db.run("gone_workers", write=False, gone_s=float(gone_s))}
 
     def prune_workers(self, older_than_s: float) -> int:
-        return int(self.run("prune_workers", older_than_s=float(older_than_s))[0]["n"])
+        return int(self.db.run("prune_workers", older_than_s=float(older_than_s))[0]["n"])
 
 
 def _decode(row: dict[str, Any]) -> dict[str, Any]:

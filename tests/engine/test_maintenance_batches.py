@@ -44,7 +44,8 @@ class BatchProbe:
         self, store: Store, names: str, look: Callable[[], Any], then: Callable[[int], None] | None = None
     ) -> None:
         self.seen: list[Any] = []
-        original = store.run
+        # The Database's own runner: the storage parts run their batches through it.
+        original = store.db.run
 
         def run(query: str, /, **params: Any) -> list[dict[str, Any]]:
             rows = original(query, **params)
@@ -55,7 +56,7 @@ class BatchProbe:
                     then(len(self.seen))  # something another client does between two batches
             return rows
 
-        store.run = run  # type: ignore[method-assign]
+        store.db.run = run  # type: ignore[method-assign]
 
 
 def old_buckets_and_events(store: Store, n: int) -> None:

@@ -216,12 +216,18 @@ class LostStartReplies(Store):
 
     lost = False
 
-    def run(self, name, /, **params):
-        rows = super().run(name, **params)
-        if name == "mark_processing" and rows and not self.lost:
-            self.lost = True
-            raise errors.TransientStorageError("connection lost after the commit")
-        return rows
+    def __init__(self, url, **options):
+        super().__init__(url, **options)
+        run = self.db.run  # the Store's parts run their statements through its Database
+
+        def lossy(name, /, **params):
+            rows = run(name, **params)
+            if name == "mark_processing" and rows and not self.lost:
+                self.lost = True
+                raise errors.TransientStorageError("connection lost after the commit")
+            return rows
+
+        self.db.run = lossy
 
 
 def test_a_start_that_committed_unseen_is_adopted_not_left_as_a_zombie(store):

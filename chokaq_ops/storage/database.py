@@ -1,4 +1,5 @@
-"""The transaction runner under every storage operation: named queries, retries, value conversion."""
+"""The database every storage part runs on: pool, dialect, named queries, transactions, retries,
+deadlines and value conversion."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, TypeVar
@@ -21,7 +22,7 @@ from chokaq_ops.storage.pool import Pool
 log = logging.getLogger("chokaq.storage")
 T = TypeVar("T")
 
-# Bounds of the pause between maintenance batches on SQLite (StoreCore._let_writers_in), in seconds.
+# Bounds of the pause between maintenance batches on SQLite (Database.let_writers_in), in seconds.
 MIN_WRITER_GAP = 0.002
 MAX_WRITER_GAP = 0.05
 
@@ -29,13 +30,13 @@ MAX_WRITER_GAP = 0.05
 class Tx:
     """One open transaction; `run` executes a named query inside it."""
 
-    def __init__(self, core: StoreCore, conn: Any) -> None:
-        self._core = core
+    def __init__(self, db: Database, conn: Any) -> None:
+        self._db = db
         self._conn = conn
         self.rowcount = -1
 
     def run(self, name: str, /, **params: Any) -> list[dict[str, Any]]:
-        rows, self.rowcount = self._core._execute(self._conn, self._core._query(name), params)
+        rows, self.rowcount = self._db._execute(self._conn, self._db._query(name), params)
         return rows
 
     def script(self, text: str) -> None:
@@ -48,12 +49,8 @@ class Tx:
             cursor.close()
 
 
-class StoreCore:
-    # Named queries the dialect may run as prepared statements (hot paths whose plans do not depend on
-    # their parameters; see PostgresDialect.prepare_on_use).
-    PREPARED: tuple[str, ...] = ()
-    # Named queries that run on those same hot (rule-planned) connections without being prepared.
-    RULE_PLANNED: tuple[str, ...] = ()
+class Database:
+    """One database URL: every storage part (storage/store.py) runs its named queries through this."""
 
     def __init__(
         self,
@@ -67,7 +64,12 @@ class StoreCore:
         command_timeout: float = 30.0,
         lock_timeout: float = 5.0,
         connect_timeout: float = 10.0,
+        prepared: Sequence[str] = (),
+        rule_planned: Sequence[str] = (),
     ) -> None:
+        """`prepared`: named queries the dialect may run as prepared statements (hot paths whose plans do
+        not depend on their parameters; see PostgresDialect.prepare_on_use). `rule_planned`: named
+        queries that run on those same hot (rule-planned) connections without being prepared."""
         self.dialect = dialects.from_url(
             url, command_timeout=command_timeout, lock_timeout=lock_timeout, connect_timeout=connect_timeout
         )
@@ -76,8 +78,8 @@ class StoreCore:
         self.queries = queries.load(self.dialect.name)
         # Hot statements (single-statement worker queries) the dialect runs on its hot connections.
         prepare = getattr(self.dialect, "prepare_on_use", None)
-        hot = {n: q.statements[0] for n in self.PREPARED if len((q := self.queries[n]).statements) == 1}
-        self._hot: set[str] = prepare(hot) | set(self.RULE_PLANNED) if prepare else set()
+        hot = {n: q.statements[0] for n in prepared if len((q := self.queries[n]).statements) == 1}
+        self._hot: set[str] = prepare(hot) | set(rule_planned) if prepare else set()
         self.pool = Pool(self.dialect.connect, pool_size)
         self.cleanup_batch_size = cleanup_batch_size
         self.max_transient_retries = max_transient_retries
@@ -86,19 +88,6 @@ class StoreCore:
         self.retries_done = 0  # transient retries taken; tests and metrics read it
         self._retry_lock = threading.Lock()
         self._local = threading.local()  # retries taken by the calling thread (see thread_retries)
-        # (worker id, job id) whose mark_processing failed transiently: it may have committed (WorkerOps).
-        self._uncertain_marks: set[tuple[str, str]] = set()
-        # Worker ids with a claim that failed transiently or was retried: it may have committed rows the
-        # worker never saw (WorkerOps.recover_claims finds them).
-        self._uncertain_claims: set[str] = set()
-        # (worker id, job id) whose finishing write failed transiently: it may have committed (WorkerOps).
-        self._uncertain_finishes: set[tuple[str, str]] = set()
-        # Explicit job ids whose enqueue failed transiently: it may have committed (WorkerOps.enqueue).
-        # An insertion-ordered dict used as a bounded set.
-        self._uncertain_enqueues: dict[str, None] = {}
-        # (actor, job id) of single resurrects that failed transiently: they may have committed (AdminOps).
-        self._uncertain_resurrects: dict[tuple[str, str], None] = {}
-        self._uncertain_lock = threading.Lock()
 
     @property
     def url(self) -> str:
@@ -107,7 +96,7 @@ class StoreCore:
     def close(self) -> None:
         self.pool.close()
 
-    def __enter__(self) -> StoreCore:
+    def __enter__(self) -> Database:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -244,9 +233,9 @@ class StoreCore:
                 return
             if cursor is not None:
                 params |= cursor(rows)
-            self._let_writers_in(time.monotonic() - started)
+            self.let_writers_in(time.monotonic() - started)
 
-    def _let_writers_in(self, held_s: float) -> None:
+    def let_writers_in(self, held_s: float) -> None:
         """Pause between maintenance batches on SQLite, whose one writer lock a batch holds throughout.
 
         A waiting writer (a worker's heartbeat) sleeps in SQLite's busy handler and retries after 1, 2,

@@ -1,0 +1,204 @@
+"""The producer's operations: enqueue (plain, inside the caller's transaction, or audited for the API)
+and the next due time. An enqueue whose reply may have been lost is checked before it reports a conflict."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import Any
+
+from chokaq_ops import errors, ids, validation
+from chokaq_ops.models import Actor, EnqueueResult, NewJob
+from chokaq_ops.storage import signals
+from chokaq_ops.storage.audit import audit_in, person
+from chokaq_ops.storage.database import Database, Tx
+
+log = logging.getLogger("chokaq.storage")
+
+# Explicit ids whose enqueue raised a transient error, remembered for the producer's own retry (oldest
+# forgotten first past this many).
+MAX_UNCERTAIN_ENQUEUES = 100_000
+
+
+class Producer:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        # Explicit job ids whose enqueue failed transiently: it may have committed. An insertion-ordered
+        # dict used as a bounded set.
+        self._uncertain_enqueues: dict[str, None] = {}
+        self._uncertain_lock = threading.Lock()
+
+    def enqueue(self, jobs: Iterable[NewJob]) -> list[EnqueueResult]:
+        """Insert jobs in one statement. Per item: `new`, `duplicate` (an active job holds its idempotency
+        key; `id` is that job's) or `conflict` (the id exists already in hot, archive or DLQ; nothing
+        inserted).
+
+        An enqueue whose earlier attempt may have committed unseen (retried inside this call, or an
+        explicit id whose last enqueue raised a transient error) reports the jobs that attempt created
+        as `new`, not as a conflict with themselves."""
+        items, explicit = self._enqueue_items(jobs)
+        if not items:
+            return []
+        retries = self.db.thread_retries()
+        try:
+            rows = self._enqueue_rows(items, explicit)
+        except errors.TransientStorageError:
+            self._note_uncertain_enqueues(explicit)
+            raise
+        uncertain = {i["id"] for i in items} if self.db.thread_retries() != retries else set()
+        with self._uncertain_lock:
+            remembered = {i for i in explicit if i in self._uncertain_enqueues}
+            for i in remembered:
+                del self._uncertain_enqueues[i]
+        uncertain |= remembered
+        maybe = [items[r["ord"]] for r in rows if r["status"] != "new" and items[r["ord"]]["id"] in uncertain]
+        if maybe:
+            mine = {r["id"] for r in self.db.run("enqueued_unseen", write=False, items=maybe)}
+            for r in rows:
+                if r["status"] != "new" and items[r["ord"]]["id"] in mine:
+                    r.update(status="new", id=items[r["ord"]]["id"])
+        if any(r["status"] == "new" for r in rows):
+            signals.publish(self.db.dialect.url)
+        return self._results(self.db.run, items, rows)
+
+    def next_due(self, queues: Sequence[str] | None = None) -> float | None:
+        """Seconds (database clock) until the next pending job of `queues` (None: any) that is not due
+        yet becomes due; None when no such job waits."""
+        rows = self.db.run("next_due", write=False, queues=list(queues) if queues else None)
+        return max(0.0, float(rows[0]["wait_s"])) if rows else None
+
+    def enqueue_on(self, conn: Any, jobs: Iterable[NewJob]) -> list[EnqueueResult]:
+        """Enqueue inside the caller's own open transaction on `conn` (a sqlite3 connection to this
+        store's file, or a pyodbc connection to this store's PostgreSQL database): the jobs commit or roll
+        back with the caller's transaction, which this call neither commits nor rolls back. The same
+        named statements as `enqueue`; nothing is retried here (a failure fails the caller's
+        transaction, which the caller retries whole)."""
+        items, explicit = self._enqueue_items(jobs)
+        if not items:
+            return []
+        self.db.dialect.join_transaction(conn)
+        tx = Tx(self.db, conn)
+        # Always NOTIFY: the application's transaction may have begun before a worker went idle, so the
+        # idle-worker gate (see the enqueue SQL) could miss that worker.
+        return self._results(tx.run, items, self._enqueue_in(tx, items, explicit, notify=True))
+
+    def enqueue_audited(self, job: NewJob, *, actor: Actor, max_queues: int | None = None) -> EnqueueResult:
+        """Enqueue one job on an operator's behalf (the API): `created_by` is the actor, and a new job's
+        audit row commits in the same transaction. With `max_queues`, a job for a queue that does not exist
+        yet is refused (422) once that many queues exist; existing queues keep working."""
+        actor = person(actor)
+        item = self._enqueue_item(0, replace(job, created_by=actor.name))
+
+        def enqueue(tx: Any) -> EnqueueResult:
+            if max_queues is not None:
+                self._admit_queue(tx, item["queue"], max_queues)
+            explicit = {item["id"]} if job.id is not None else set()
+            result = self._results(tx.run, [item], self._enqueue_in(tx, [item], explicit))[0]
+            if result.created:
+                audit_in(tx, actor, "enqueue", job_id=result.id)
+            return result
+
+        return self.db.transaction(enqueue)
+
+    def _admit_queue(self, tx: Any, name: str, max_queues: int) -> None:
+        row = tx.run("queue_admission", name=name)[0]
+        if not int(row["known"]) and int(row["n"]) >= max_queues:
+            raise errors.ValidationError(
+                f"queue {name!r} does not exist and {int(row['n']):,} queues do (Api.MaxQueues is "
+                f"{max_queues:,}): use an existing queue, or ask an admin to raise the limit",
+                field="queue",
+            )
+
+    def _results(
+        self, run: Any, items: list[dict[str, Any]], rows: list[dict[str, Any]]
+    ) -> list[EnqueueResult]:
+        """The enqueue statement's rows as results; `run` is the store's, or an open transaction's."""
+        missing = [
+            items[r["ord"]]["idempotency_key"] for r in rows if r["status"] == "duplicate" and not r["id"]
+        ]
+        winners: dict[str, str] = {}
+        if missing:
+            # Lost a concurrent race on the key: the winner committed after our snapshot was taken.
+            winners = {r["idempotency_key"]: r["id"] for r in run("find_idempotency_keys", keys=missing)}
+        return [
+            EnqueueResult(
+                id=r["id"] or winners.get(items[r["ord"]]["idempotency_key"]) or items[r["ord"]]["id"],
+                created=r["status"] == "new",
+                status=r["status"],
+            )
+            for r in sorted(rows, key=lambda r: r["ord"])
+        ]
+
+    def _enqueue_rows(self, items: list[dict[str, Any]], explicit: set[str]) -> list[dict[str, Any]]:
+        """Run the enqueue statement. Where a statement reads one snapshot while moves commit around it
+        (PostgreSQL), an enqueue of explicit ids takes back, in a second statement of the same
+        transaction, the ids it inserted that a move committed into the archive or the DLQ meanwhile;
+        those answer `conflict`. Generated ids are new by construction and keep the one-statement path."""
+        if not explicit or not self.db.dialect.snapshot_per_statement:
+            return self.db.run("enqueue", items=items, notify=False)
+        return self.db.transaction(lambda tx: self._enqueue_in(tx, items, explicit))
+
+    def _enqueue_in(
+        self, tx: Tx, items: list[dict[str, Any]], explicit: set[str], *, notify: bool = False
+    ) -> list[dict[str, Any]]:
+        """The enqueue statement (and its re-check, see _enqueue_rows) inside an open transaction."""
+        rows = tx.run("enqueue", items=items, notify=notify)
+        if explicit and self.db.dialect.snapshot_per_statement:
+            inserted = [items[r["ord"]]["id"] for r in rows if r["status"] == "new"]
+            inserted = [i for i in inserted if i in explicit]
+            raced = {r["id"] for r in tx.run("enqueue_undo_raced", ids=inserted)} if inserted else set()
+            for r in rows:
+                if r["status"] == "new" and r["id"] in raced:
+                    r["status"] = "conflict"
+            if raced:
+                log.info("enqueue: %d id(s) were moved out of hot while it ran: conflict", len(raced))
+        return rows
+
+    def _note_uncertain_enqueues(self, ids: Iterable[str]) -> None:
+        with self._uncertain_lock:
+            for i in ids:
+                self._uncertain_enqueues[i] = None
+            while len(self._uncertain_enqueues) > MAX_UNCERTAIN_ENQUEUES:
+                del self._uncertain_enqueues[next(iter(self._uncertain_enqueues))]
+
+    def _enqueue_items(self, jobs: Iterable[NewJob]) -> tuple[list[dict[str, Any]], set[str]]:
+        """The statement's items (validated) and the ids among them the producer chose."""
+        jobs = list(jobs)
+        items = [self._enqueue_item(i, job) for i, job in enumerate(jobs)]
+        if len({i["id"] for i in items}) < len(items):
+            raise errors.ValidationError("the same job id appears twice in one enqueue", field="id")
+        return items, {item["id"] for item, job in zip(items, jobs, strict=True) if job.id is not None}
+
+    def _enqueue_item(self, ord_: int, job: NewJob) -> dict[str, Any]:
+        if job.delay_seconds is not None and job.scheduled_at is not None:
+            raise errors.ValidationError(
+                "give delay_seconds or scheduled_at, not both", field="delay_seconds"
+            )
+        if job.delay_seconds is not None and not 0 <= job.delay_seconds <= 10 * 365 * 86400:
+            raise errors.ValidationError(
+                "delay_seconds must be between 0 and ten years", field="delay_seconds"
+            )
+        if job.scheduled_at is not None and job.scheduled_at.tzinfo is None:
+            raise errors.ValidationError("scheduled_at must carry a time zone (UTC)", field="scheduled_at")
+        priority = validation.priority(job.priority)
+        return {
+            "ord": ord_,
+            "id": validation.job_id(job.id) if job.id is not None else ids.new_id(),
+            "queue": validation.queue(job.queue),
+            "type": validation.text(job.type, "type", max_len=validation.MAX_TYPE),
+            "payload": validation.payload(
+                job.payload, max_bytes=self.db.max_payload_bytes, require_json=False
+            ),
+            "tags": validation.tags(job.tags),
+            "idempotency_key": validation.text(
+                job.idempotency_key, "idempotency_key", max_len=validation.MAX_KEY, required=False
+            ),
+            "priority": 10 if priority is None else priority,
+            "delay_s": job.delay_seconds,
+            "scheduled_at": self.db.format_time(job.scheduled_at) if job.scheduled_at else None,
+            "created_by": validation.text(
+                job.created_by, "created_by", max_len=validation.MAX_ACTOR, required=False
+            ),
+        }
