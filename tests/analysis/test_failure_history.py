@@ -13,8 +13,8 @@ from chokaq_ops.engine.handlers import Registry
 from chokaq_ops.models import Actor, FailureFilter, FailureReason, NewJob
 from chokaq_ops.storage import Dead, Retry
 from tests.api.conftest import ApiClient, create_app
-from tests.dbprobe import age
 from tests.engine.worker_support import enqueue, fast_settings, hosted, settled
+from tests.support.dbprobe import age
 from tests.support.seeds import seed_dlq
 
 

@@ -13,7 +13,7 @@ from chokaq_api import create_app
 from chokaq_ops import connect, errors
 from chokaq_ops.models import Actor, FailureReason
 from chokaq_ops.settings import Settings
-from tests.dbprobe import sql
+from tests.support.dbprobe import sql
 from tests.support.seeds import seed_dlq, table_counts
 
 

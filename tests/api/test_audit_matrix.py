@@ -24,7 +24,7 @@ from chokaq_ops.models import Actor
 from chokaq_ops.storage import Store
 from tests.api.conftest import PREFIX, TEST_SETTINGS, WORKER, ApiClient, enqueue, to_archive, to_dlq
 from tests.api.test_security import routes
-from tests.dbprobe import age, is_pg, scalar, sql
+from tests.support.dbprobe import age, is_pg, scalar, sql
 
 # POSTs that change nothing (dry runs); every other non-GET route must have a case below.
 READ_ONLY = {("POST", "/dlq/preview"), ("POST", "/jobs/locate")}

@@ -11,7 +11,7 @@ from chokaq_api import create_app
 from chokaq_ops import errors
 from chokaq_ops.models import Actor
 from tests.api.conftest import ApiClient, enqueue, to_dlq
-from tests.dbprobe import scalar
+from tests.support.dbprobe import scalar
 
 
 def changes_audited(store) -> list[str]:

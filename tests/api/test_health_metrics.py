@@ -118,7 +118,7 @@ def test_queue_lag_counts_jobs_a_dead_worker_holds_and_clears_when_they_drain(st
     """Readiness turns degraded then unhealthy as a backlog ages, and back once it drains. A job a dead
     worker (registry row older than Health.WorkerHeartbeatTimeout) fetched is waiting too: nobody runs it;
     the same job fetched by a live worker is not."""
-    from tests.dbprobe import age, sql
+    from tests.support.dbprobe import age, sql
 
     s = settings.with_overrides(
         {

@@ -7,8 +7,8 @@ from collections import Counter
 from datetime import datetime
 
 from chokaq_ops.models import Actor
-from tests.dbprobe import sql
 from tests.storage.storage_factories import dead_bulk
+from tests.support.dbprobe import sql
 
 
 def due_seconds(store, start: datetime) -> Counter[int]:

@@ -10,7 +10,7 @@ import time
 import pytest
 import requests
 
-from tests.polling import wait_for
+from tests.support.polling import wait_for
 from tests.support.served import FAST_TOML
 
 pytestmark = pytest.mark.slow

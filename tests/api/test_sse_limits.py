@@ -10,7 +10,7 @@ import requests
 from chokaq_api import create_app
 from chokaq_ops.models import Actor
 from tests.api.conftest import ApiClient
-from tests.polling import wait_for
+from tests.support.polling import wait_for
 from tests.support.served import FAST_TOML
 
 

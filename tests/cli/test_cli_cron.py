@@ -10,11 +10,11 @@ import subprocess
 from collections import Counter
 
 import pytest
-from polling import wait_for
 
 from chokaq_ops.client import DbClient
 from chokaq_ops.models import FailureReason
 from tests.support.cli import chokaq
+from tests.support.polling import wait_for
 from tests.support.seeds import plan_audit_ids, seed_dlq
 from tests.support.served import CHOKAQ
 

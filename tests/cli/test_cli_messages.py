@@ -12,7 +12,6 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from dbprobe import age, processing
 
 from chokaq_ops.cli import main
 from chokaq_ops.cli.dlq import when
@@ -22,6 +21,7 @@ from chokaq_ops.settings import Settings
 from chokaq_ops.storage import Store
 from chokaq_ops.storage.migrate import migrate
 from tests.support.cli import chokaq
+from tests.support.dbprobe import age, processing
 from tests.support.seeds import seed_dlq
 
 READERS = (

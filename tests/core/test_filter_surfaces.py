@@ -11,9 +11,9 @@ import pytest
 from chokaq_ops.client import DbClient
 from chokaq_ops.models import Actor, FailureReason
 from tests.api.conftest import ApiClient, create_app
-from tests.dbprobe import age
 from tests.engine.worker_support import fast_settings
 from tests.support.cli import chokaq
+from tests.support.dbprobe import age
 from tests.support.seeds import seed_dlq
 
 SPECS = [

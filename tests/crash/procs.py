@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from polling import wait_for  # noqa: F401 (the crash tests import it from here)
+from tests.support.polling import wait_for  # noqa: F401 (the crash tests import it from here)
 
 TESTS_DIR = Path(__file__).resolve().parent.parent
 CHOKAQ = str(Path(sys.executable).with_name("chokaq"))

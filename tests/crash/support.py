@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dbprobe import age, enqueue, events, fetched, is_pg, locations, processing, sql  # noqa: F401 (re-exported)
-
 from chokaq_ops.storage import Store
+from tests.support.dbprobe import age, enqueue, events, fetched, is_pg, locations, processing, sql  # noqa: F401 (re-exported)
 
 
 def counts(store: Store) -> dict[str, int]:

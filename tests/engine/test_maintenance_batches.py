@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 from crash.support import age, counts, enqueue, fetched, processing, sql
-from dbprobe import ago_expr, scalar
 
 from chokaq_ops.engine.rescue import Rescuer
 from chokaq_ops.models import Actor, DlqFilter, FailureReason, HotFilter
 from chokaq_ops.settings import Settings
 from chokaq_ops.storage import Store
 from chokaq_ops.storage.worker_ops import Dead
+from tests.support.dbprobe import ago_expr, scalar
 
 BATCH = 3
 DAY = 86400

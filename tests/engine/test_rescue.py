@@ -9,13 +9,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from crash.support import age, assert_one_table_each, counts, events, fetched, processing, sql
-from dbprobe import ago_expr
 
 from chokaq_ops import errors
 from chokaq_ops.engine.metrics import Metrics
 from chokaq_ops.engine.rescue import ZOMBIE_FINGERPRINT, DbWatch, RescueError, Rescuer, sweep_now
 from chokaq_ops.models import Actor
 from chokaq_ops.settings import Settings
+from tests.support.dbprobe import ago_expr
 
 HB = {"execution.heartbeat_interval_min": 0.2, "execution.heartbeat_interval_max": 0.3}
 

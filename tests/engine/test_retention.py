@@ -7,13 +7,13 @@ import logging
 
 import pytest
 from crash.support import age, counts, events, processing, sql
-from dbprobe import ago_expr
 
 from chokaq_ops.engine.retention import Retention
 from chokaq_ops.models import FailureReason
 from chokaq_ops.settings import Settings
 from chokaq_ops.storage import Store
 from chokaq_ops.storage.worker_ops import Dead
+from tests.support.dbprobe import ago_expr
 
 DAY = 86400
 

@@ -10,12 +10,12 @@ import sys
 import time
 
 import pytest
-from dbprobe import is_pg, sql
 from worker_support import enqueue, fast_settings, hosted, settled, wait_for
 
 from chokaq_ops.engine.handlers import Registry
 from chokaq_ops.models import NewJob
 from chokaq_ops.storage import Store
+from tests.support.dbprobe import is_pg, sql
 
 SLOW_POLL = {"worker__polling_interval": 60.0}
 

@@ -15,7 +15,7 @@ from chokaq_ops.engine.retention import Retention
 from chokaq_ops.models import Actor, NewJob
 from chokaq_ops.storage import Store
 from tests.api.conftest import ApiClient
-from tests.dbprobe import sql
+from tests.support.dbprobe import sql
 
 
 class Gauge:

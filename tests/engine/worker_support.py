@@ -8,13 +8,12 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
-from polling import wait_for as _wait_for
-
 from chokaq_ops.engine.handlers import Registry
 from chokaq_ops.engine.hosting import Host
 from chokaq_ops.models import NewJob
 from chokaq_ops.settings import Settings
 from chokaq_ops.storage import Store
+from tests.support.polling import wait_for as _wait_for
 
 FAST = {
     "worker.polling_interval": 0.05,

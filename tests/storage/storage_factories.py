@@ -9,7 +9,9 @@ from collections.abc import Iterable
 from datetime import timedelta
 from typing import Any
 
-from dbprobe import (  # noqa: F401 (re-exported for the storage tests)
+from chokaq_ops.models import Actor, FailureReason
+from chokaq_ops.storage import Dead, Store
+from tests.support.dbprobe import (  # noqa: F401 (re-exported for the storage tests)
     JOB_TABLES,
     age,
     ago_expr,
@@ -23,9 +25,6 @@ from dbprobe import (  # noqa: F401 (re-exported for the storage tests)
     scalar,
     sql,
 )
-
-from chokaq_ops.models import Actor, FailureReason
-from chokaq_ops.storage import Dead, Store
 
 OPS = Actor("ops")
 

@@ -9,8 +9,8 @@ import pytest
 from chokaq_ops import errors
 from chokaq_ops.models import Actor
 from chokaq_ops.storage import Store
-from tests import dbprobe
 from tests.storage.storage_factories import audit
+from tests.support import dbprobe
 
 
 def fail(store: Store, type_: str, n: int, *, threshold: int = 3, window: float = 60.0, brk: float = 0.4):

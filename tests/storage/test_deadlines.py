@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 from crash.proxy import CuttableProxy
-from dbprobe import processing
 
 from chokaq_ops import errors
 from chokaq_ops.models import Actor, NewJob
 from chokaq_ops.storage import Store, deadline
 from chokaq_ops.storage.migrate import migrate
+from tests.support.dbprobe import processing
 
 
 def timed_failure(fn: Any) -> tuple[float, errors.TransientStorageError]:

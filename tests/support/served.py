@@ -12,7 +12,7 @@ from typing import Any
 
 import requests
 
-from tests.polling import wait_for  # noqa: F401 (the e2e tests import it from here)
+from tests.support.polling import wait_for  # noqa: F401 (the e2e tests import it from here)
 
 REPO = Path(__file__).resolve().parents[2]
 CHOKAQ = str(Path(sys.executable).with_name("chokaq"))
