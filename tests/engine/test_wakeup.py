@@ -107,7 +107,9 @@ def test_a_notification_storm_costs_one_claim_not_one_per_notification(store) ->
             time.sleep(0.5)
         finally:
             del host.worker.store.fetch
-        assert 1 <= len(claims) <= 5, len(claims)
+        # Wake-ups that arrive while a claim runs fold into one more claim: a few claims for the whole
+        # storm (more when the machine is loaded and the 5,000 calls take longer), never one each.
+        assert 1 <= len(claims) <= 25, len(claims)
 
 
 def test_a_killed_listener_reconnects_and_wakes_again(store) -> None:
