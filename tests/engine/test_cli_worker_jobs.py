@@ -123,9 +123,18 @@ def test_worker_process_drains_jobs_and_stops_on_sigterm(db_url, tmp_path, store
         dead = settled(store, bad, "dlq", timeout=30)
         assert dead["failure_reason"] == "Fatal" and "Expecting ',' delimiter" in dead["error_details"]
         assert {json.loads((tmp_path / f"out{i}.json").read_text())["id"] for i in range(3)} == set(ids)
-        scraped = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-        assert 'chokaq_jobs_succeeded_total{queue="default",type="cli.echo"} 3.0' in scraped
-        assert 'chokaq_jobs_failed_total{queue="default",reason="Fatal",type="cli.echo"} 1.0' in scraped
+        # The worker counts an outcome once its write has returned, so a row can be visible here a
+        # moment before its counter moves: scrape until both counters show (or give up after 10 s).
+        succeeded = 'chokaq_jobs_succeeded_total{queue="default",type="cli.echo"} 3.0'
+        failed = 'chokaq_jobs_failed_total{queue="default",reason="Fatal",type="cli.echo"} 1.0'
+        deadline = time.monotonic() + 10
+        while True:
+            scraped = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+            if (succeeded in scraped and failed in scraped) or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert succeeded in scraped
+        assert failed in scraped
         assert "chokaq_queue_jobs" in scraped  # gauges read from the database at scrape time
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=30)
