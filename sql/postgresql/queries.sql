@@ -158,6 +158,13 @@ FROM (SELECT queue, count(*) AS n FROM moved GROUP BY queue) m WHERE s.queue = m
 
 -- ---------------------------------------------------------------- schema ledger
 
+-- fragment: insert_new_queues
+-- The queue rows of the new jobs in `ins` whose queue was not seen before: a known queue's row is not
+-- even probed for a conflict.
+INSERT INTO queues (name)
+SELECT DISTINCT queue FROM ins WHERE NOT EXISTS (SELECT 1 FROM queues q WHERE q.name = ins.queue)
+ORDER BY queue ON CONFLICT DO NOTHING
+
 -- fragment: count_enqueued
 -- Adds the new jobs of `ins` to their queues' enqueue counters: this connection's shard of each.
 INSERT INTO enqueue_counts (queue, shard, n, at)
@@ -253,12 +260,7 @@ ins AS (
     ON CONFLICT DO NOTHING
     RETURNING id, queue
 ),
--- Only queues not seen before are inserted: a known queue's row is not even probed for a conflict.
-new_queues AS (
-    INSERT INTO queues (name)
-    SELECT DISTINCT queue FROM ins WHERE NOT EXISTS (SELECT 1 FROM queues q WHERE q.name = ins.queue)
-    ORDER BY queue ON CONFLICT DO NOTHING
-),
+new_queues AS ({{insert_new_queues}}),
 counters AS ({{count_enqueued}}),
 moved_rows AS (SELECT id FROM ins),
 {{wake_workers}}
@@ -294,11 +296,7 @@ WITH ins AS (
     ON CONFLICT DO NOTHING
     RETURNING id, queue
 ),
-new_queues AS (
-    INSERT INTO queues (name)
-    SELECT queue FROM ins WHERE NOT EXISTS (SELECT 1 FROM queues q WHERE q.name = ins.queue)
-    ON CONFLICT DO NOTHING
-),
+new_queues AS ({{insert_new_queues}}),
 counters AS ({{count_enqueued}}),
 moved_rows AS (SELECT id FROM ins),
 {{wake_workers}}
