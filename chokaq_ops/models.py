@@ -5,7 +5,9 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
 
 
 class Status(enum.IntEnum):
@@ -139,10 +141,11 @@ class HotFilter:
 
 
 @dataclass(frozen=True)
-class Page:
-    """One page of a listing; `total` counts every match, not just this page."""
+class Page(Generic[T]):
+    """One page of a listing (records, chokaq_ops/records.py); `total` counts every match, not just
+    this page."""
 
-    items: list[dict[str, Any]]
+    items: list[T]
     total: int
     page: int
     page_size: int
@@ -163,26 +166,6 @@ class RescueReport:
     archived: int
     recovered_ids: list[str] = field(default_factory=list)
     archived_ids: list[str] = field(default_factory=list)
-
-
-def dead_job_evidence(job: dict[str, Any]) -> dict[str, float | None]:
-    """The two numbers every view (API, CLI, the zombie message) shows for a dead job, in seconds to the ms.
-
-    ``runtime_seconds``: how long the handler ran: ``duration_ms`` (for a zombie, from its start to its last
-    heartbeat, the "runtime" of its error message), else failed_at - started_at.
-    ``heartbeat_age_seconds``: failed_at - heartbeat_at, how long the job had been silent when it was
-    declared dead (the message's "before detection")."""
-
-    def between(later: datetime | None, earlier: datetime | None) -> float | None:
-        return None if later is None or earlier is None else round((later - earlier).total_seconds(), 3)
-
-    duration = job.get("duration_ms")
-    return {
-        "runtime_seconds": round(duration / 1000, 3)
-        if duration is not None
-        else between(job.get("failed_at"), job.get("started_at")),
-        "heartbeat_age_seconds": between(job.get("failed_at"), job.get("heartbeat_at")),
-    }
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ import getpass
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -26,7 +26,8 @@ from chokaq_ops import errors
 from chokaq_ops.cli import common
 from chokaq_ops.filters import TIME_HELP, dlq_filter, parse_choice, parse_time
 from chokaq_ops.fingerprint import fingerprint_text
-from chokaq_ops.models import Actor, FailureReason, dead_job_evidence
+from chokaq_ops.models import Actor, FailureReason
+from chokaq_ops.records import DeadJob
 from chokaq_ops.settings import parse_duration
 from chokaq_ops.storage.migrate import require_current
 from chokaq_ops.storage.plan_ops import PLAN_CHUNK, error_line
@@ -287,7 +288,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 # ---------------------------------------------------------------------- commands
 
 
-def _jsonable_job(job: dict[str, Any]) -> dict[str, Any]:
+def _jsonable_job(job: Mapping[str, Any]) -> dict[str, Any]:
     return {k: job.get(k) for k in JOB_FIELDS}
 
 
@@ -305,7 +306,7 @@ def run_ls(args: argparse.Namespace) -> int:
     if args.format == "json":
         common.print_json([_jsonable_job(j) for j in page.items])
         return 0
-    rows = [j | {"error": error_line(j.get("error_details"))} for j in page.items]
+    rows = [j.to_dict() | {"error": error_line(j.error_details)} for j in page.items]
     common.print_table(rows, LS_COLUMNS)
     common.footer(len(rows), page.total, "dead jobs", page=args.page, page_size=args.limit)
     return 0
@@ -314,9 +315,9 @@ def run_ls(args: argparse.Namespace) -> int:
 def run_show(args: argparse.Namespace) -> int:
     with client_of(args) as client:
         job = client.get_job(args.id)
-    if job["location"] != "dlq":
-        raise errors.JobNotFound(f"job {args.id} is in {job['location']}, not in the dead-letter queue")
-    evidence = dead_job_evidence(job)
+    if not isinstance(job, DeadJob):
+        raise errors.JobNotFound(f"job {args.id} is in {job.location}, not in the dead-letter queue")
+    evidence = job.evidence()
     if args.format == "json":
         common.print_json(_jsonable_job(job) | evidence)
         return 0

@@ -10,7 +10,8 @@ from chokaq_ops import errors
 from chokaq_ops.cli import common
 from chokaq_ops.cli.enqueue import ready_store
 from chokaq_ops.filters import archive_filter, dlq_filter, hot_filter
-from chokaq_ops.models import Location, Status
+from chokaq_ops.models import Location, Page, Status
+from chokaq_ops.records import ArchivedJob, DeadJob, HotJob
 
 HOT_STATUSES = [s.name for s in Status]
 STATUS_CHOICES = [*HOT_STATUSES, "succeeded", "dead"]
@@ -80,6 +81,7 @@ def run_ls(args: argparse.Namespace) -> int:
         "page_size": args.page_size,
     }
     filters = {"queue": args.queue, "type": args.type, "tag": args.tag, "search": args.search}
+    page: Page[HotJob] | Page[ArchivedJob] | Page[DeadJob]
     with ready_store(args) as store:
         if location == "hot":
             status = Status[args.status] if args.status in HOT_STATUSES else None
@@ -88,7 +90,7 @@ def run_ls(args: argparse.Namespace) -> int:
             page = store.list_archive(archive_filter(filters), **common_kw)
         else:
             page = store.list_dlq(dlq_filter(filters), **common_kw)
-    items = [dict(item, location=item.get("location") or location) for item in page.items]
+    items = [item.to_dict() for item in page.items]
     if args.format == "json":
         common.print_json(items)
         return 0

@@ -203,7 +203,7 @@ def edits_of(edits: Any, selection: Any) -> dict[str, dict[str, Any]]:
 
 
 def records_frame(
-    rows: list[dict[str, Any]], columns: Sequence[str], times: Sequence[str] = ()
+    rows: Sequence[Mapping[str, Any]], columns: Sequence[str], times: Sequence[str] = ()
 ) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=list(columns))
     for col in times:
@@ -211,7 +211,7 @@ def records_frame(
     return frame
 
 
-def audit_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+def audit_frame(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """Audit rows as a frame: id (int64), at (UTC), actor, action, job_id, plan_id, count (int64), details
     (parsed JSON: dict, list or None)."""
     frame = records_frame(rows, AUDIT_COLUMNS, ("at",))

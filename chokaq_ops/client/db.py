@@ -22,6 +22,7 @@ from chokaq_ops.client.base import (
 )
 from chokaq_ops.filters import archive_filter, dlq_filter, hot_filter, parse_time
 from chokaq_ops.models import Actor, DlqFilter, FailureFilter, HotFilter, NewJob
+from chokaq_ops.records import AuditEntry, JobRecord
 from chokaq_ops.settings import Settings
 from chokaq_ops.storage import Store
 from chokaq_ops.storage.admin_ops import UNSET
@@ -202,7 +203,7 @@ class DbClient(BaseClient):
 
     # ------------------------------------------------------------------ jobs
 
-    def get_job(self, job_id: str) -> dict[str, Any]:
+    def get_job(self, job_id: str) -> JobRecord:
         """Any job by id, wherever it lives (`location` says where), with contract field names."""
         return self.store.get_job(job_id)
 
@@ -291,7 +292,7 @@ class DbClient(BaseClient):
 
     def edit(
         self, job_id: str, *, payload: Any = None, tags: Any = None, priority: int | None = None
-    ) -> dict[str, Any]:
+    ) -> JobRecord:
         """Edit a dead job (payload, tags) or a pending hot job (payload, tags, priority); audited with the
         before/after payload."""
         job = self.store.get_job(job_id)
@@ -378,7 +379,7 @@ class DbClient(BaseClient):
     ) -> pd.DataFrame:
         """Audit rows, newest first. Columns: id (int64), at (UTC), actor, action, job_id, plan_id, count
         (int64), details (parsed JSON)."""
-        rows: list[dict[str, Any]] = []
+        rows: list[AuditEntry] = []
         page = 1
         while len(rows) < limit:
             size = min(1000, limit - len(rows))

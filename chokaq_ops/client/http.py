@@ -28,6 +28,7 @@ from chokaq_ops.client.base import (
 from chokaq_ops.client.transport import PAGE, UNSET, Transport, filter_json, quote, time_text, times
 from chokaq_ops.filters import archive_filter, dlq_filter, filter_query, hot_filter, parse_time
 from chokaq_ops.models import DlqFilter, EnqueueResult, FailureFilter, HotFilter, NewJob
+from chokaq_ops.records import JobRecord, job_from_view
 
 
 class HttpClient(BaseClient):
@@ -159,8 +160,8 @@ class HttpClient(BaseClient):
 
     # ------------------------------------------------------------------ jobs
 
-    def get_job(self, job_id: str) -> dict[str, Any]:
-        return times(self.api.get(f"/jobs/{quote(job_id)}"))
+    def get_job(self, job_id: str) -> JobRecord:
+        return job_from_view(times(self.api.get(f"/jobs/{quote(job_id)}")))
 
     def preview(
         self, ids: Sequence[str] | None = None, *, sample: int = 10, **filters: Any
@@ -256,7 +257,7 @@ class HttpClient(BaseClient):
 
     def edit(
         self, job_id: str, *, payload: Any = None, tags: Any = None, priority: int | None = None
-    ) -> dict[str, Any]:
+    ) -> JobRecord:
         body = {
             k: v for k, v in {"payload": payload, "tags": tags, "priority": priority}.items() if v is not None
         }
@@ -266,8 +267,8 @@ class HttpClient(BaseClient):
                 raise errors.ValidationError(
                     "a dead job's priority is set when it is resurrected", field="priority"
                 )
-            return times(self.api.patch(f"/dlq/{quoted}", body))
-        return times(self.api.patch(f"/jobs/{quoted}", body))
+            return job_from_view(times(self.api.patch(f"/dlq/{quoted}", body)))
+        return job_from_view(times(self.api.patch(f"/jobs/{quoted}", body)))
 
     # ------------------------------------------------------------------ queues, stats, audit
 

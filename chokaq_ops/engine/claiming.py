@@ -16,14 +16,14 @@ from __future__ import annotations
 import heapq
 import logging
 import time
-from typing import Any
 
 from chokaq_ops.engine import wakeup
 from chokaq_ops.engine.handlers import Registry
 from chokaq_ops.engine.releasing import Releaser
 from chokaq_ops.engine.serial_writes import SerialWrites
 from chokaq_ops.engine.starting import Launcher
-from chokaq_ops.engine.worker_state import EWMA, LINGER_S, WorkerState
+from chokaq_ops.engine.worker_state import EWMA, LINGER_S, Entry, WorkerState
+from chokaq_ops.records import ClaimedJob, Started
 from chokaq_ops.settings import Settings
 from chokaq_ops.storage import Store
 
@@ -217,17 +217,17 @@ class Fetcher:
             return 0
         return self.state.prefetch
 
-    def _claimed(self, rows: list[dict[str, Any]], held: int) -> None:
+    def _claimed(self, rows: list[ClaimedJob], held: int) -> None:
         """Started rows to the execution threads (`held` slots were kept free for them), fetched rows
         to the buffer. A claim that was in flight when shutdown began hands all its rows back."""
         st = self.state
-        started = [r for r in rows if r["status"] == "processing"]
-        fetched = [r for r in rows if r["status"] != "processing"]
+        started = [r for r in rows if r.status == "processing"]
+        fetched = [r for r in rows if r.status != "processing"]
         if started and st.stopping:
             self.releaser.release(started, why="shutdown", started=True)
             started = []
         now = time.monotonic()
-        self.launcher.dispatch([self.launcher.run_for(r, r, now) for r in started], held)
+        self.launcher.dispatch([self.launcher.run_for(r, Started.of(r), now) for r in started], held)
         if fetched:
             self.buffered(fetched)
         st.counts["fetched"] += len(started)
@@ -239,7 +239,7 @@ class Fetcher:
         ones back to fetched (they never ran), and they join the buffer."""
         st = self.state
         with st.lock:
-            known = {e[3]["id"] for e in st.buffer}
+            known = {e.job.id for e in st.buffer}
             known.update(st.owned, st.marking, st.written_off)
         try:
             rows = self.db.call(self.store.recover_claims, self.worker_id, known)
@@ -250,7 +250,7 @@ class Fetcher:
             log.warning("recovered %d jobs claimed while a connection was lost; buffered", len(rows))
             self.buffered(rows)
 
-    def buffered(self, rows: list[dict[str, Any]]) -> None:
+    def buffered(self, rows: list[ClaimedJob]) -> None:
         """Fetched rows into the prefetch buffer (handed straight back when shutdown has begun)."""
         st = self.state
         now = time.monotonic()
@@ -259,12 +259,12 @@ class Fetcher:
             if not stopping:
                 # One entry per id, the latest claim's: a job claimed again while an older entry of it
                 # waits (returned to pending by the sweep, then re-claimed) must never run twice.
-                incoming = {row["id"]: row for row in rows}
-                if any(e[3]["id"] in incoming for e in st.buffer):
-                    st.buffer = [e for e in st.buffer if e[3]["id"] not in incoming]
+                incoming = {row.id: row for row in rows}
+                if any(e.job.id in incoming for e in st.buffer):
+                    st.buffer = [e for e in st.buffer if e.job.id not in incoming]
                     heapq.heapify(st.buffer)
                 for row in incoming.values():
-                    heapq.heappush(st.buffer, (-row["priority"], row["due_at"], next(st.seq), row, now))
+                    heapq.heappush(st.buffer, Entry(-row.priority, row.due_at, next(st.seq), row, now))
                 st.cv_start.notify()
         if stopping:  # a fetch that was in flight when shutdown began: hand its rows straight back
             self.releaser.release(rows, why="shutdown")
@@ -302,11 +302,11 @@ class Fetcher:
                 st.exact_caps = any(self.queues is None or q in self.queues for q in st.capped)
             keep, paused, stale = [], [], []
             for entry in st.buffer:
-                if entry[3]["queue"] in st.paused:
-                    paused.append(entry[3])
-                elif now - entry[4] > stale_after:
+                if entry.job.queue in st.paused:
+                    paused.append(entry.job)
+                elif now - entry.fetched_at > stale_after:
                     # Released before the rescue sweep would recover it: another worker may start it sooner.
-                    stale.append(entry[3])
+                    stale.append(entry.job)
                 else:
                     keep.append(entry)
             if paused or stale:

@@ -10,12 +10,12 @@ import json
 import time
 import traceback
 from datetime import datetime, timedelta
-from typing import Any
 
 from chokaq_ops.engine import retry
 from chokaq_ops.engine.handlers import Handler, JobContext
 from chokaq_ops.fingerprint import fingerprint_text
 from chokaq_ops.models import FailureReason
+from chokaq_ops.records import ClaimedJob, Started
 from chokaq_ops.settings import RetrySettings
 
 # A Run's life in this process. Only RUNNING -> DONE delivers the handler's own outcome; every other
@@ -59,8 +59,8 @@ class Run:
 
     def __init__(
         self,
-        row: dict[str, Any],
-        marked: dict[str, Any],
+        row: ClaimedJob,
+        marked: Started,
         handler: Handler | None,
         *,
         worker_id: str,
@@ -69,13 +69,13 @@ class Run:
         timeout_source: str,
         now: float,
     ) -> None:
-        self.id: str = row["id"]
-        self.queue: str = row["queue"]
-        self.type: str = row["type"]
-        self.payload: str | None = row.get("payload")
-        self.created_at: datetime | None = row.get("created_at")
-        self.attempt: int = int(marked["attempt_count"])
-        self.started_at: datetime | None = marked.get("started_at")  # database clock
+        self.id: str = row.id
+        self.queue: str = row.queue
+        self.type: str = row.type
+        self.payload: str | None = row.payload
+        self.created_at: datetime | None = row.created_at
+        self.attempt: int = marked.attempt_count
+        self.started_at: datetime | None = marked.started_at  # database clock
         self.handler = handler
         self.max_attempts = max_attempts
         self.timeout = timeout

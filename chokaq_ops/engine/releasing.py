@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any
 
 from chokaq_ops.engine.serial_writes import SerialWrites
 from chokaq_ops.engine.worker_state import WorkerState
+from chokaq_ops.records import ClaimedJob
 from chokaq_ops.storage import Store
 
 log = logging.getLogger("chokaq.worker")
@@ -21,12 +21,12 @@ class Releaser:
         self.db = db
         self.worker_id = worker_id
 
-    def release(self, rows: Sequence[dict[str, Any]], *, why: str, started: bool = False) -> int:
+    def release(self, rows: Sequence[ClaimedJob], *, why: str, started: bool = False) -> int:
         """Hand claimed jobs back to pending: fetched ones (attempts unchanged), or with `started` ones a
         claim started that never reached user code (the attempt it counted taken back)."""
         if not rows:
             return 0
-        job_ids = [r["id"] for r in rows]
+        job_ids = [r.id for r in rows]
         hand_back = self.store.release_unstarted if started else self.store.release
         try:
             done = self.db.call(hand_back, self.worker_id, job_ids)

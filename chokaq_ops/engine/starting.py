@@ -15,7 +15,6 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Sequence
-from typing import Any
 
 from chokaq_ops.engine.circuits import Circuits
 from chokaq_ops.engine.completer import Completer
@@ -33,8 +32,9 @@ from chokaq_ops.engine.handlers import Registry
 from chokaq_ops.engine.releasing import Releaser
 from chokaq_ops.engine.serial_writes import SerialWrites
 from chokaq_ops.engine.tally import Tally
-from chokaq_ops.engine.worker_state import EWMA, LINGER_S, WorkerState
+from chokaq_ops.engine.worker_state import EWMA, LINGER_S, Entry, WorkerState
 from chokaq_ops.models import FailureReason
+from chokaq_ops.records import ClaimedJob, Started
 from chokaq_ops.settings import RetrySettings, Settings
 from chokaq_ops.storage import Store
 
@@ -65,7 +65,7 @@ class Launcher:
         self.tally = tally
         self._timeouts: dict[str, tuple[float, str]] = {}
 
-    def launch(self, rows: list[dict[str, Any]], marked: dict[str, dict[str, Any]], took: int) -> None:
+    def launch(self, rows: list[ClaimedJob], marked: dict[str, Started], took: int) -> None:
         """Hand the jobs the store marked processing to the execution threads; `took` slots were held
         for `rows`, and those of refused rows are given back. (A start that committed while its
         connection died is not refused: the store's mark_processing finds those rows processing under
@@ -75,11 +75,11 @@ class Launcher:
         refused = []
         seen: set[str] = set()
         for row in rows:
-            m = marked.get(row["id"])
+            m = marked.get(row.id)
             if m is None:
                 refused.append(row)
-            elif row["id"] not in seen:  # one start, one run: a duplicate's slot is given back
-                seen.add(row["id"])
+            elif row.id not in seen:  # one start, one run: a duplicate's slot is given back
+                seen.add(row.id)
                 runs.append(self.run_for(row, m, now))
         self.dispatch(runs, took)
         if refused:
@@ -88,7 +88,7 @@ class Launcher:
                 "not started: %d jobs no longer fetched by this worker (recovered by the rescue sweep or "
                 "cancelled): %s",
                 len(refused),
-                ", ".join(r["id"] for r in refused[:20]),
+                ", ".join(r.id for r in refused[:20]),
             )
 
     def dispatch(self, runs: Sequence[Run], took: int) -> None:
@@ -123,12 +123,12 @@ class Launcher:
             self.tally.child(self.tally.metrics.started, q, t).inc(n)
         st.counts["started"] += len(runs)
 
-    def run_for(self, row: dict[str, Any], marked: dict[str, Any], now: float) -> Run:
-        handler = self.registry.get(row["type"])
+    def run_for(self, row: ClaimedJob, marked: Started, now: float) -> Run:
+        handler = self.registry.get(row.type)
         if handler is not None and handler.timeout is not None:
-            timeout, source = handler.timeout, f"@job({row['type']!r}, timeout=...)"
+            timeout, source = handler.timeout, f"@job({row.type!r}, timeout=...)"
         else:
-            timeout, source = self._queue_timeout(row["queue"])
+            timeout, source = self._queue_timeout(row.queue)
         max_attempts = (
             handler.max_attempts
             if handler is not None and handler.max_attempts is not None
@@ -190,33 +190,33 @@ class Starter:
                     return
                 take = len(entries)
                 st.free -= take
-                st.marking.update(e[3]["id"] for e in entries)
+                st.marking.update(e.job.id for e in entries)
                 paused = st.paused
                 st.cv_fetch.notify()
-            rows = [e[3] for e in entries]
-            held = [r for r in rows if r["queue"] in paused]
+            rows = [e.job for e in entries]
+            held = [r for r in rows if r.queue in paused]
             if held:
-                rows = [r for r in rows if r["queue"] not in paused]
+                rows = [r for r in rows if r.queue not in paused]
                 self.releaser.release(held, why="queue paused")
             try:
-                marked = self.db.call(self.store.mark_processing, self.worker_id, [r["id"] for r in rows])
+                marked = self.db.call(self.store.mark_processing, self.worker_id, [r.id for r in rows])
             except Exception as exc:
                 failures += 1
                 log.error("mark_processing of %d jobs failed (attempt %d): %s", len(rows), failures, exc)
                 with st.lock:
                     for e in entries:
-                        if e[3]["queue"] not in paused:
+                        if e.job.queue not in paused:
                             heapq.heappush(st.buffer, e)
                     st.free += take
-                    st.marking.difference_update(e[3]["id"] for e in entries)
+                    st.marking.difference_update(e.job.id for e in entries)
                 time.sleep(min(5.0, 0.1 * 2 ** min(failures, 6)))
                 continue
             failures = 0
             self.launcher.launch(rows, marked, take)
             with st.lock:
-                st.marking.difference_update(e[3]["id"] for e in entries)
+                st.marking.difference_update(e.job.id for e in entries)
 
-    def _wait_for_work(self) -> list[tuple[Any, ...]] | None:
+    def _wait_for_work(self) -> list[Entry] | None:
         """(lock held) The buffered jobs to mark now, one per free slot, in sets (`enough_free`), or None
         when stopping."""
         st = self.state

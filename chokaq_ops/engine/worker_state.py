@@ -14,12 +14,24 @@ import queue
 import threading
 from collections import Counter
 from collections.abc import Iterable
-from typing import Any
+from datetime import datetime
+from typing import NamedTuple
 
 from chokaq_ops.engine.execution import Run
+from chokaq_ops.records import ClaimedJob
 
 LINGER_S = 0.001  # with under half the slots free and jobs running, wait this long for more
 EWMA = 0.05  # weight of the newest sample in the moving averages of run and claim times
+
+
+class Entry(NamedTuple):
+    """A fetched job in the prefetch buffer, a heap in claim order (priority first, then due time)."""
+
+    neg_priority: int
+    due_at: datetime
+    seq: int
+    job: ClaimedJob
+    fetched_at: float  # monotonic
 
 
 class WorkerState:
@@ -31,7 +43,7 @@ class WorkerState:
         self.cv_watch = threading.Condition(self.lock)  # the watchdog: an earlier deadline
         self.concurrency = concurrency
         self.prefetch = prefetch
-        self.buffer: list[tuple[Any, ...]] = []  # heap of (-priority, due_at, seq, row, fetched at)
+        self.buffer: list[Entry] = []  # a heap
         self.seq = itertools.count()
         self.free = concurrency  # slots not running a job nor held for a start in flight
         self.marking: set[str] = set()  # buffered jobs taken by the starter, start not yet settled

@@ -12,6 +12,7 @@ from typing import Any
 from chokaq_ops import errors, validation
 from chokaq_ops.fingerprint import fingerprint_text
 from chokaq_ops.models import Actor, BulkResult, DlqFilter
+from chokaq_ops.records import JobRecord
 from chokaq_ops.storage.audit import audit_in, person
 from chokaq_ops.storage.database import Database, Tx
 from chokaq_ops.storage.filters import dlq_filter_params, filter_json
@@ -49,7 +50,7 @@ class AdminOps:
 
     def edit_pending(
         self, job_id: str, *, actor: Actor, payload: Any = None, tags: Any = None, priority: int | None = None
-    ) -> dict[str, Any]:
+    ) -> JobRecord:
         """Edit a hot job while it is pending (null keeps a field); InvalidState once a worker holds it."""
         actor = person(actor)
         job_id = validation.job_id(job_id)
@@ -67,7 +68,7 @@ class AdminOps:
             )
         return self.reads.get_job(job_id)
 
-    def edit_dlq(self, job_id: str, *, actor: Actor, payload: Any = None, tags: Any = None) -> dict[str, Any]:
+    def edit_dlq(self, job_id: str, *, actor: Actor, payload: Any = None, tags: Any = None) -> JobRecord:
         actor = person(actor)
         job_id = validation.job_id(job_id)
         params: dict[str, Any] = {"payload": self._edit_payload(payload), "tags": validation.tags(tags)}
@@ -82,7 +83,7 @@ class AdminOps:
 
     def resurrect(
         self, job_id: str, *, actor: Actor, payload: Any = None, tags: Any = None, priority: int | None = None
-    ) -> dict[str, Any]:
+    ) -> JobRecord:
         """DLQ -> hot as a fresh pending job, with optional payload/tags/priority replacements."""
         actor = person(actor)
         item: dict[str, Any] = {

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from chokaq_ops import errors, validation
 from chokaq_ops.fingerprint import fingerprint_text
 from chokaq_ops.models import ArchiveFilter, DlqFilter, FailureReason, HotFilter, Page, Status
+from chokaq_ops.records import ArchivedJob, AuditEntry, DeadJob, HotJob, JobRecord, job_record
 from chokaq_ops.storage.database import Database, Tx
 from chokaq_ops.storage.filters import dlq_filter_params
 
@@ -17,20 +18,8 @@ HOT_SORTS = ("created_at", "priority", "due_at", "id", "queue", "type", "status"
 ARCHIVE_SORTS = ("finished_at", "created_at", "duration_ms", "queue", "type", "attempt_count", "id")
 DLQ_SORTS = ("failed_at", "created_at", "queue", "type", "reason", "attempt_count", "id")
 TOP_ERROR_SAMPLE = 5000
+J = TypeVar("J", bound=JobRecord)
 DEEP_PAGE_OFFSET = 2000  # below this, OFFSET over the index is as cheap as locating the hour first
-
-
-def decode_job(row: dict[str, Any]) -> dict[str, Any]:
-    """Storage numbers -> contract names (status, failure_reason)."""
-    if row.get("location") == "hot" and isinstance(row.get("status"), int):
-        row["status"] = Status(row["status"]).name
-    elif row.get("location") == "archive":
-        row["status"] = "succeeded"
-    elif row.get("location") == "dlq":
-        row["status"] = "dead"
-    if isinstance(row.get("failure_reason"), int):
-        row["failure_reason"] = FailureReason(row["failure_reason"]).name
-    return row
 
 
 def _sort(name: str, sort: str, descending: bool, allowed: Sequence[str]) -> str:
@@ -56,7 +45,7 @@ class ReadOps:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def get_job(self, job_id: str) -> dict[str, Any]:
+    def get_job(self, job_id: str) -> JobRecord:
         """Any job by id, wherever it lives; `location` says where (hot, archive, dlq)."""
         job_id = validation.job_id(job_id)
 
@@ -74,13 +63,15 @@ class ReadOps:
         row = self.db.transaction(read, write=False)
         if row is None:
             raise errors.JobNotFound(f"no job with id {job_id}")
-        return decode_job(row)
+        return job_record(row)
 
-    def _page(self, name: str, count: str, params: dict[str, Any], page: int, page_size: int) -> Page:
+    def _page(
+        self, kind: type[J], name: str, count: str, params: dict[str, Any], page: int, page_size: int
+    ) -> Page[J]:
         paging = _paging(page, page_size)
         total = int(self.db.run(count, write=False, **params)[0]["n"])
         items = [] if paging["offset"] >= total else self.db.run(name, write=False, **params, **paging)
-        return Page(items=[decode_job(r) for r in items], total=total, page=page, page_size=page_size)
+        return Page(items=[kind.from_stored(r) for r in items], total=total, page=page, page_size=page_size)
 
     def list_hot(
         self,
@@ -90,7 +81,7 @@ class ReadOps:
         descending: bool = True,
         page: int = 1,
         page_size: int = 100,
-    ) -> Page:
+    ) -> Page[HotJob]:
         flt = flt or HotFilter()
         params = {
             "status": int(flt.status) if flt.status is not None else None,
@@ -100,7 +91,7 @@ class ReadOps:
             "search_like": validation.like_pattern(flt.search),
         }
         return self._page(
-            _sort("list_hot", sort, descending, HOT_SORTS), "count_hot", params, page, page_size
+            HotJob, _sort("list_hot", sort, descending, HOT_SORTS), "count_hot", params, page, page_size
         )
 
     def list_archive(
@@ -111,7 +102,7 @@ class ReadOps:
         descending: bool = True,
         page: int = 1,
         page_size: int = 100,
-    ) -> Page:
+    ) -> Page[ArchivedJob]:
         flt = flt or ArchiveFilter()
         params = {
             "queue": validation.text(flt.queue, "queue", max_len=validation.MAX_QUEUE, required=False),
@@ -124,7 +115,12 @@ class ReadOps:
             "search_like": validation.like_pattern(flt.search),
         }
         return self._page(
-            _sort("list_archive", sort, descending, ARCHIVE_SORTS), "count_archive", params, page, page_size
+            ArchivedJob,
+            _sort("list_archive", sort, descending, ARCHIVE_SORTS),
+            "count_archive",
+            params,
+            page,
+            page_size,
         )
 
     def list_dlq(
@@ -135,11 +131,11 @@ class ReadOps:
         descending: bool = True,
         page: int = 1,
         page_size: int = 100,
-    ) -> Page:
+    ) -> Page[DeadJob]:
         params = dlq_filter_params(flt)
         name = _sort("list_dlq", sort, descending, DLQ_SORTS)
         if not _counted(params):
-            return self._page(name, "count_dlq", params, page, page_size)
+            return self._page(DeadJob, name, "count_dlq", params, page, page_size)
         # Filters the trigger-kept dlq_counts cover: an exact total without counting, and a deep page of
         # the failed_at order starts at the hour that holds its first row instead of OFFSET-scanning the
         # newer (or older) rows before it: O(page + one hour of rows) instead of O(position).
@@ -150,7 +146,9 @@ class ReadOps:
         if sort == "failed_at" and paging["offset"] > DEEP_PAGE_OFFSET:
             self._seek_hour(params, paging, descending)
         items = self.db.run(name, write=False, **params, **paging)
-        return Page(items=[decode_job(r) for r in items], total=total, page=page, page_size=page_size)
+        return Page(
+            items=[DeadJob.from_stored(r) for r in items], total=total, page=page, page_size=page_size
+        )
 
     def _seek_hour(self, params: dict[str, Any], paging: dict[str, int], descending: bool) -> None:
         """Narrow a deep failed_at page to start in the hour holding its first row (params, paging edited)."""
@@ -356,9 +354,11 @@ class ReadOps:
         since: datetime | None = None,
         page: int = 1,
         page_size: int = 100,
-    ) -> Page:
+    ) -> Page[AuditEntry]:
         params = {"actor": actor, "action": action, "job_id": job_id, "plan_id": plan_id, "since": since}
         paging = _paging(page, page_size)
         total = int(self.db.run("count_audit", write=False, **params)[0]["n"])
         items = self.db.run("list_audit", write=False, **params, **paging) if paging["offset"] < total else []
-        return Page(items=items, total=total, page=page, page_size=page_size)
+        return Page(
+            items=[AuditEntry.from_row(r) for r in items], total=total, page=page, page_size=page_size
+        )

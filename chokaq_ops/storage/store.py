@@ -21,6 +21,7 @@ from chokaq_ops.models import (
     NewJob,
     Page,
 )
+from chokaq_ops.records import ArchivedJob, AuditEntry, ClaimedJob, DeadJob, HotJob, JobRecord, Started
 from chokaq_ops.storage import filters, queries, worker_ops
 from chokaq_ops.storage.admin_ops import UNSET, AdminOps, Progress
 from chokaq_ops.storage.circuit_ops import CircuitOps
@@ -225,16 +226,16 @@ class Store:
         *,
         exact_caps: bool = False,
         start: int = 0,
-    ) -> list[dict[str, Any]]:
+    ) -> list[ClaimedJob]:
         return self.worker.fetch(worker_id, limit, queues, exact_caps=exact_caps, start=start)
 
     def claims_uncertain(self, worker_id: str) -> bool:
         return self.worker.claims_uncertain(worker_id)
 
-    def recover_claims(self, worker_id: str, known_ids: Iterable[str]) -> list[dict[str, Any]]:
+    def recover_claims(self, worker_id: str, known_ids: Iterable[str]) -> list[ClaimedJob]:
         return self.worker.recover_claims(worker_id, known_ids)
 
-    def mark_processing(self, worker_id: str, job_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    def mark_processing(self, worker_id: str, job_ids: Sequence[str]) -> dict[str, Started]:
         return self.worker.mark_processing(worker_id, job_ids)
 
     def heartbeat(self, worker_id: str, job_ids: Sequence[str]) -> set[str]:
@@ -287,7 +288,7 @@ class Store:
 
     # ------------------------------------------------------------------ reads (ReadOps)
 
-    def get_job(self, job_id: str) -> dict[str, Any]:
+    def get_job(self, job_id: str) -> JobRecord:
         return self.reads.get_job(job_id)
 
     def list_hot(
@@ -298,7 +299,7 @@ class Store:
         descending: bool = True,
         page: int = 1,
         page_size: int = 100,
-    ) -> Page:
+    ) -> Page[HotJob]:
         return self.reads.list_hot(flt, sort=sort, descending=descending, page=page, page_size=page_size)
 
     def list_archive(
@@ -309,7 +310,7 @@ class Store:
         descending: bool = True,
         page: int = 1,
         page_size: int = 100,
-    ) -> Page:
+    ) -> Page[ArchivedJob]:
         return self.reads.list_archive(flt, sort=sort, descending=descending, page=page, page_size=page_size)
 
     def list_dlq(
@@ -320,7 +321,7 @@ class Store:
         descending: bool = True,
         page: int = 1,
         page_size: int = 100,
-    ) -> Page:
+    ) -> Page[DeadJob]:
         return self.reads.list_dlq(flt, sort=sort, descending=descending, page=page, page_size=page_size)
 
     def count_dlq(self, flt: DlqFilter | None = None) -> int:
@@ -361,7 +362,7 @@ class Store:
         since: datetime | None = None,
         page: int = 1,
         page_size: int = 100,
-    ) -> Page:
+    ) -> Page[AuditEntry]:
         return self.reads.list_audit(
             actor=actor,
             action=action,
@@ -376,15 +377,15 @@ class Store:
 
     def edit_pending(
         self, job_id: str, *, actor: Actor, payload: Any = None, tags: Any = None, priority: int | None = None
-    ) -> dict[str, Any]:
+    ) -> JobRecord:
         return self.admin.edit_pending(job_id, actor=actor, payload=payload, tags=tags, priority=priority)
 
-    def edit_dlq(self, job_id: str, *, actor: Actor, payload: Any = None, tags: Any = None) -> dict[str, Any]:
+    def edit_dlq(self, job_id: str, *, actor: Actor, payload: Any = None, tags: Any = None) -> JobRecord:
         return self.admin.edit_dlq(job_id, actor=actor, payload=payload, tags=tags)
 
     def resurrect(
         self, job_id: str, *, actor: Actor, payload: Any = None, tags: Any = None, priority: int | None = None
-    ) -> dict[str, Any]:
+    ) -> JobRecord:
         return self.admin.resurrect(job_id, actor=actor, payload=payload, tags=tags, priority=priority)
 
     def moved_unseen(self, action: str, actor: Actor, ids: Sequence[str]) -> list[str]:

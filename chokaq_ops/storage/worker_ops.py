@@ -11,6 +11,7 @@ from typing import Any
 
 from chokaq_ops import errors
 from chokaq_ops.models import FailureReason
+from chokaq_ops.records import ClaimedJob, Started, claimed_job
 from chokaq_ops.storage.database import Database, Tx
 from chokaq_ops.storage.filters import reason_number
 
@@ -71,7 +72,7 @@ class WorkerOps:
         *,
         exact_caps: bool = False,
         start: int = 0,
-    ) -> list[dict[str, Any]]:
+    ) -> list[ClaimedJob]:
         """Claim up to `limit` jobs for `worker_id`, in claim order (priority, due time, id). The first
         `start` of them go straight to processing (claim-and-start: attempt + 1, started_at and
         heartbeat_at on the database clock) and must reach user code at once, for the caller holds an
@@ -126,7 +127,7 @@ class WorkerOps:
         with self._uncertain_lock:
             return worker_id in self._uncertain_claims
 
-    def recover_claims(self, worker_id: str, known_ids: Iterable[str]) -> list[dict[str, Any]]:
+    def recover_claims(self, worker_id: str, known_ids: Iterable[str]) -> list[ClaimedJob]:
         """The rows a lost claim reply left under `worker_id`: every fetched or processing row of the
         worker whose id is not in `known_ids` (all the worker holds: buffered, starting, running,
         finishing). Rows that claim started never reached user code; they go back to fetched with the
@@ -142,7 +143,7 @@ class WorkerOps:
             raise
         return _claimed(rows)
 
-    def mark_processing(self, worker_id: str, job_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+    def mark_processing(self, worker_id: str, job_ids: Sequence[str]) -> dict[str, Started]:
         """fetched -> processing for the jobs this worker still owns; returns those rows by id."""
         if not job_ids:
             return {}
@@ -150,14 +151,14 @@ class WorkerOps:
         rows, uncertain = self._run_noting_uncertainty(
             "mark_processing", worker_id, ids, self._uncertain_marks, ids=ids
         )
-        marked = {r["id"]: r for r in rows}
+        marked = {r["id"]: Started.from_row(r) for r in rows}
         # An attempt that committed but lost its reply (the connection died after the commit) leaves its
         # rows processing under this worker, and a retry finds nothing to mark: those rows are this
         # worker's to run, or they would become false zombies. A plain replay is still refused.
         maybe = [i for i in ids if i not in marked and i in uncertain]
         if maybe:
             owned = self.db.run("owned_processing", write=False, worker_id=worker_id, ids=maybe)
-            marked.update((r["id"], r) for r in owned)
+            marked.update((r["id"], Started.from_row(r)) for r in owned)
         return marked
 
     def heartbeat(self, worker_id: str, job_ids: Sequence[str]) -> set[str]:
@@ -302,8 +303,5 @@ def report_twins(operation: str, rows: list[dict[str, Any]]) -> list[dict[str, A
     return rows
 
 
-def _claimed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    for r in rows:
-        r["status"] = "processing" if int(r["status"]) == 2 else "fetched"
-    rows.sort(key=lambda r: (-r["priority"], r["due_at"], r["id"]))
-    return rows
+def _claimed(rows: list[dict[str, Any]]) -> list[ClaimedJob]:
+    return sorted((claimed_job(r) for r in rows), key=ClaimedJob.sort_key)

@@ -11,6 +11,7 @@ import pytest
 from chokaq_ops import connect, errors
 from chokaq_ops.client import DbClient, HttpClient
 from chokaq_ops.models import FailureReason
+from chokaq_ops.records import DeadJob
 from tests.support.seeds import seed_archive, seed_dlq, seed_hot
 
 
@@ -24,6 +25,7 @@ def test_one_scenario_through_either_client(any_client, store) -> None:
     seed_archive(store, 2)
 
     job = c.get_job(dead[0])
+    assert isinstance(job, DeadJob)  # the same record over the database and over the API
     assert job["location"] == "dlq" and job["failure_reason"] == "Fatal"
     assert job["failed_at"].tzinfo is not None
     preview = c.preview(reason="Zombie")
@@ -33,7 +35,7 @@ def test_one_scenario_through_either_client(any_client, store) -> None:
     assert summary["total"] == 8 and {e["value"] for e in summary["by_reason"]} == {"Fatal", "Zombie"}
 
     edited = c.edit(dead[0], payload={"order": 0})
-    assert edited["payload"] == '{"order":0}'
+    assert isinstance(edited, DeadJob) and edited.payload == '{"order":0}'
     with pytest.raises(errors.ValidationError):
         c.edit(dead[1], priority=3)  # a dead job's priority is set when it comes back
     assert c.edit(pending[0], priority=7)["priority"] == 7

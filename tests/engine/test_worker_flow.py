@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 
 from worker_support import enqueue, fast_settings, hosted, settled, wait_for
 
@@ -12,6 +13,7 @@ from chokaq_ops.engine.execution import RETRY
 from chokaq_ops.engine.handlers import Registry
 from chokaq_ops.engine.worker import Worker
 from chokaq_ops.models import Actor
+from chokaq_ops.records import ClaimedJob, Started
 from chokaq_ops.storage import Store
 
 OPS = Actor("test-operator")
@@ -295,11 +297,15 @@ def test_a_retry_claimed_again_at_once_by_the_same_worker_keeps_its_bookkeeping(
 
 def test_a_job_claimed_again_while_buffered_is_started_once(store):
     w = Worker(store, fast_settings(store), registry=Registry(), concurrency=4)
-    row = {"id": "j1", "priority": 0, "due_at": store.now(), "queue": "default", "type": "t", "payload": "{}"}
+    row = ClaimedJob(
+        id="j1", priority=0, due_at=store.now(), queue="default", type="t", payload="{}", status="fetched"
+    )
     w.fetcher.buffered([row])
-    w.fetcher.buffered([dict(row)])
-    w.fetcher.buffered([dict(row), dict(row)])
-    assert [e[3]["id"] for e in w.state.buffer] == ["j1"]
+    w.fetcher.buffered([replace(row)])
+    w.fetcher.buffered([replace(row), replace(row)])
+    assert [e.job.id for e in w.state.buffer] == ["j1"]
     w.state.free -= 2  # two slots held for a start set that names the job twice
-    w.launcher.launch([row, dict(row)], {"j1": {"attempt_count": 1, "started_at": store.now()}}, 2)
+    w.launcher.launch(
+        [row, replace(row)], {"j1": Started(id="j1", attempt_count=1, started_at=store.now())}, 2
+    )
     assert [r.id for r in w.state.running] == ["j1"] and w.state.free == 3

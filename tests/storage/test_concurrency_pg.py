@@ -28,6 +28,7 @@ from storage_factories import (
 
 from chokaq_ops import errors
 from chokaq_ops.models import FailureReason, NewJob
+from chokaq_ops.records import HotJob
 from chokaq_ops.storage import Dead, Retry, Store
 
 
@@ -83,7 +84,7 @@ def test_8_concurrent_resurrects_of_one_job_move_it_once(pg):
                 pg.resurrect(job, actor=OPS) if i % 2 else pg.resurrect_many(ids=[job], actor=OPS)
             ),
         )
-        wins = [g for g in got if isinstance(g, dict) or (not isinstance(g, Exception) and g.count == 1)]
+        wins = [g for g in got if isinstance(g, HotJob) or (not isinstance(g, Exception) and g.count == 1)]
         losses = [
             g for g in got if isinstance(g, errors.InvalidState) or (hasattr(g, "count") and g.count == 0)
         ]

@@ -285,7 +285,7 @@ _STATUS_N = {s.name: int(s) for s in Status}
 
 def _check_sorts(rs: Store, lister, flt, keys: dict[str, tuple[str, ...]], allowed) -> None:
     assert set(keys) == set(allowed)  # every whitelisted key is tested
-    rows = lister(flt, page_size=1000).items
+    rows = [r.to_dict() for r in lister(flt, page_size=1000).items]
     for r in rows:
         r["failure_reason_n"] = int(FailureReason[r["failure_reason"]]) if r.get("failure_reason") else None
         if r["location"] == "hot":

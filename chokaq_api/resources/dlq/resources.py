@@ -23,16 +23,16 @@ from chokaq_api.resources.dlq.schemas import (
     SummarySchema,
 )
 from chokaq_api.resources.jobs.schemas import JobSchema
-from chokaq_ops import errors
+from chokaq_ops import errors, records
 
 URL = "/dlq"
 blp = Blueprint("dlq", __name__, description="Dead jobs: find, judge, fix, resurrect or purge them.")
 
 
-def dead_job(job_id: str) -> dict[str, Any]:
+def dead_job(job_id: str) -> records.DeadJob:
     job = store().get_job(job_id)
-    if job["location"] != "dlq":
-        raise errors.JobNotFound(f"job {job_id} is in {job['location']}, not in the dead-letter queue")
+    if not isinstance(job, records.DeadJob):
+        raise errors.JobNotFound(f"job {job_id} is in {job.location}, not in the dead-letter queue")
     return job
 
 

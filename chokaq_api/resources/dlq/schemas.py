@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import astuple
 from typing import Any
 
@@ -13,7 +14,8 @@ from chokaq_api.resources.jobs.schemas import ORDERS, JobSchema
 from chokaq_ops import errors, validation
 from chokaq_ops import filters as grammar
 from chokaq_ops.filters import TIME_HELP
-from chokaq_ops.models import DlqFilter, dead_job_evidence
+from chokaq_ops.models import DlqFilter
+from chokaq_ops.records import DeadJob
 from chokaq_ops.storage.admin_ops import MAX_SPREAD_S
 from chokaq_ops.storage.read_ops import DLQ_SORTS
 
@@ -225,25 +227,19 @@ class SummarySchema(ma.Schema):
 class DeadJobSchema(JobSchema):
     """A dead job with the evidence an operator needs to judge it (for zombies especially)."""
 
-    runtime_seconds = ma.fields.Method(
-        "runtime",
+    runtime_seconds = ma.fields.Float(
+        dump_only=True,
         allow_none=True,
-        metadata={
-            "type": "number",
-            "description": "Handler run time: duration_ms, else failed_at - started_at",
-        },
+        metadata={"description": "Handler run time: duration_ms, else failed_at - started_at"},
     )
-    heartbeat_age_seconds = ma.fields.Method(
-        "heartbeat_age",
+    heartbeat_age_seconds = ma.fields.Float(
+        dump_only=True,
         allow_none=True,
-        metadata={"type": "number", "description": "failed_at - heartbeat_at: how long the job was silent"},
+        metadata={"description": "failed_at - heartbeat_at: how long the job was silent"},
     )
 
-    def runtime(self, row: dict[str, Any]) -> float | None:
-        return dead_job_evidence(row)["runtime_seconds"]
-
-    def heartbeat_age(self, row: dict[str, Any]) -> float | None:
-        return dead_job_evidence(row)["heartbeat_age_seconds"]
+    def derived(self, job: Mapping[str, Any]) -> dict[str, Any]:
+        return job.evidence() if isinstance(job, DeadJob) else {}
 
 
 class EditDeadSchema(Schema):

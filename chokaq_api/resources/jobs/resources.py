@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from flask.views import MethodView
@@ -19,12 +20,13 @@ from chokaq_api.resources.jobs.schemas import (
 )
 from chokaq_ops import errors
 from chokaq_ops.models import FailureFilter, NewJob
+from chokaq_ops.records import JobRecord
 
 URL = "/jobs"
 blp = Blueprint("jobs", __name__, description="Enqueue jobs, find any job by id, edit and cancel hot jobs.")
 
 
-def submit(job: NewJob) -> tuple[dict[str, Any], int]:
+def submit(job: NewJob) -> tuple[JobRecord, int]:
     """Enqueue one job as the token's name: 201 new, 200 an active duplicate of its idempotency key."""
     result = store().enqueue_audited(job, actor=actor(), max_queues=ctx().settings.api.max_queues)
     if result.status == "conflict":
@@ -32,14 +34,16 @@ def submit(job: NewJob) -> tuple[dict[str, Any], int]:
     return store().get_job(result.id), 201 if result.created else 200
 
 
-def with_worker_state(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Mark hot jobs held by a dead worker (one read of the small registry table per request)."""
-    held = [r for r in rows if r.get("location") == "hot" and r.get("worker_id")]
+def with_worker_state(jobs: Sequence[JobRecord]) -> list[dict[str, Any]]:
+    """The jobs' JSON views; a hot job held by a worker says whether that worker is gone (one read of the
+    small registry table per request)."""
+    views = [job.to_dict() for job in jobs]
+    held = [v for v in views if v["location"] == "hot" and v["worker_id"]]
     if held:
         gone = store().gone_workers(ctx().settings.health.worker_heartbeat_timeout)
-        for r in held:
-            r["worker_gone"] = r["worker_id"] in gone
-    return rows
+        for v in held:
+            v["worker_gone"] = v["worker_id"] in gone
+    return views
 
 
 @blp.route("")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import marshmallow as ma
@@ -82,8 +83,12 @@ class JobSchema(ma.Schema):
     )
 
     @ma.pre_dump
-    def every_field(self, row: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        return {name: row.get(name) for name in self.fields}
+    def every_field(self, job: Mapping[str, Any], **kwargs: Any) -> dict[str, Any]:
+        return {name: job.get(name) for name in self.fields} | self.derived(job)
+
+    def derived(self, job: Mapping[str, Any]) -> dict[str, Any]:
+        """Fields a view computes from the job (none here)."""
+        return {}
 
 
 class JobListQuery(Schema):
