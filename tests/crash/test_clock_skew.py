@@ -50,8 +50,14 @@ def skewed(skew: str) -> dict:
 
 
 def clock_offset(tmp_path, store) -> float:
-    """How far the worker's wall clock is from the database's, from its crash.clock record."""
-    [stamp] = [float(e.split("=", 1)[1]) for e, *_ in executions(tmp_path) if e.startswith("clock=")]
+    """How far the worker's wall clock is from the database's, from its crash.clock record (written just
+    after the handler's start record, so it is waited for)."""
+
+    def stamps() -> list[float]:
+        return [float(e.split("=", 1)[1]) for e, *_ in executions(tmp_path) if e.startswith("clock=")]
+
+    wait_for(stamps, 10, "the handler's clock record")
+    [stamp] = stamps()
     return stamp - store.now().timestamp()
 
 
