@@ -20,6 +20,9 @@ log = logging.getLogger("chokaq.storage")
 # Explicit ids whose enqueue raised a transient error, remembered for the producer's own retry (oldest
 # forgotten first past this many).
 MAX_UNCERTAIN_ENQUEUES = 100_000
+# Named queries the dialect runs as prepared statements on the producer's connections (Database,
+# `producer_prepared`).
+PREPARED = ("enqueue_one",)
 
 
 class Producer:
@@ -72,7 +75,8 @@ class Producer:
         statement was retried) or, never in practice, another job holds the id."""
         retries = self.db.thread_retries()
         params = {k: v for k, v in item.items() if k not in ("ord", "idempotency_key")}
-        rows = self.db.run("enqueue_one", notify=False, **params)
+        # No `notify`: the statement wakes workers only while one is marked idle, as `enqueue` does.
+        rows = self.db.run("enqueue_one", **params)
         created = bool(rows) or self.db.thread_retries() != retries
         if created:
             signals.publish(self.db.dialect.url)
