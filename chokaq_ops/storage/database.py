@@ -79,9 +79,9 @@ class Database:
         # Every call's bound (docs/configuration.md, Storage.CommandTimeout); None: unbounded.
         self.command_timeout: float | None = command_timeout if command_timeout > 0 else None
         self.queries = queries.load(self.dialect.name)
-        # Hot statements (single-statement worker queries) the dialect runs on its hot connections.
+        # Single-statement queries the dialect runs on connections of their own kind (the worker's hot
+        # ones, the producer's): named query -> that kind ("" for every other query).
         prepare = getattr(self.dialect, "prepare_on_use", None)
-        # Named query -> the kind of pooled connection it runs on ("" for every other query).
         self._kinds: dict[str, str] = {}
         if prepare:
             for kind, names in ((dialects.PRODUCER, producer_prepared), (dialects.HOT, prepared)):

@@ -244,8 +244,8 @@ class PostgresDialect(Dialect):
     connect_timeout: float = 10.0
     # id(connection) -> the file descriptor of its socket, to abort a call past its bound.
     _sockets: dict[int, int] = field(default_factory=dict, repr=False)
-    # The worker's hot statements (see `prepare_on_use`), by id(Statement): (prepared statement name,
-    # parameter names in $n order, PREPARE text).
+    # The worker's hot statements and the producer's (see `prepare_on_use`), by id(Statement): (prepared
+    # statement name, parameter names in $n order, PREPARE text).
     _prepared: dict[int, tuple[str, tuple[str, ...], str]] = field(default_factory=dict, repr=False)
     # id(hot or producer connection) -> names prepared on it; set up whenever connect() makes one.
     _prepared_on: dict[int, set[str]] = field(default_factory=dict, repr=False)
