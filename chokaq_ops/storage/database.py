@@ -66,20 +66,28 @@ class Database:
         connect_timeout: float = 10.0,
         prepared: Sequence[str] = (),
         rule_planned: Sequence[str] = (),
+        producer_prepared: Sequence[str] = (),
     ) -> None:
         """`prepared`: named queries the dialect may run as prepared statements (hot paths whose plans do
         not depend on their parameters; see PostgresDialect.prepare_on_use). `rule_planned`: named
-        queries that run on those same hot (rule-planned) connections without being prepared."""
+        queries that run on those same hot (rule-planned) connections without being prepared.
+        `producer_prepared`: the producer's, prepared on connections of their own whose generic plans
+        need no statistics."""
         self.dialect = dialects.from_url(
             url, command_timeout=command_timeout, lock_timeout=lock_timeout, connect_timeout=connect_timeout
         )
         # Every call's bound (docs/configuration.md, Storage.CommandTimeout); None: unbounded.
         self.command_timeout: float | None = command_timeout if command_timeout > 0 else None
         self.queries = queries.load(self.dialect.name)
-        # Hot statements (single-statement worker queries) the dialect runs on its hot connections.
+        # Single-statement queries the dialect runs on connections of their own kind (the worker's hot
+        # ones, the producer's): named query -> that kind ("" for every other query).
         prepare = getattr(self.dialect, "prepare_on_use", None)
-        hot = {n: q.statements[0] for n in prepared if len((q := self.queries[n]).statements) == 1}
-        self._hot: set[str] = prepare(hot) | set(rule_planned) if prepare else set()
+        self._kinds: dict[str, str] = {}
+        if prepare:
+            for kind, names in ((dialects.PRODUCER, producer_prepared), (dialects.HOT, prepared)):
+                single = {n: q.statements[0] for n in names if len((q := self.queries[n]).statements) == 1}
+                self._kinds |= dict.fromkeys(prepare(single), kind)
+            self._kinds |= dict.fromkeys(rule_planned, dialects.HOT)
         self.pool = Pool(self.dialect.connect, pool_size)
         self.cleanup_batch_size = cleanup_batch_size
         self.max_transient_retries = max_transient_retries
@@ -115,7 +123,7 @@ class Database:
         query = self._query(name)
         if len(query.statements) == 1:
             # A single statement is atomic on its own; autocommit saves the commit round trip.
-            kind = dialects.HOT if name in self._hot else ""
+            kind = self._kinds.get(name, "")
             return self._retrying(lambda conn: self._execute(conn, query, params)[0], kind)
         return self.transaction(lambda tx: tx.run(name, **params), write=write)
 

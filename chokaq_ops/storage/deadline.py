@@ -49,6 +49,8 @@ class _Watchdog:
         self._fired: set[int] = set()
         self._tokens = itertools.count()
         self._thread: threading.Thread | None = None
+        # When the thread looks at the heap next (monotonic): a deadline at or after it needs no wake-up.
+        self._next_look = 0.0
 
     def arm(self, deadline: float, abort: Callable[[], None]) -> int:
         with self._lock:
@@ -58,7 +60,9 @@ class _Watchdog:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name="chokaq-deadlines", daemon=True)
                 self._thread.start()
-            elif self._heap[0][1] == token:
+            elif deadline < self._next_look:
+                # Only a deadline earlier than the thread's next look wakes it: waking it for every call
+                # (each one's deadline tops an empty heap) cost a thread switch per database call.
                 self._cv.notify()
             return token
 
@@ -77,18 +81,24 @@ class _Watchdog:
                 return True
             return False
 
+    def _wait(self, seconds: float) -> None:
+        """(lock held) Sleep until woken or `seconds` have passed."""
+        self._next_look = time.monotonic() + seconds
+        self._cv.wait(seconds)
+        self._next_look = 0.0  # looking now: nothing needs to wake the thread until it sleeps again
+
     def _loop(self) -> None:
         with self._lock:
             while True:
                 while self._heap and self._heap[0][1] not in self._live:
                     heapq.heappop(self._heap)  # finished in time
                 if not self._heap:
-                    self._cv.wait(5.0)
+                    self._wait(5.0)
                     continue
                 deadline, token = self._heap[0]
                 left = deadline - time.monotonic()
                 if left > 0:
-                    self._cv.wait(left)
+                    self._wait(left)
                     continue
                 heapq.heappop(self._heap)
                 _, abort = self._live[token]

@@ -12,9 +12,10 @@ from chokaq_ops.storage.deadline import DeadlineExceeded
 
 
 class Pool:
-    """At most `size` connections in use at once. A connection has a kind ("" unless a caller asks for
-    another, e.g. the PostgreSQL dialect's hot-path connections with their own session settings); the
-    factory is called with the kind, and idle connections are reused for their own kind only."""
+    """At most `size` connections in use at once, and at most `size` open. A connection has a kind (""
+    unless a caller asks for another, e.g. the PostgreSQL dialect's hot-path and producer connections
+    with their own session settings); the factory is called with the kind, idle connections are reused
+    for their own kind only, and one of another kind is closed to make room for a new one."""
 
     def __init__(self, factory: Callable[..., Any], size: int) -> None:
         self._factory = factory
@@ -23,6 +24,7 @@ class Pool:
         self.size = size
         self._slots = threading.BoundedSemaphore(size)
         self._closed = False
+        self._open = 0  # connections made and not closed yet, in use or idle
 
     @contextmanager
     def connection(self, kind: str = "", timeout: float | None = None) -> Iterator[Any]:
@@ -32,31 +34,54 @@ class Pool:
             raise DeadlineExceeded(f"no free database connection within {timeout:.3g}s (pool of {self.size})")
         conn = None
         try:
+            spare = None
             with self._lock:
                 idle = self._idle.get(kind)
                 conn = idle.pop() if idle else None
+                if conn is None and self._open >= self.size:
+                    # As many open as slots, this kind has none idle: another kind's idle one gives way,
+                    # or a process that both enqueues and works would hold a pool of each kind.
+                    spare = next((c.pop() for c in self._idle.values() if c), None)
+                    if spare is not None:
+                        self._open -= 1
+                if conn is None:
+                    self._open += 1
+            if spare is not None:
+                _close_quietly(spare)
             if conn is None:
-                conn = self._factory(kind) if kind else self._factory()
+                try:
+                    conn = self._factory(kind) if kind else self._factory()
+                except BaseException:
+                    with self._lock:
+                        self._open -= 1
+                    raise
             yield conn
         except BaseException:
             # A connection that saw an error may be mid-transaction or dead; never reuse it.
             if conn is not None:
-                _close_quietly(conn)
+                self._forget(conn)
             conn = None
             raise
         finally:
             if conn is not None:
                 with self._lock:
-                    if self._closed:
-                        _close_quietly(conn)
-                    else:
+                    closed = self._closed
+                    if not closed:
                         self._idle.setdefault(kind, []).append(conn)
+                if closed:
+                    self._forget(conn)
             self._slots.release()
+
+    def _forget(self, conn: Any) -> None:
+        with self._lock:
+            self._open -= 1
+        _close_quietly(conn)
 
     def discard_idle(self) -> None:
         """Drop idle connections, e.g. after the server restarted."""
         with self._lock:
             idle, self._idle = self._idle, {}
+            self._open -= sum(len(conns) for conns in idle.values())
         for conns in idle.values():
             for conn in conns:
                 _close_quietly(conn)

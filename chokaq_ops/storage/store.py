@@ -22,7 +22,7 @@ from chokaq_ops.models import (
     Page,
 )
 from chokaq_ops.records import ArchivedJob, AuditEntry, ClaimedJob, DeadJob, HotJob, JobRecord, Started
-from chokaq_ops.storage import filters, queries, worker_ops
+from chokaq_ops.storage import filters, producer, queries, worker_ops
 from chokaq_ops.storage.admin_ops import UNSET, AdminOps, Progress
 from chokaq_ops.storage.circuit_ops import CircuitOps
 from chokaq_ops.storage.database import Database, Tx
@@ -32,7 +32,6 @@ from chokaq_ops.storage.failure_ops import FailureOps
 from chokaq_ops.storage.leases import Leases
 from chokaq_ops.storage.plan_ops import PLAN_CHUNK, PlanOps
 from chokaq_ops.storage.pool import Pool
-from chokaq_ops.storage.producer import Producer
 from chokaq_ops.storage.read_ops import TOP_ERROR_SAMPLE, ReadOps
 from chokaq_ops.storage.registry_ops import RegistryOps
 from chokaq_ops.storage.rescue import Audit, Rescue
@@ -73,8 +72,9 @@ class Store:
             connect_timeout=connect_timeout,
             prepared=worker_ops.PREPARED,
             rule_planned=worker_ops.RULE_PLANNED,
+            producer_prepared=producer.PREPARED,
         )
-        self.producer = Producer(self.db)
+        self.producer = producer.Producer(self.db)
         self.worker = WorkerOps(self.db)
         self.rescue = Rescue(self.db)
         self.leases = Leases(self.db)

@@ -171,6 +171,29 @@ INSERT INTO enqueue_counts (queue, shard, n, at)
 SELECT queue, pg_backend_pid() % 64, count(*), now() FROM ins GROUP BY queue ORDER BY queue
 ON CONFLICT (queue, shard) DO UPDATE SET n = enqueue_counts.n + excluded.n, at = excluded.at
 
+-- fragment: one_job_insert
+-- enqueue_one's INSERT of the one job (CTE `ins`, its id and queue when inserted).
+ins AS (
+    INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
+                          scheduled_at, due_at, created_at, updated_at, created_by)
+    SELECT v.id, v.queue, v.type, v.payload, v.tags, NULL, v.priority, 0, 0, v.sched, coalesce(v.sched, now()),
+           now(), now(), v.created_by
+    FROM (SELECT CAST(:id AS text) AS id, CAST(:queue AS text) AS queue, CAST(:type AS text) AS type,
+                 CAST(:payload AS text) AS payload, CAST(:tags AS text) AS tags,
+                 CAST(:priority AS integer) AS priority, CAST(:created_by AS text) AS created_by,
+                 coalesce(CAST(:scheduled_at AS timestamptz),
+                          now() + make_interval(secs => CAST(:delay_s AS double precision))) AS sched) v
+    ON CONFLICT DO NOTHING
+    RETURNING id, queue
+)
+
+-- fragment: one_job_rest
+-- enqueue_one's counter shard, wake-up and reply, after `ins`.
+counters AS ({{count_enqueued}}),
+moved_rows AS (SELECT id FROM ins),
+{{wake_workers}}
+SELECT 0 AS ord, id, 'new' AS status FROM ins WHERE (SELECT count(*) FROM signal) >= 0
+
 -- fragment: wake_workers
 -- Wakes listening workers (engine/wakeup.py) once per statement that made jobs claimable, however many:
 -- at most one pg_notify call, from the first row of `moved_rows` (a CTE the statement defines just
@@ -282,25 +305,17 @@ ORDER BY i.ord;
 -- archive or the DLQ) and no idempotency key. One INSERT of given values, which PostgreSQL plans and
 -- runs in a fraction of the general statement's time (docs/benchmarks.md); the queue row, the counter
 -- shard and the wake-up as in enqueue. No row back: the id exists already, which for a generated id
--- means an earlier attempt of this same call committed and lost its reply.
-WITH ins AS (
-    INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
-                          scheduled_at, due_at, created_at, updated_at, created_by)
-    SELECT v.id, v.queue, v.type, v.payload, v.tags, NULL, v.priority, 0, 0, v.sched, coalesce(v.sched, now()),
-           now(), now(), v.created_by
-    FROM (SELECT CAST(:id AS text) AS id, CAST(:queue AS text) AS queue, CAST(:type AS text) AS type,
-                 CAST(:payload AS text) AS payload, CAST(:tags AS text) AS tags,
-                 CAST(:priority AS integer) AS priority, CAST(:created_by AS text) AS created_by,
-                 coalesce(CAST(:scheduled_at AS timestamptz),
-                          now() + make_interval(secs => CAST(:delay_s AS double precision))) AS sched) v
-    ON CONFLICT DO NOTHING
-    RETURNING id, queue
-),
+-- means an earlier attempt of this same call committed and lost its reply. Prepared on the producer's
+-- connections (PostgresDialect.prepare_on_use).
+WITH {{one_job_insert}},
 new_queues AS ({{insert_new_queues}}),
-counters AS ({{count_enqueued}}),
-moved_rows AS (SELECT id FROM ins),
-{{wake_workers}}
-SELECT 0 AS ord, id, 'new' AS status FROM ins WHERE (SELECT count(*) FROM signal) >= 0;
+{{one_job_rest}};
+
+-- name: enqueue_one_known
+-- enqueue_one for a queue whose row the producer saw committed a moment ago (Producer, KNOWN_QUEUE_S):
+-- no look at the queues table.
+WITH {{one_job_insert}},
+{{one_job_rest}};
 
 -- name: find_idempotency_keys
 SELECT idempotency_key, id FROM jobs_hot

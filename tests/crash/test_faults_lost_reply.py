@@ -157,6 +157,18 @@ def test_an_enqueue_whose_commit_reply_was_lost_reports_its_jobs_as_new(store, l
     assert {r.status for r in again} == {"conflict"}
 
 
+def test_a_single_enqueue_whose_reply_was_lost_is_new_once(store, lose_commit_reply):
+    """The lean one-job statement (prepared on PostgreSQL): its retry finds the job its lost attempt
+    committed, answers `new`, and neither inserts nor counts it twice."""
+    store.enqueue([NewJob(type="t")])  # the statement is prepared on a producer connection already
+    lose_commit_reply(store)
+    [res] = store.enqueue([NewJob(type="t", payload={"n": 1})])
+    assert store.retries_done >= 1
+    assert (res.status, res.created) == ("new", True)
+    assert store.get_job(res.id)["payload"] == '{"n":1}'
+    assert counts(store)["hot"] == 2 == counts(store)["enqueued_total"]
+
+
 def test_a_producer_retrying_after_a_lost_reply_gets_new_for_its_own_jobs(db_url, lose_commit_reply):
     with Store(db_url, pool_size=2, max_transient_retries=0) as impatient:
         jobs = [NewJob(type="t", id=f"p{i}", payload={"n": i}) for i in range(2)]

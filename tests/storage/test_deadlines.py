@@ -158,3 +158,31 @@ def test_postgres_a_half_open_connection_is_aborted_at_its_bound_and_replaced(pg
             assert store.now() is not None
     finally:
         proxy.close()
+
+
+def test_the_watchdog_is_woken_only_by_a_deadline_before_its_next_look():
+    """Every database call arms a deadline; waking the watchdog thread for each (a thread switch per
+    call) was measurable on a single-job enqueue. A deadline after the thread's next look waits for that
+    look; an earlier one wakes it, and is still aborted on time."""
+    dog = deadline._Watchdog()
+    woken = []
+    notify = dog._cv.notify
+    dog._cv.notify = lambda n=1: (woken.append(n), notify(n))  # type: ignore[method-assign]
+    # Starts the thread, which then sleeps at most 5 s (1 s if it saw this call in flight).
+    dog.disarm(dog.arm(time.monotonic() + 1, lambda: None))
+    for _ in range(200):
+        if dog._next_look:
+            break
+        time.sleep(0.01)
+    for _ in range(100):  # calls that end long before their bound, one after another
+        dog.disarm(dog.arm(time.monotonic() + 30, lambda: None))
+    assert woken == []
+    fired = []
+    token = dog.arm(time.monotonic() + 0.05, lambda: fired.append(time.monotonic()))
+    began = time.monotonic()
+    for _ in range(200):
+        if fired:
+            break
+        time.sleep(0.01)
+    assert woken and fired and fired[0] - began < 1.0
+    assert dog.disarm(token)

@@ -87,6 +87,68 @@ def test_enqueue_creates_queue_and_stats_rows_once(store):
     assert (q["paused"], q["active"], q["max_workers"], q["pending"]) == (False, True, None, 6)
 
 
+def test_single_enqueues_create_an_unseen_queue_row_and_count_each_job(store):
+    """The lean one-job statement (prepared on PostgreSQL) keeps the queue row and the counter."""
+    ids = [store.enqueue([NewJob(type="t", queue="lean-new")])[0].id for _ in range(3)]
+    assert scalar(store, "SELECT count(*) FROM queues WHERE name = 'lean-new'") == 1
+    assert counters(store, "lean-new")["enqueued"] == 3
+    store.enqueue([NewJob(type="t", queue="lean-other")])
+    assert scalar(store, "SELECT count(*) FROM queues WHERE name = 'lean-other'") == 1
+    assert counters(store, "lean-other")["enqueued"] == 1
+    assert [store.get_job(i)["queue"] for i in ids] == ["lean-new"] * 3
+
+
+def test_single_enqueues_run_prepared_with_one_generic_plan_on_producer_connections(pg_url):
+    """Parsing and planning the one-job statement was most of its server time (0.55 of 0.75 ms): a
+    producer connection prepares it on first use and runs its one generic plan from the first call on,
+    with rows reached only through primary keys whatever the statistics (made here while every table
+    was empty)."""
+    from chokaq_ops.storage import Store
+    from chokaq_ops.storage.dialects import PRODUCER
+
+    with Store(pg_url, pool_size=1) as store:
+        for _ in range(3):
+            store.enqueue([NewJob(type="t", queue="prepared")])
+        with store.pool.connection(PRODUCER) as conn:
+            cur = conn.cursor()
+            cur.execute("SELECT name, generic_plans, custom_plans FROM pg_prepared_statements ORDER BY name")
+            # The first one creates the queue row; the next two know it exists.
+            assert [tuple(r) for r in cur.fetchall()] == [
+                ("chokaq_enqueue_one", 1, 0),
+                ("chokaq_enqueue_one_known", 2, 0),
+            ]
+            cur.execute(
+                "EXPLAIN EXECUTE chokaq_enqueue_one(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                ("x", "q", "t", None, None, 10, None, None, None, None),
+            )
+            plan = "\n".join(r[0] for r in cur.fetchall())
+        assert "Seq Scan on queues" not in plan and "Seq Scan on enqueue_counts" not in plan, plan
+        assert "using pk_queues" in plan, plan
+        assert counters(store, "prepared")["enqueued"] == 3
+
+
+def test_single_enqueues_skip_the_queues_table_for_a_queue_seen_a_moment_ago(store, monkeypatch):
+    """A producer that has just committed a queue's row takes it to exist for KNOWN_QUEUE_S; a row
+    deleted by hand meanwhile comes back with the first enqueue after that."""
+    from chokaq_ops.storage import producer
+
+    ran = []
+    run = store.db.run
+    monkeypatch.setattr(store.db, "run", lambda name, /, **kw: (ran.append(name), run(name, **kw))[1])
+    for queue in ("seen", "seen", "seen", "unseen"):
+        store.enqueue([NewJob(type="t", queue=queue)])
+    assert ran == ["enqueue_one", "enqueue_one_known", "enqueue_one_known", "enqueue_one"]
+    assert counters(store, "seen")["enqueued"] == 3
+    sql(store, "DELETE FROM queues WHERE name = 'seen'")
+    store.enqueue([NewJob(type="t", queue="seen")])
+    assert scalar(store, "SELECT count(*) FROM queues WHERE name = 'seen'") == 0  # taken to exist still
+    monkeypatch.setattr(producer, "KNOWN_QUEUE_S", 0.0)
+    store.producer._known_queues.clear()
+    store.enqueue([NewJob(type="t", queue="seen")])
+    assert scalar(store, "SELECT count(*) FROM queues WHERE name = 'seen'") == 1
+    assert counters(store, "seen")["enqueued"] == 5
+
+
 def test_enqueue_fields_defaults_and_generated_ids(store):
     res = store.enqueue([NewJob(type="t"), NewJob(type="t")])
     a, b = (store.get_job(r.id) for r in res)
