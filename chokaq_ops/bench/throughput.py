@@ -7,6 +7,10 @@ worker runs with the configured Worker.* settings; every job goes through the fu
 started (claim-and-start for free slots; a job that waited in the prefetch buffer is marked processing
 on its own), its JSON payload parsed, the handler called, archived with its duration.
 The run then checks that every job is in the archive and none is left in hot.
+
+Besides jobs/s each run reports the CPU a job cost (chokaq_ops/bench/cpu.py): `worker_cpu_us_per_job`
+(this process, every thread) and `db_cpu_us_per_job` (the PostgreSQL backends serving it, when the server
+runs on this host). On a shared machine these move far less than jobs/s.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from chokaq_ops import errors
+from chokaq_ops.bench import cpu
 from chokaq_ops.bench.harness import BenchDb, expect
 from chokaq_ops.engine.handlers import Registry
 from chokaq_ops.engine.hosting import Host
@@ -68,7 +73,7 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                 # The worker gets a store of its own, sized as a worker's would be (the bench's has 4).
                 store = Store.from_settings(settings)
                 try:
-                    seconds, counts = _drain(store, settings, registry, concurrency, rows, args.timeout)
+                    seconds, counts, used = _drain(db, store, registry, concurrency, rows, args.timeout)
                 finally:
                     store.close()
                 left = {int(r["status"]): int(r["n"]) for r in db.sql("bench_count_hot")}
@@ -84,10 +89,12 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                     prefetch=settings.worker.prefetch,
                     fetch_batch_size=settings.worker.fetch_batch_size,
                     conflicts=counts.get("conflicts", 0),
+                    **used,
                 )
         for concurrency in levels:
             yield db.summary(
-                ("seconds", "per_second", "enqueue_per_second"), where={"concurrency": concurrency}
+                ("seconds", "per_second", "enqueue_per_second", "worker_cpu_us_per_job", "db_cpu_us_per_job"),
+                where={"concurrency": concurrency},
             )
 
 
@@ -106,13 +113,17 @@ def _seed(db: BenchDb, rows: int) -> float:
 
 
 def _drain(
-    store: Store, settings: Any, registry: Registry, concurrency: int, rows: int, timeout: float
-) -> tuple[float, dict[str, int]]:
+    db: BenchDb, store: Store, registry: Registry, concurrency: int, rows: int, timeout: float
+) -> tuple[float, dict[str, int], dict[str, Any]]:
+    """Seconds until the worker archived `rows` jobs, its counts, and the CPU per job (worker, database)."""
     host = Host(
-        settings, store, registry=registry, run_rescue=False, run_retention=False, concurrency=concurrency
+        db.settings, store, registry=registry, run_rescue=False, run_retention=False, concurrency=concurrency
     )
     worker = host.worker
     assert worker is not None
+    backends = cpu.BackendCpu(db)
+    backends.start()
+    cpu_start = cpu.process_seconds()
     start = time.perf_counter()
     host.start()
     try:
@@ -121,6 +132,8 @@ def _drain(
                 raise TimeoutError(f"drained {worker.counts['succeeded']} of {rows} jobs in {timeout:g}s")
             time.sleep(0.002)
         seconds = time.perf_counter() - start
+        # Read before shutdown: the worker's connections (and their backends) are still open.
+        used = cpu.fields(cpu.process_seconds() - cpu_start, backends.stop(), rows)
     finally:
         host.shutdown()
-    return seconds, dict(worker.counts)
+    return seconds, dict(worker.counts), used
