@@ -16,6 +16,8 @@ runs on this host). On a shared machine these move far less than jobs/s.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -67,6 +69,11 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     registry.job(TYPE)(_noop)
     with BenchDb(args, "throughput") as db:
         settings = db.settings
+        if db.dialect == "postgresql":
+            # The worker's listener imports psycopg on its first start (0.1 s of CPU): a cost of the
+            # process, not of the jobs, so it is paid before the first measured run.
+            with contextlib.suppress(ImportError):
+                importlib.import_module("psycopg")
         for concurrency in levels:
             for n in range(1, args.repeat + 1):
                 enqueue_s = _seed(db, rows)
@@ -130,7 +137,9 @@ def _drain(
         while worker.counts["succeeded"] + worker.counts["dead"] < rows:
             if time.perf_counter() - start > timeout:
                 raise TimeoutError(f"drained {worker.counts['succeeded']} of {rows} jobs in {timeout:g}s")
-            time.sleep(0.002)
+            # Each look takes the interpreter lock from the worker's threads (and counts in the worker's
+            # CPU): 5 ms apart, a run of a second or more is timed to within 0.5%.
+            time.sleep(0.005)
         seconds = time.perf_counter() - start
         # Read before shutdown: the worker's connections (and their backends) are still open.
         used = cpu.fields(cpu.process_seconds() - cpu_start, backends.stop(), rows)
