@@ -49,6 +49,10 @@ class _Watchdog:
         self._fired: set[int] = set()
         self._tokens = itertools.count()
         self._thread: threading.Thread | None = None
+        # When the thread will look again by itself: a call whose deadline comes later needs no wake-up.
+        # Every call arms, and nearly all share one bound, so each new deadline lies after this: waking
+        # the thread for each cost a thread switch per database call.
+        self._wakes_at = float("inf")
 
     def arm(self, deadline: float, abort: Callable[[], None]) -> int:
         with self._lock:
@@ -58,7 +62,7 @@ class _Watchdog:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name="chokaq-deadlines", daemon=True)
                 self._thread.start()
-            elif self._heap[0][1] == token:
+            elif deadline < self._wakes_at:
                 self._cv.notify()
             return token
 
@@ -83,13 +87,16 @@ class _Watchdog:
                 while self._heap and self._heap[0][1] not in self._live:
                     heapq.heappop(self._heap)  # finished in time
                 if not self._heap:
+                    self._wakes_at = time.monotonic() + 5.0
                     self._cv.wait(5.0)
                     continue
                 deadline, token = self._heap[0]
                 left = deadline - time.monotonic()
                 if left > 0:
+                    self._wakes_at = deadline
                     self._cv.wait(left)
                     continue
+                self._wakes_at = float("-inf")  # awake: arm() need not notify
                 heapq.heappop(self._heap)
                 _, abort = self._live[token]
                 self._fired.add(token)
