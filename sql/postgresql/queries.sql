@@ -604,13 +604,17 @@ displaced (id, queue, location, copy) AS (
 )
 
 -- fragment: archive_moved
--- archive_succeeded up to `moved`: the worker's processing rows among :items, deleted from hot.
+-- archive_succeeded up to `moved`: the worker's processing rows among :items, deleted from hot. The rows
+-- are reached through the primary key alone and each finds its duration in a JSON object built once
+-- (binary search): joined to `items` on hot connections (rule planning: no hash join) every row was
+-- compared with every item, 30 us per job in sets of 40 and 39 us in sets of 128; now 24 and 17.
 WITH items AS (
     SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, duration_ms double precision)
 ),
 moved AS (
-    DELETE FROM jobs_hot h USING items i WHERE {{finish_fence}}
-    RETURNING h.*, i.duration_ms AS run_ms
+    DELETE FROM jobs_hot h
+    WHERE h.id = ANY(ARRAY(SELECT id FROM items)) AND h.worker_id = CAST(:worker_id AS text) AND h.status + 0 = 2
+    RETURNING h.*, CAST((SELECT jsonb_object_agg(id, duration_ms) FROM items) ->> h.id AS double precision) AS run_ms
 )
 
 -- fragment: archive_rest
