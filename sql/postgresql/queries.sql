@@ -479,10 +479,12 @@ free AS (
 started AS (
     SELECT ARRAY(SELECT id FROM free ORDER BY priority DESC, due_at, id LIMIT CAST(:start AS integer)) AS ids
 )
-UPDATE jobs_hot h SET status = CASE WHEN h.id = ANY(s.ids) THEN 2 ELSE 1 END, worker_id = CAST(:worker_id AS text),
-                      attempt_count = h.attempt_count + CASE WHEN h.id = ANY(s.ids) THEN 1 ELSE 0 END,
-                      started_at = CASE WHEN h.id = ANY(s.ids) THEN now() ELSE h.started_at END,
-                      heartbeat_at = CASE WHEN h.id = ANY(s.ids) THEN now() ELSE h.heartbeat_at END, updated_at = now()
+-- With :start >= :limit (every claimed job starts: the usual claim of a worker whose handlers are fast)
+-- the test is true before the array is searched; otherwise each row is looked up in it four times.
+UPDATE jobs_hot h SET status = CASE WHEN (CAST(:start AS integer) >= CAST(:limit AS integer) OR h.id = ANY(s.ids)) THEN 2 ELSE 1 END, worker_id = CAST(:worker_id AS text),
+                      attempt_count = h.attempt_count + CASE WHEN (CAST(:start AS integer) >= CAST(:limit AS integer) OR h.id = ANY(s.ids)) THEN 1 ELSE 0 END,
+                      started_at = CASE WHEN (CAST(:start AS integer) >= CAST(:limit AS integer) OR h.id = ANY(s.ids)) THEN now() ELSE h.started_at END,
+                      heartbeat_at = CASE WHEN (CAST(:start AS integer) >= CAST(:limit AS integer) OR h.id = ANY(s.ids)) THEN now() ELSE h.heartbeat_at END, updated_at = now()
 FROM started s
 WHERE h.id = ANY(ARRAY(SELECT id FROM free))
 RETURNING {{claimed_columns}};
