@@ -592,9 +592,15 @@ WHERE h.id = ANY(ARRAY(SELECT id FROM items WHERE kind = 'retry')) AND i.kind = 
   AND h.last_error IS NOT DISTINCT FROM i.error;
 
 -- fragment: finish_fence
--- The rows a worker's finishing move takes: its own processing rows among :items.
-h.id = ANY(ARRAY(SELECT id FROM items)) AND h.id = i.id
-AND h.worker_id = CAST(:worker_id AS text) AND h.status + 0 = 2
+-- The rows a worker's finishing move takes: its own processing rows among :items, through the primary
+-- key alone. Each row finds its item's values in `item_of` (below), not by a join: hot connections plan
+-- by rule (no hash joins), and a join of the rows to the items compared every row with every item.
+h.id = ANY(ARRAY(SELECT id FROM items)) AND h.worker_id = CAST(:worker_id AS text) AND h.status + 0 = 2
+
+-- fragment: item_of
+-- The :items as one JSON object by id, built once (jsonb keeps object keys sorted: a lookup is a binary
+-- search); `(SELECT o FROM item_of) -> h.id` is a row's item.
+item_of AS (SELECT jsonb_object_agg(i.id, to_jsonb(i)) AS o FROM items i)
 
 -- fragment: no_twins
 -- The empty `displaced` of a worker's finishing move. Those statements are the hottest there are, and
@@ -606,16 +612,15 @@ displaced (id, queue, location, copy) AS (
 )
 
 -- fragment: archive_moved
--- archive_succeeded up to `moved`: the worker's processing rows among :items, deleted from hot. The rows
--- are reached through the primary key alone and each finds its duration in a JSON object built once
--- (binary search): joined to `items` on hot connections (rule planning: no hash join) every row was
--- compared with every item, 30 us per job in sets of 40 and 39 us in sets of 128; now 24 and 17.
+-- archive_succeeded up to `moved`: the worker's processing rows among :items, deleted from hot. Each row
+-- finds its duration in a JSON object built once (see finish_fence): joined to `items`, every row was
+-- compared with every item, 30 us of server CPU per job in sets of 40 and 39 us in sets of 128; now 24
+-- and 17.
 WITH items AS (
     SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, duration_ms double precision)
 ),
 moved AS (
-    DELETE FROM jobs_hot h
-    WHERE h.id = ANY(ARRAY(SELECT id FROM items)) AND h.worker_id = CAST(:worker_id AS text) AND h.status + 0 = 2
+    DELETE FROM jobs_hot h WHERE {{finish_fence}}
     RETURNING h.*, CAST((SELECT jsonb_object_agg(id, duration_ms) FROM items) ->> h.id AS double precision) AS run_ms
 )
 
@@ -663,9 +668,13 @@ WITH items AS (
     SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, reason integer, error text,
                                                                   fingerprint text, duration_ms double precision)
 ),
+{{item_of}},
 moved AS (
-    DELETE FROM jobs_hot h USING items i WHERE {{finish_fence}}
-    RETURNING h.*, i.reason AS failure_reason, i.error AS error_details, i.fingerprint, i.duration_ms AS run_ms
+    DELETE FROM jobs_hot h WHERE {{finish_fence}}
+    RETURNING h.*, CAST((SELECT o FROM item_of) -> h.id ->> 'reason' AS integer) AS failure_reason,
+              (SELECT o FROM item_of) -> h.id ->> 'error' AS error_details,
+              (SELECT o FROM item_of) -> h.id ->> 'fingerprint' AS fingerprint,
+              CAST((SELECT o FROM item_of) -> h.id ->> 'duration_ms' AS double precision) AS run_ms
 )
 
 -- fragment: dead_rest
@@ -701,15 +710,15 @@ WITH items AS (
     SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, delay_s double precision, error text,
                                                                   fingerprint text)
 ),
+{{item_of}},
 moved AS (
     UPDATE jobs_hot h SET status = 0, worker_id = NULL, heartbeat_at = NULL,
-                          scheduled_at = now() + make_interval(secs => i.delay_s),
-                          due_at = now() + make_interval(secs => i.delay_s),
-                          last_error = i.error, updated_at = now()
-    FROM items i
-    WHERE h.id = ANY(ARRAY(SELECT id FROM items)) AND h.id = i.id
-      AND h.worker_id = CAST(:worker_id AS text) AND h.status + 0 = 2
-    RETURNING h.id, h.queue, h.type, h.attempt_count, h.scheduled_at, i.error, i.fingerprint
+                          scheduled_at = now() + make_interval(secs => CAST((SELECT o FROM item_of) -> h.id ->> 'delay_s' AS double precision)),
+                          due_at = now() + make_interval(secs => CAST((SELECT o FROM item_of) -> h.id ->> 'delay_s' AS double precision)),
+                          last_error = (SELECT o FROM item_of) -> h.id ->> 'error', updated_at = now()
+    WHERE {{finish_fence}}
+    RETURNING h.id, h.queue, h.type, h.attempt_count, h.scheduled_at, h.last_error AS error,
+              (SELECT o FROM item_of) -> h.id ->> 'fingerprint' AS fingerprint
 ),
 -- A retried attempt is a failure too (reason Transient): the history keeps it after the job succeeds.
 failures AS (
