@@ -3,6 +3,8 @@ one-table invariant, exact counters and metric buckets written with each termina
 
 from __future__ import annotations
 
+import itertools
+
 from storage_factories import (
     OPS,
     age,
@@ -283,7 +285,12 @@ def test_each_job_of_a_set_keeps_its_own_values(store):
     assert {j: store.get_job(j)["duration_ms"] for j in ok} == durations
 
     bad = processing(store, "w", 4, prefix="bad")
-    reasons = [FailureReason.Timeout, FailureReason.Fatal, FailureReason.MaxRetriesExceeded, FailureReason.Fatal]
+    reasons = [
+        FailureReason.Timeout,
+        FailureReason.Fatal,
+        FailureReason.MaxRetriesExceeded,
+        FailureReason.Fatal,
+    ]
     items = [
         Dead(j, reasons[i], f"error {i}\nline 2 'quoted' \"x\" \\ é", f"fp{i}", float(i) if i else None)
         for i, j in enumerate(bad)
@@ -299,5 +306,6 @@ def test_each_job_of_a_set_keeps_its_own_values(store):
     assert sorted(store.reschedule("w", retries[::-1])) == sorted(again)
     rows = {j: store.get_job(j) for j in again}
     assert [rows[r.id]["last_error"] for r in retries] == ["boom 0", "boom 1", "boom 2"]
-    gaps = [(rows[b]["scheduled_at"] - rows[a]["scheduled_at"]).total_seconds() for a, b in zip(again, again[1:])]
+    times = [rows[j]["scheduled_at"] for j in again]
+    gaps = [(later - earlier).total_seconds() for earlier, later in itertools.pairwise(times)]
     assert all(abs(g - 3600) < 60 for g in gaps), gaps  # delays of 1, 2 and 3 hours, each its own
