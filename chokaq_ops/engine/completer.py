@@ -27,8 +27,8 @@ from chokaq_ops.storage.worker_ops import Dead, Retry
 log = logging.getLogger("chokaq.worker")
 
 TRANSITION = {OK: "archive_succeeded", DEAD: "move_to_dlq", RETRY: "reschedule", DEFER: "defer"}
-LINGER_S = 0.004  # under load, wait this long for more outcomes before a flush...
-LINGER_ENOUGH = 64  # ...unless this many are already waiting
+LINGER_S = 0.010  # under load, wait this long for more outcomes before a flush...
+LINGER_ENOUGH = 128  # ...unless this many are already waiting
 
 
 class Completer:
@@ -55,6 +55,10 @@ class Completer:
         self._cv = threading.Condition(threading.Lock())
         self._closing = False
         self._flushing = 0  # outcomes taken but not yet written
+        # True while the loop waits for a first outcome; while it gathers more (the linger) it wakes by
+        # itself, so an outcome needs to wake it only once LINGER_ENOUGH are waiting: one notify per
+        # outcome was a thread switch per job.
+        self._idle = False
         self._drain_deadline: float | None = None  # set by close(): give up on the database then
         self.thread = threading.Thread(target=self._loop, name=f"chokaq-completer-{worker_id}", daemon=True)
         self.flushes = 0
@@ -65,7 +69,8 @@ class Completer:
     def add(self, outcome: Outcome) -> None:
         with self._cv:
             self._items.append(outcome)
-            self._cv.notify()
+            if self._idle or len(self._items) >= LINGER_ENOUGH:
+                self._cv.notify()
 
     def pending(self) -> int:
         with self._cv:
@@ -89,7 +94,9 @@ class Completer:
         while True:
             with self._cv:
                 while not self._items and not self._closing:
+                    self._idle = True
                     self._cv.wait()
+                self._idle = False
                 if not self._items and self._closing:
                     return
                 busy = last_size > 1 or time.monotonic() - last_end < LINGER_S

@@ -92,8 +92,8 @@ class Run:
             queue=self.queue,
             type=self.type,
             worker_id=worker_id,
-            priority=int(row.get("priority") or 0),
-            tags=row.get("tags"),
+            priority=int(row.priority or 0),
+            tags=row.tags,
             max_attempts=max_attempts,
             timeout=timeout,
         )

@@ -269,8 +269,11 @@ class Executors:
                     run.state = DONE
                 if run.queue in st.capped:
                     st.wake_fetch = True
-                st.cv_fetch.notify()
-                st.cv_start.notify()
+                    st.cv_fetch.notify()
+                elif st.fetch_cares(st.free - len(st.buffer)):
+                    st.cv_fetch.notify()
+                if st.buffer:
+                    st.cv_start.notify()
                 if not st.running:
                     st.cv_idle.notify_all()
             if deliver:

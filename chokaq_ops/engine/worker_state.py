@@ -73,6 +73,15 @@ class WorkerState:
         free within a moment of each other and one statement for all costs the same as for a few."""
         return free >= max(1, self.concurrency // 2) or not self.running
 
+    def fetch_cares(self, uncovered: int) -> bool:
+        """(lock held) Whether a slot just freed, leaving `uncovered` free slots no buffered job covers,
+        changes what the fetcher does: the first such slot starts its linger, the set turning big
+        enough (`enough_free`) or the last job ending ends it early. Between those it wakes by itself at
+        the linger's end; waking it for every finished job cost a thread switch per job."""
+        if uncovered <= 0:
+            return False
+        return uncovered == 1 or uncovered == max(1, self.concurrency // 2) or not self.running
+
     def forget(self, runs: Iterable[Run]) -> None:
         """Outcomes written (or given up on): those runs are no longer the worker's to heartbeat."""
         with self.lock:

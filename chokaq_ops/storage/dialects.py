@@ -33,6 +33,16 @@ def _is_time_column(name: str) -> bool:
     return name.endswith("_at") or name in ("at", "bucket_start")
 
 
+@functools.lru_cache(maxsize=1024)
+def _columns(raw_names: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[int, ...], tuple[int, ...]]:
+    """A result's column names (lower case) and which of them hold times and booleans: worked out once
+    per column list, not for every result (the worker reads the same few shapes thousands of times)."""
+    names = tuple(n.lower() for n in raw_names)
+    times = tuple(i for i, n in enumerate(names) if _is_time_column(n))
+    bools = tuple(i for i, n in enumerate(names) if n in _BOOL_COLUMNS)
+    return names, times, bools
+
+
 HOT = "hot"  # the kind of pooled connection the worker's hot statements run on (PostgresDialect)
 # The kind the producer's lean enqueue runs on: prepared, with its one generic plan from the first call
 # (see PostgresDialect.prepare_on_use).
@@ -101,14 +111,16 @@ class Dialect:
         raise NotImplementedError
 
     def rows(self, cursor: Any) -> list[dict[str, Any]]:
-        if cursor.description is None:
+        description = cursor.description
+        if description is None:
             return []
-        names = [d[0].lower() for d in cursor.description]
-        times = [i for i, n in enumerate(names) if _is_time_column(n)]
-        bools = [i for i, n in enumerate(names) if n in _BOOL_COLUMNS]
+        names, times, bools = _columns(tuple(d[0] for d in description))
+        raw_rows = cursor.fetchall()
+        if not times and not bools:
+            return [dict(zip(names, raw, strict=True)) for raw in raw_rows]
         parse = self.parse_time
         out = []
-        for raw in cursor.fetchall():
+        for raw in raw_rows:
             values = list(raw)
             for i in times:
                 if values[i] is not None:  # the worker's claims carry several NULL times per row

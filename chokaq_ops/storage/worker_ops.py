@@ -280,8 +280,10 @@ class WorkerOps:
                 pending.update((worker_id, i) for i in job_ids)
             raise
         with self._uncertain_lock:
-            uncertain = {i for i in job_ids if (worker_id, i) in pending}
-            pending.difference_update((worker_id, i) for i in job_ids)
+            # Nearly always empty: then the batch (up to hundreds of ids) is not walked twice per write.
+            uncertain = {i for i in job_ids if (worker_id, i) in pending} if pending else set()
+            if uncertain:
+                pending.difference_update((worker_id, i) for i in uncertain)
         if self.db.thread_retries() != retries:
             uncertain = set(job_ids)
         return rows, uncertain

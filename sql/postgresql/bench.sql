@@ -168,3 +168,8 @@ VALUES (CAST(:id AS text), CAST(:queue AS text), CAST(:type AS text), CAST(:payl
 -- name: bench_pickup_ms
 -- Enqueue -> start of the archived jobs of :queue on the database clock, in milliseconds.
 SELECT EXTRACT(EPOCH FROM (started_at - created_at)) * 1000.0 AS ms FROM jobs_archive WHERE queue = CAST(:queue AS text);
+
+-- name: bench_backend_pids
+-- The client backends connected to this database (the worker's and the bench's own): `chokaq bench
+-- throughput` reads their CPU time from /proc before and after a drain.
+SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend';

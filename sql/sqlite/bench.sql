@@ -173,3 +173,7 @@ VALUES (:id, :queue, :type, :payload, 10, 0, 0, strftime({{ts}}, 'now'), strftim
 -- name: bench_pickup_ms
 -- Enqueue -> start of the archived jobs of :queue on the database clock, in milliseconds.
 SELECT (julianday(started_at) - julianday(created_at)) * 86400000.0 AS ms FROM jobs_archive WHERE queue = :queue;
+
+-- name: bench_backend_pids
+-- No server processes: the database runs inside the worker, whose CPU is counted already.
+SELECT NULL AS pid WHERE 0;

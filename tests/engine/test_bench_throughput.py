@@ -17,10 +17,24 @@ def test_throughput_bench_drains_and_reports(tmp_path, capsys):
     runs = [r for r in records if "stat" not in r]
     assert [(r["concurrency"], r["rows"], r["conflicts"]) for r in runs] == [(1, 300, 0), (4, 300, 0)]
     assert all(r["per_second"] > 0 and r["db"] == "sqlite" and r["cpu_count"] for r in runs)
-    assert [r["concurrency"] for r in records if r.get("stat") == "median"] == [1, 4]
+    # CPU per job: the worker's own (it ran in this process); SQLite has no server processes to read.
+    assert all(r["worker_cpu_us_per_job"] > 0 and r["db_cpu_us_per_job"] is None for r in runs)
+    medians = [r for r in records if r.get("stat") == "median"]
+    assert [r["concurrency"] for r in medians] == [1, 4]
+    assert all(r["worker_cpu_us_per_job"] > 0 for r in medians)
 
 
 def test_throughput_bench_rejects_bad_concurrency(tmp_path, capsys):
     url = f"sqlite:///{tmp_path / 'bench.db'}"
     assert main(["bench", "throughput", "--db", url, "--rows", "10", "--concurrency", "0,x"]) == 2
     assert "--concurrency" in capsys.readouterr().err
+
+
+def test_throughput_bench_reports_the_database_servers_cpu_on_postgresql(pg_url, capsys):
+    """On a PostgreSQL server on this host the bench reads its backends' CPU: a figure, not null."""
+    argv = ["bench", "throughput", "--db", pg_url, "--rows", "300", "--concurrency", "4", "--repeat", "1"]
+    assert main(argv) == 0
+    [run, median] = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert run["db"] == "postgresql" and run["rows"] == 300
+    assert run["worker_cpu_us_per_job"] > 0 and run["db_cpu_us_per_job"] > 0
+    assert median["db_cpu_us_per_job"] == run["db_cpu_us_per_job"]

@@ -3,6 +3,8 @@ one-table invariant, exact counters and metric buckets written with each termina
 
 from __future__ import annotations
 
+import itertools
+
 from storage_factories import (
     OPS,
     age,
@@ -271,3 +273,39 @@ def test_configured_overrides_apply_to_queue_names_with_any_characters(store):
     age(store, "jobs_hot", list(running.values()), 30, "heartbeat_at")
     moved = store.archive_zombies(600, dict.fromkeys(names, 10.0))
     assert sorted(r["id"] for r in moved) == sorted(running.values())
+
+
+def test_each_job_of_a_set_keeps_its_own_values(store):
+    """A set finished in one statement: every row gets its own item's duration, reason, error, fingerprint
+    and delay, whatever the items' order (PostgreSQL looks each row's item up by id, docs/worker.md)."""
+    ok = processing(store, "w", 5, prefix="ok")
+    durations: dict[str, float | None] = {j: 10.0 * (i + 1) + 0.125 for i, j in enumerate(ok)}
+    durations[ok[2]] = None
+    assert sorted(store.archive_succeeded("w", list(reversed(durations.items())))) == sorted(ok)
+    assert {j: store.get_job(j)["duration_ms"] for j in ok} == durations
+
+    bad = processing(store, "w", 4, prefix="bad")
+    reasons = [
+        FailureReason.Timeout,
+        FailureReason.Fatal,
+        FailureReason.MaxRetriesExceeded,
+        FailureReason.Fatal,
+    ]
+    items = [
+        Dead(j, reasons[i], f"error {i}\nline 2 'quoted' \"x\" \\ é", f"fp{i}", float(i) if i else None)
+        for i, j in enumerate(bad)
+    ]
+    assert sorted(store.move_to_dlq("w", items[::-1])) == sorted(bad)
+    for d in items:
+        row = store.get_job(d.id)
+        got = (row["failure_reason"], row["error_details"], row["fingerprint"], row["duration_ms"])
+        assert got == (d.reason.name, d.error, d.fingerprint, d.duration_ms)
+
+    again = processing(store, "w", 3, prefix="again")
+    retries = [Retry(j, 3600.0 * (i + 1), f"boom {i}", f"rf{i}") for i, j in enumerate(again)]
+    assert sorted(store.reschedule("w", retries[::-1])) == sorted(again)
+    rows = {j: store.get_job(j) for j in again}
+    assert [rows[r.id]["last_error"] for r in retries] == ["boom 0", "boom 1", "boom 2"]
+    times = [rows[j]["scheduled_at"] for j in again]
+    gaps = [(later - earlier).total_seconds() for earlier, later in itertools.pairwise(times)]
+    assert all(abs(g - 3600) < 60 for g in gaps), gaps  # delays of 1, 2 and 3 hours, each its own

@@ -1,0 +1,92 @@
+"""CPU spent per job, by the worker process and by the database backends serving it.
+
+Wall-clock throughput on a shared machine moves with whatever else runs; the CPU a job costs barely
+does, so it is what a change to the worker's hot path is judged by (docs/benchmarks.md).
+
+- The worker: this process's user + system time (`getrusage(RUSAGE_SELF)`, every thread; the bench's
+  own polling loop is part of it but sleeps between looks).
+- The database (PostgreSQL on this host only): the on-CPU time of the client backends connected to the
+  bench database, from `/proc/<pid>/schedstat` (nanoseconds; `/proc/<pid>/stat` ticks where schedstat
+  is missing), read before and at the end of the drain. A backend that connects during the drain starts
+  from zero. Server processes outside the database (WAL writer, checkpointer, autovacuum) are not
+  counted. None when the backends cannot be read (another host, another user's processes hidden) or
+  one of them ended during the drain (its time would be lost).
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+from typing import Any
+
+from chokaq_ops.bench.harness import BenchDb
+
+_TICK_S = 1.0 / (os.sysconf("SC_CLK_TCK") or 100)
+
+
+def process_seconds() -> float:
+    """User + system CPU of this process so far, every thread."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _proc_seconds(pid: int) -> float | None:
+    """On-CPU seconds of a local postgres process, or None when it is not one (or cannot be read)."""
+    try:
+        with open(f"/proc/{pid}/comm", encoding="ascii") as f:
+            if not f.read().startswith("postgres"):
+                return None
+    except OSError:
+        return None
+    try:
+        with open(f"/proc/{pid}/schedstat", encoding="ascii") as f:
+            return int(f.read().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * _TICK_S  # utime, stime (fields 14, 15)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class BackendCpu:
+    """The CPU the database's client backends used between `start()` and `stop()`."""
+
+    def __init__(self, db: BenchDb) -> None:
+        self.db = db
+        self._before: dict[int, float] | None = None
+
+    def _read(self) -> dict[int, float] | None:
+        if self.db.dialect != "postgresql":
+            return None
+        pids = [int(r["pid"]) for r in self.db.sql("bench_backend_pids")]
+        out = {}
+        for pid in pids:
+            seconds = _proc_seconds(pid)
+            if seconds is None:
+                return None  # not on this host, or not ours to read: no figure rather than a partial one
+            out[pid] = seconds
+        return out
+
+    def start(self) -> None:
+        self._before = self._read()
+
+    def stop(self) -> float | None:
+        """Seconds of backend CPU since start(), or None when it cannot be told."""
+        before, after = self._before, self._read()
+        if before is None or after is None or any(pid not in after for pid in before):
+            return None
+        return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
+
+
+def per_job_us(seconds: float | None, jobs: int) -> float | None:
+    return None if seconds is None or jobs <= 0 else round(seconds / jobs * 1e6, 1)
+
+
+def fields(worker_s: float, db_s: float | None, jobs: int) -> dict[str, Any]:
+    return {
+        "worker_cpu_us_per_job": per_job_us(worker_s, jobs),
+        "db_cpu_us_per_job": per_job_us(db_s, jobs),
+    }
