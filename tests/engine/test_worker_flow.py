@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from dataclasses import replace
 
 from worker_support import enqueue, fast_settings, hosted, settled, wait_for
@@ -63,16 +64,20 @@ def test_paused_queue_releases_prefetched_jobs(store):
 def test_max_workers_caps_a_queue_across_the_worker(store):
     reg = Registry()
     lock = threading.Lock()
-    live, peak = [0], [0]
+    live: Counter[str] = Counter()
+    peak: Counter[str] = Counter()
 
     @reg.job("capped")
     def capped(payload, ctx):
         with lock:
-            live[0] += 1
-            peak[0] = max(peak[0], live[0])
+            live[ctx.queue] += 1
+            live["all"] += 1
+            peak[ctx.queue] = max(peak[ctx.queue], live[ctx.queue])
+            peak["all"] = max(peak["all"], live["all"])
         time.sleep(0.05)
         with lock:
-            live[0] -= 1
+            live[ctx.queue] -= 1
+            live["all"] -= 1
 
     store.set_queue("narrow", actor=OPS, max_workers=2)
     ids = [enqueue(store, "capped", queue="narrow") for _ in range(10)]
@@ -80,12 +85,11 @@ def test_max_workers_caps_a_queue_across_the_worker(store):
     with hosted(store, fast_settings(store), reg, concurrency=8):
         for j in ids + free:
             settled(store, j, "archive")
-    assert peak[0] >= 3  # the uncapped queue ran alongside
-    archived = [store.get_job(j) for j in ids]
-    # At most two jobs of the capped queue were ever claimed at once: their runs never overlap by three.
-    spans = sorted((r["started_at"], r["finished_at"]) for r in archived)
-    for i in range(len(spans) - 2):
-        assert spans[i + 2][0] >= min(spans[i][1], spans[i + 1][1]), spans
+    assert peak["all"] >= 3  # the uncapped queue ran alongside
+    # A capped job counts against the cap from its claim until its outcome is written, after its handler
+    # returned: so never more than two of its handlers run at once. (Database timestamps cannot show it:
+    # a claim's now() is its transaction's start, which may precede the finish it waited for.)
+    assert 1 <= peak["narrow"] <= 2, peak
 
 
 def test_queue_filter_claims_only_named_queues(store):
