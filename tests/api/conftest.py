@@ -6,13 +6,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from chokaq_api import create_app
-from chokaq_api.app import context_for
 from chokaq_ops.models import Actor, NewJob
 from chokaq_ops.settings import Settings
 from chokaq_ops.storage import Store
@@ -62,50 +60,9 @@ def settings(db_url: str) -> Settings:
     return Settings().with_overrides({"storage.url": db_url, **TEST_SETTINGS})
 
 
-class AppShell:
-    """An app built once, with what a test could change on it, to notice when one did."""
-
-    def __init__(self, settings: Settings, store: Store) -> None:
-        self.app = create_app(settings, store=store)
-        self.config = dict(self.app.config)
-        self.rules = len(list(self.app.url_map.iter_rules()))
-
-    def unchanged(self) -> bool:
-        return dict(self.app.config) == self.config and len(list(self.app.url_map.iter_rules())) == self.rules
-
-
-@pytest.fixture(scope="session")
-def app_shells() -> dict[str, AppShell]:
-    return {}
-
-
 @pytest.fixture
-def bound_app(store: Store, app_shells: dict[str, AppShell]) -> Iterator[Callable[[Settings], Any]]:
-    """`bound_app(settings)`: the API with `settings` over this test's store. Building an app takes about
-    50 ms (mostly its OpenAPI document), so each test process builds one per set of settings (the
-    storage URL aside) and points it at each test's store, settings and fresh metrics and stream slots
-    (context_for, what create_app binds); the database stays the test's own. A test that changed the
-    shared app itself would leak into the next: refused at teardown."""
-    bound: list[AppShell] = []
-
-    def bind(settings: Settings) -> Any:
-        shape = repr(replace(settings, storage=replace(settings.storage, url="")))
-        if shape not in app_shells:
-            app_shells[shape] = AppShell(settings, store)
-        shell = app_shells[shape]
-        assert shell not in bound, "one app per set of settings and test: reuse the one bound already"
-        bound.append(shell)
-        shell.app.extensions["chokaq"] = context_for(settings, store)
-        return shell.app
-
-    yield bind
-    for shell in bound:
-        assert shell.unchanged(), "a test changed the app the API tests share: build its own with create_app"
-
-
-@pytest.fixture
-def app(settings: Settings, bound_app: Callable[[Settings], Any]) -> Any:
-    return bound_app(settings)
+def app(store: Store, settings: Settings, bound_app: Callable[..., Any]) -> Any:
+    return bound_app(settings, store=store)
 
 
 @pytest.fixture

@@ -171,7 +171,7 @@ def test_every_mutating_route_of_the_route_map_has_a_case(app):
 def matrix(store, tokens, bound_app) -> ApiClient:
     # Fetched jobs count as abandoned after 30 s, so POST /rescue has something to change.
     settings = store_settings(store).with_overrides({"recovery.fetched_job_timeout": 30})
-    return ApiClient(bound_app(settings), tokens)
+    return ApiClient(bound_app(settings, store=store), tokens)
 
 
 def store_settings(store: Store) -> Any:
