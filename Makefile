@@ -63,7 +63,8 @@ KEEP_PYC := $(if $(PYTHONDONTWRITEBYTECODE),PYTHONDONTWRITEBYTECODE= PYTHONPYCAC
 
 # The lane to run while working: SQLite only (PostgreSQL cases are left out, not listed as skipped),
 # without the `slow` tests (real processes, crashes, soak, notebooks, end to end), 5 fuzz examples per
-# route instead of 20-25, spread over every core (pytest-xdist). `make test` before pushing.
+# route instead of 20-25, spread over every core (pytest-xdist): about 45 s on two cores. `make test` before
+# pushing.
 test-fast: setup-test
 	$(KEEP_PYC) CHOKAQ_TEST_DIALECTS=sqlite CHOKAQ_FUZZ_EXAMPLES=5 \
 	  $(BIN)/python -m pytest -m "not slow" -k "not postgresql" -n auto -q -rfE
