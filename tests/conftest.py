@@ -21,6 +21,7 @@ import pytest
 from chokaq_ops.storage import Store
 from chokaq_ops.storage.dialects import from_url
 from chokaq_ops.storage.migrate import migrate
+from tests.support.apps import app_shells, bound_app  # noqa: F401 (fixtures)
 
 PG_ADMIN_URL = os.environ.get("CHOKAQ_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 REQUIRE_PG = os.environ.get("CHOKAQ_REQUIRE_PG", "") not in ("", "0", "false", "no")

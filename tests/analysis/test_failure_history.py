@@ -12,7 +12,7 @@ from chokaq_ops import errors
 from chokaq_ops.engine.handlers import Registry
 from chokaq_ops.models import Actor, FailureFilter, FailureReason, NewJob
 from chokaq_ops.storage import Dead, Retry
-from tests.api.conftest import ApiClient, create_app
+from tests.api.conftest import ApiClient
 from tests.engine.worker_support import enqueue, fast_settings, hosted, settled
 from tests.support.dbprobe import age
 from tests.support.seeds import seed_dlq
@@ -29,7 +29,7 @@ def _flaky_registry(state: dict[str, bool]) -> Registry:
     return reg
 
 
-def test_resurrected_job_that_succeeds_keeps_its_failures(any_client, store, db_url) -> None:
+def test_resurrected_job_that_succeeds_keeps_its_failures(any_client, store, db_url, bound_app) -> None:
     state = {"fail": True}
     job_id = enqueue(store, "billing.charge.v1", queue="billing")
     with hosted(store, fast_settings(store), _flaky_registry(state)):
@@ -64,7 +64,7 @@ def test_resurrected_job_that_succeeds_keeps_its_failures(any_client, store, db_
     assert any_client.failure_history(queue="!billing").empty
 
     # Over the API: the job's own route.
-    app = create_app(fast_settings(store), store=store)
+    app = bound_app(fast_settings(store), store=store)
     api = ApiClient(app, {"reader": store.create_token("reader-t", "reader", actor=Actor("setup"))})
     got = api.get(f"/jobs/{job_id}/failures", role="reader")
     assert got.status_code == 200
@@ -75,8 +75,8 @@ def test_resurrected_job_that_succeeds_keeps_its_failures(any_client, store, db_
     assert api.get(f"/jobs/{job_id}", role="reader").get_json()["failure_count"] == 2
 
 
-def test_failure_routes_refuse_bad_input_and_unknown_jobs(store) -> None:
-    app = create_app(fast_settings(store), store=store)
+def test_failure_routes_refuse_bad_input_and_unknown_jobs(store, bound_app) -> None:
+    app = bound_app(fast_settings(store), store=store)
     api = ApiClient(app, {"reader": store.create_token("reader-t", "reader", actor=Actor("setup"))})
     assert api.get("/jobs/nope/failures", role="reader").status_code == 404
     bad = api.get("/failures?reason=Nonsense", role="reader")

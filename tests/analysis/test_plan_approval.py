@@ -3,16 +3,13 @@ token other than its creator approved it; the approval is audited and announced 
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 
 import pytest
-from werkzeug.serving import make_server
 
-from chokaq_api import create_app
 from chokaq_ops import connect, errors
 from chokaq_ops.models import Actor, FailureReason
-from chokaq_ops.settings import Settings
+from tests.support.clients import served_api
 from tests.support.dbprobe import sql
 from tests.support.seeds import seed_dlq, table_counts
 
@@ -20,20 +17,17 @@ from tests.support.seeds import seed_dlq, table_counts
 @pytest.fixture
 def api4(store, db_url) -> Iterator[tuple[str, dict[str, str]]]:
     """A served API that asks for a second person's approval of plans of 100 jobs or more."""
-    settings = Settings().with_overrides({"storage.url": db_url, "api.plan_approval_min_jobs": 100})
-    app = create_app(settings, store=store)
-    server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    tokens = {
-        name: store.create_token(name, role, actor=Actor("setup"))
-        for name, role in (("alice", "operator"), ("bob", "operator"), ("rita", "reader"), ("ada", "admin"))
-    }
-    try:
-        yield f"http://127.0.0.1:{server.port}", tokens
-    finally:
-        server.shutdown()
-        thread.join(5)
+    with served_api(store, db_url, **{"api.plan_approval_min_jobs": 100}) as url:
+        tokens = {
+            name: store.create_token(name, role, actor=Actor("setup"))
+            for name, role in (
+                ("alice", "operator"),
+                ("bob", "operator"),
+                ("rita", "reader"),
+                ("ada", "admin"),
+            )
+        }
+        yield url, tokens
 
 
 def test_a_large_plan_runs_only_after_a_second_person_approves(api4, store) -> None:

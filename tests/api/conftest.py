@@ -4,7 +4,7 @@ role, and a client that speaks /api/v1 with a chosen role."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -61,8 +61,8 @@ def settings(db_url: str) -> Settings:
 
 
 @pytest.fixture
-def app(store: Store, settings: Settings) -> Any:
-    return create_app(settings, store=store)
+def app(store: Store, settings: Settings, bound_app: Callable[..., Any]) -> Any:
+    return bound_app(settings, store=store)
 
 
 @pytest.fixture

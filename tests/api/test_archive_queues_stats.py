@@ -97,10 +97,9 @@ def test_stats_totals_and_rates(client, store):
     assert s["processed_1m"] == 2 and s["failure_rate_1m"] == 50.0
 
 
-def test_rescue_sweeps_now_and_announces_it(store, settings, tokens):
+def test_rescue_sweeps_now_and_announces_it(store, settings, tokens, bound_app):
     import time
 
-    from chokaq_api import create_app
     from tests.api.conftest import WORKER, ApiClient
 
     fast = settings.with_overrides(
@@ -111,7 +110,7 @@ def test_rescue_sweeps_now_and_announces_it(store, settings, tokens):
             "recovery.fetched_job_timeout": 0.1,
         }
     )
-    client = ApiClient(create_app(fast, store=store), tokens)
+    client = ApiClient(bound_app(fast, store=store), tokens)
     abandoned = enqueue(store, 1, queue="a")[0]
     store.fetch(WORKER, 1, queues=["a"])
     zombie = enqueue(store, 1, queue="z")[0]

@@ -6,7 +6,6 @@ import json
 import threading
 import time
 
-from chokaq_api import create_app
 from tests.api.conftest import ApiClient, events_settled, pagination, to_dlq
 
 
@@ -66,8 +65,8 @@ def test_events_replay_from_an_id_and_resume_from_last_event_id(client, store):
     assert bad.status_code == 422 and "Last-Event-ID" in bad.json["errors"]["headers"]
 
 
-def test_a_new_stream_starts_at_now_sends_live_events_and_keep_alives(store, settings, tokens):
-    client = ApiClient(create_app(settings.with_overrides({"api.sse_max_duration": 10}), store=store), tokens)
+def test_a_new_stream_starts_at_now_sends_live_events_and_keep_alives(store, settings, tokens, bound_app):
+    client = ApiClient(bound_app(settings.with_overrides({"api.sse_max_duration": 10}), store=store), tokens)
     to_dlq(store, 1, queue="old")
     events_settled(store, 1)
     r = client.get("/events", role="reader", buffered=False)
@@ -89,8 +88,8 @@ def test_a_new_stream_starts_at_now_sends_live_events_and_keep_alives(store, set
     r.close()
 
 
-def test_open_streams_are_capped_and_released(store, settings, tokens):
-    app = create_app(settings.with_overrides({"api.sse_max_streams": 1}), store=store)
+def test_open_streams_are_capped_and_released(store, settings, tokens, bound_app):
+    app = bound_app(settings.with_overrides({"api.sse_max_streams": 1}), store=store)
     client = ApiClient(app, tokens)
     first = client.get("/events", role="reader", buffered=False)
     assert first.status_code == 200

@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-from chokaq_api import create_app
 from chokaq_api import routes as route_table
 from chokaq_ops.cli.token import cli_actor
 from chokaq_ops.models import Actor
@@ -169,10 +168,10 @@ def test_every_mutating_route_of_the_route_map_has_a_case(app):
 
 
 @pytest.fixture
-def matrix(store, tokens) -> ApiClient:
+def matrix(store, tokens, bound_app) -> ApiClient:
     # Fetched jobs count as abandoned after 30 s, so POST /rescue has something to change.
     settings = store_settings(store).with_overrides({"recovery.fetched_job_timeout": 30})
-    return ApiClient(create_app(settings, store=store), tokens)
+    return ApiClient(bound_app(settings, store=store), tokens)
 
 
 def store_settings(store: Store) -> Any:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from chokaq_api import create_app, deck
+from chokaq_api import deck
 from chokaq_ops import errors
 from chokaq_ops.settings import Settings
 from tests.api.conftest import WORKER, enqueue
@@ -46,13 +46,13 @@ def test_the_console_needs_no_token_but_the_api_still_does(client):
     assert client.get("/dlq", role=None).status_code == 401
 
 
-def test_prefix_and_switch_come_from_the_settings(store, settings):
-    moved = create_app(settings.with_overrides({"deck.route_prefix": "/ops/console"}), store=store)
+def test_prefix_and_switch_come_from_the_settings(store, settings, bound_app):
+    moved = bound_app(settings.with_overrides({"deck.route_prefix": "/ops/console"}), store=store)
     raw = moved.test_client()
     assert raw.get("/").headers["Location"] == "/ops/console/"
     assert raw.get("/ops/console/").status_code == 200
     assert raw.get("/deck/").status_code == 404
-    off = create_app(settings.with_overrides({"deck.enabled": False}), store=store).test_client()
+    off = bound_app(settings.with_overrides({"deck.enabled": False}), store=store).test_client()
     assert off.get("/").status_code == 404 and off.get("/deck/").status_code == 404
 
 

@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-from chokaq_api import create_app
 from chokaq_ops import errors
 from chokaq_ops.models import Actor
 from tests.api.conftest import ApiClient, enqueue, to_dlq
@@ -60,9 +59,9 @@ def test_an_empty_plan_filter_needs_all_true(client, store, action):
     assert r.status_code == 201 and r.json["total"] == 2
 
 
-def test_bulk_calls_honour_the_plan_approval_threshold(store, settings, tokens):
+def test_bulk_calls_honour_the_plan_approval_threshold(store, settings, tokens, bound_app):
     client = ApiClient(
-        create_app(settings.with_overrides({"api.plan_approval_min_jobs": 3}), store=store), tokens
+        bound_app(settings.with_overrides({"api.plan_approval_min_jobs": 3}), store=store), tokens
     )
     dead = to_dlq(store, 3, queue="big")
     waiting = enqueue(store, 3, queue="w")
@@ -124,8 +123,8 @@ def test_a_database_conflict_is_reported_without_the_databases_text(store):
     assert "duplicate" in text and "api_tokens" not in text and "unique" not in text and "pk_" not in text
 
 
-def test_queues_are_capped_for_new_names_and_existing_ones_keep_working(store, settings, tokens):
-    client = ApiClient(create_app(settings.with_overrides({"api.max_queues": 3}), store=store), tokens)
+def test_queues_are_capped_for_new_names_and_existing_ones_keep_working(store, settings, tokens, bound_app):
+    client = ApiClient(bound_app(settings.with_overrides({"api.max_queues": 3}), store=store), tokens)
     for q in ("a", "b"):  # with "default": three queues
         assert client.post("/jobs", role="operator", json={"type": "t", "queue": q}).status_code == 201
     r = client.post("/jobs", role="operator", json={"type": "t", "queue": "c"})

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import time
 
-from chokaq_api import create_app
 from chokaq_ops.settings import Settings
 from chokaq_ops.storage import Store
 from tests.api.conftest import ApiClient, enqueue
@@ -25,27 +24,27 @@ def test_liveness_and_readiness_are_open_and_the_detail_needs_a_reader(client):
     }
 
 
-def test_readiness_degrades_then_fails_on_queue_lag(store, settings, tokens):
+def test_readiness_degrades_then_fails_on_queue_lag(store, settings, tokens, bound_app):
     enqueue(store, 1, queue="slow")
     time.sleep(0.06)
     degraded = settings.with_overrides(
         {"health.queue_lag_degraded": 0.05, "health.queue_lag_unhealthy": 3600}
     )
-    r = ApiClient(create_app(degraded, store=store), tokens).get("/health/ready", role="reader")
+    r = ApiClient(bound_app(degraded, store=store), tokens).get("/health/ready", role="reader")
     assert r.status_code == 200 and r.json["status"] == "degraded"
     assert r.json["checks"]["queue_lag"]["data"]["worst_queue"] == "slow"
     failing = settings.with_overrides({"health.queue_lag_degraded": 0.01, "health.queue_lag_unhealthy": 0.05})
-    anonymous = ApiClient(create_app(failing, store=store), tokens).get("/health/ready", role=None)
+    anonymous = ApiClient(bound_app(failing, store=store), tokens).get("/health/ready", role=None)
     assert anonymous.status_code == 503 and anonymous.json["errors"] == {
         "checks": {"queue_lag": ["unhealthy"]}
     }
     assert "slow" not in str(anonymous.json) and "checks" not in anonymous.json  # queue names need a token
-    r = ApiClient(create_app(failing, store=store), tokens).get("/health/ready", role="reader")
+    r = ApiClient(bound_app(failing, store=store), tokens).get("/health/ready", role="reader")
     assert r.status_code == 503
     assert r.json["code"] == 503 and r.json["status"] == "Service Unavailable"
     assert list(r.json["errors"]["checks"]) == ["queue_lag"] and "slow" in r.json["message"] + str(r.json)
     store.set_queue("slow", actor=_actor(), paused=True)  # a paused queue is allowed to wait
-    r = ApiClient(create_app(failing, store=store), tokens).get("/health/ready", role=None)
+    r = ApiClient(bound_app(failing, store=store), tokens).get("/health/ready", role=None)
     assert r.status_code == 200
 
 
@@ -55,19 +54,19 @@ def _actor():
     return Actor("test")
 
 
-def test_readiness_fails_on_an_unmigrated_schema(tmp_path):
+def test_readiness_fails_on_an_unmigrated_schema(tmp_path, bound_app):
     url = f"sqlite:///{tmp_path / 'empty.db'}"
     with Store(url, pool_size=1) as empty:
-        app = create_app(Settings().with_overrides({"storage.url": url}), store=empty)
+        app = bound_app(Settings().with_overrides({"storage.url": url}), store=empty)
         r = app.test_client().get("/api/v1/health/ready")
     assert r.status_code == 503 and r.json["message"].startswith("not ready: schema")
     assert r.json["errors"]["checks"]["schema"] == ["unhealthy"] and "checks" not in r.json
 
 
-def test_readiness_fails_when_the_database_is_unreachable(tmp_path):
+def test_readiness_fails_when_the_database_is_unreachable(tmp_path, bound_app):
     url = f"sqlite:///{tmp_path}"  # a directory: every connection attempt fails
     with Store(url, pool_size=1, max_transient_retries=0) as gone:
-        app = create_app(Settings().with_overrides({"storage.url": url}), store=gone)
+        app = bound_app(Settings().with_overrides({"storage.url": url}), store=gone)
         r = app.test_client().get("/api/v1/health/ready", headers={"Authorization": "Bearer chq_any"})
         assert app.test_client().get("/api/v1/health/live").status_code == 200
     # No token can be checked with the database gone: the probe still answers, with the status only.
@@ -75,7 +74,7 @@ def test_readiness_fails_when_the_database_is_unreachable(tmp_path):
     assert r.json["message"].startswith("not ready: storage")
 
 
-def test_metrics_need_a_reader_unless_configured_open(client, store, settings, tokens):
+def test_metrics_need_a_reader_unless_configured_open(client, store, settings, tokens, bound_app):
     enqueue(store, 2, queue="mail")
     assert client.get("/metrics", role=None).status_code == 401
     r = client.get("/metrics", role="reader")
@@ -83,7 +82,7 @@ def test_metrics_need_a_reader_unless_configured_open(client, store, settings, t
     text = r.get_data(as_text=True)
     assert 'chokaq_queue_jobs{queue="mail",status="pending"} 2.0' in text
     assert "chokaq_storage_up 1.0" in text
-    open_app = create_app(settings.with_overrides({"api.metrics_open": True}), store=store)
+    open_app = bound_app(settings.with_overrides({"api.metrics_open": True}), store=store)
     assert open_app.test_client().get("/api/v1/metrics").status_code == 200
 
 
@@ -114,7 +113,9 @@ def test_queue_gauges_name_the_busiest_queues_and_sum_the_rest():
     assert cap_queues(queues, 10) == queues
 
 
-def test_queue_lag_counts_jobs_a_dead_worker_holds_and_clears_when_they_drain(store, settings, tokens):
+def test_queue_lag_counts_jobs_a_dead_worker_holds_and_clears_when_they_drain(
+    store, settings, tokens, bound_app
+):
     """Readiness turns degraded then unhealthy as a backlog ages, and back once it drains. A job a dead
     worker (registry row older than Health.WorkerHeartbeatTimeout) fetched is waiting too: nobody runs it;
     the same job fetched by a live worker is not."""
@@ -127,7 +128,7 @@ def test_queue_lag_counts_jobs_a_dead_worker_holds_and_clears_when_they_drain(st
             "health.worker_heartbeat_timeout": 30,
         }
     )
-    client = ApiClient(create_app(s, store=store), tokens)
+    client = ApiClient(bound_app(s, store=store), tokens)
 
     def ready():
         r = client.get("/health/ready", role="reader")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from chokaq_api import create_app
 from chokaq_api.resources.index.resources import RESOURCES
 
 
@@ -44,13 +43,13 @@ def test_the_base_url_answers_with_where_everything_is(client, tokens):
     assert "sqlite" not in text and "postgresql" not in text
 
 
-def test_the_index_lists_the_console_only_when_this_server_has_one(settings, store):
-    served = create_app(settings, store=store).test_client().get("/api/v1").json["console"]
+def test_the_index_lists_the_console_only_when_this_server_has_one(settings, store, bound_app):
+    served = bound_app(settings, store=store).test_client().get("/api/v1").json["console"]
     assert served["href"] == "/deck/" and served["auth"] == "open"
     moved = settings.with_overrides({"deck.route_prefix": "/console"})
-    assert create_app(moved, store=store).test_client().get("/api/v1").json["console"]["href"] == "/console/"
+    assert bound_app(moved, store=store).test_client().get("/api/v1").json["console"]["href"] == "/console/"
     off = settings.with_overrides({"deck.enabled": False})
-    assert create_app(off, store=store).test_client().get("/api/v1").json["console"] is None
+    assert bound_app(off, store=store).test_client().get("/api/v1").json["console"] is None
 
 
 def test_the_index_lists_only_the_routes_this_server_has(client):

@@ -7,16 +7,15 @@ import time
 import pytest
 import requests
 
-from chokaq_api import create_app
 from chokaq_ops.models import Actor
 from tests.api.conftest import ApiClient
 from tests.support.polling import wait_for
 from tests.support.served import FAST_TOML
 
 
-def test_one_token_cannot_hold_more_than_its_share_of_streams(store, settings, tokens):
+def test_one_token_cannot_hold_more_than_its_share_of_streams(store, settings, tokens, bound_app):
     shared = settings.with_overrides({"api.sse_max_streams": 3, "api.sse_max_streams_per_token": 1})
-    client = ApiClient(create_app(shared, store=store), tokens)
+    client = ApiClient(bound_app(shared, store=store), tokens)
     first = client.get("/events", role="reader", buffered=False)
     assert first.status_code == 200
     greedy = client.get("/events", role="reader", buffered=False)
@@ -33,9 +32,9 @@ def test_one_token_cannot_hold_more_than_its_share_of_streams(store, settings, t
         r.close()
 
 
-def test_a_revoked_tokens_stream_ends(store, settings, tokens):
+def test_a_revoked_tokens_stream_ends(store, settings, tokens, bound_app):
     fast = settings.with_overrides({"api.sse_max_duration": 30, "api.sse_token_recheck": 0.1})
-    client = ApiClient(create_app(fast, store=store), tokens)
+    client = ApiClient(bound_app(fast, store=store), tokens)
     token = store.create_token("watcher", "reader", actor=Actor("test"))
     r = client.get("/events", token=token, buffered=False)
     assert r.status_code == 200

@@ -19,6 +19,7 @@ import pytest
 from chokaq_ops import connect, errors
 from chokaq_ops.client import HttpClient
 from chokaq_ops.models import Actor, FailureReason
+from tests.support.clients import SHUTDOWN_POLL_S
 from tests.support.seeds import plan_audit_ids, seed_archive, seed_dlq, seed_hot, table_counts
 
 
@@ -187,7 +188,7 @@ class _Flaky(http.server.BaseHTTPRequestHandler):
 def test_reads_retry_on_5xx_but_changes_do_not() -> None:
     _Flaky.seen.clear()
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Flaky)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(SHUTDOWN_POLL_S,), daemon=True).start()
     try:
         client = HttpClient(f"http://127.0.0.1:{server.server_port}", "token", retries=2)
         assert client.stats() == {"ok": True}  # GET: 503, then retried

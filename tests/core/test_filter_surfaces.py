@@ -10,7 +10,7 @@ import pytest
 
 from chokaq_ops.client import DbClient
 from chokaq_ops.models import Actor, FailureReason
-from tests.api.conftest import ApiClient, create_app
+from tests.api.conftest import ApiClient
 from tests.engine.worker_support import fast_settings
 from tests.support.cli import chokaq
 from tests.support.dbprobe import age
@@ -47,7 +47,7 @@ def _cli_args(spec: dict[str, str]) -> list[str]:
 
 @pytest.mark.parametrize("spec", SPECS, ids=[json.dumps(s) for s in SPECS])
 def test_the_same_filter_gives_the_same_rows_everywhere(
-    spec, dead, store, db_url, capsys, any_client
+    spec, dead, store, db_url, capsys, any_client, bound_app
 ) -> None:
     python = set(DbClient(store, actor="t").load_dlq(**spec)["id"])
     via_client = set(any_client.load_dlq(**spec)["id"])
@@ -58,7 +58,7 @@ def test_the_same_filter_gives_the_same_rows_everywhere(
     assert code == 0, err
     cli = {j["id"] for j in json.loads(out)}
 
-    app = create_app(fast_settings(store), store=store)
+    app = bound_app(fast_settings(store), store=store)
     api = ApiClient(app, {"reader": store.create_token("reader-t", "reader", actor=Actor("setup"))})
     got = api.get("/dlq?" + urlencode({**spec, "page_size": 1000}), role="reader")
     assert got.status_code == 200, got.get_json()
@@ -95,8 +95,8 @@ def test_ids_and_half_open_windows(dead, store, db_url, capsys) -> None:
     assert code == 0 and [j["id"] for j in json.loads(out)] == [job]
 
 
-def test_bad_filters_are_refused_alike(store, db_url, capsys) -> None:
-    app = create_app(fast_settings(store), store=store)
+def test_bad_filters_are_refused_alike(store, db_url, capsys, bound_app) -> None:
+    app = bound_app(fast_settings(store), store=store)
     api = ApiClient(app, {"reader": store.create_token("reader-t", "reader", actor=Actor("setup"))})
     for query, field in (("reason=Fatal,Nope", "reason"), ("failed_from=2026-01-01T00:00:00", "failed_from")):
         got = api.get(f"/dlq?{query}", role="reader")

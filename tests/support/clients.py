@@ -25,12 +25,17 @@ def client(store: Store):
         yield c
 
 
+# How often the serving thread looks for shutdown(): socketserver's default of 0.5 s made every test
+# with a served API wait about that long in its teardown.
+SHUTDOWN_POLL_S = 0.01
+
+
 @contextmanager
-def served_api(store: Store, db_url: str) -> Iterator[str]:
-    """The real API served on a socket over `store`: its base URL."""
-    app = create_app(Settings().with_overrides({"storage.url": db_url}), store=store)
+def served_api(store: Store, db_url: str, **overrides: Any) -> Iterator[str]:
+    """The real API served on a socket over `store` (settings `overrides` applied): its base URL."""
+    app = create_app(Settings().with_overrides({"storage.url": db_url, **overrides}), store=store)
     server = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(SHUTDOWN_POLL_S,), daemon=True)
     thread.start()
     try:
         yield f"http://127.0.0.1:{server.port}"
