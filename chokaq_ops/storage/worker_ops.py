@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -157,7 +157,12 @@ class WorkerOps:
         # worker's to run, or they would become false zombies. A plain replay is still refused.
         maybe = [i for i in ids if i not in marked and i in uncertain]
         if maybe:
-            owned = self.db.run("owned_processing", write=False, worker_id=worker_id, ids=maybe)
+            owned = self._settling(
+                self._uncertain_marks,
+                worker_id,
+                ids,
+                lambda: self.db.run("owned_processing", write=False, worker_id=worker_id, ids=maybe),
+            )
             marked.update((r["id"], Started.from_row(r)) for r in owned)
         return marked
 
@@ -262,9 +267,32 @@ class WorkerOps:
         applied = set(done)
         maybe = [p for p in probes if p["id"] in uncertain and p["id"] not in applied]
         if maybe:
-            found = self.db.run("finished_unseen", write=False, worker_id=worker_id, items=maybe)
+            found = self._settling(
+                self._uncertain_finishes,
+                worker_id,
+                ids,
+                lambda: self.db.run("finished_unseen", write=False, worker_id=worker_id, items=maybe),
+            )
             done += [r["id"] for r in found]
         return done
+
+    def _settling(
+        self,
+        pending: set[tuple[str, str]],
+        worker_id: str,
+        job_ids: list[str],
+        read: Callable[[], list[dict[str, Any]]],
+    ) -> list[dict[str, Any]]:
+        """Run the read that settles a write's uncertain ids. If it fails, the caller is told the whole
+        call failed and will send the set again, yet the write did apply to some ids (and the ones it
+        was settling stay unknown): every id of the call is noted uncertain again, so the retry finds
+        them done rather than refusing them (a start refused so became a false zombie)."""
+        try:
+            return read()
+        except Exception:
+            with self._uncertain_lock:
+                pending.update((worker_id, i) for i in job_ids)
+            raise
 
     def _run_noting_uncertainty(
         self, query: str, worker_id: str, job_ids: list[str], pending: set[tuple[str, str]], **params: Any

@@ -237,3 +237,60 @@ def test_a_cancel_whose_reply_was_lost_reports_the_jobs_it_cancelled(store, lose
     lose_commit_reply(store)
     assert store.cancel_many(ids, actor=OPS) == (ids, [])
     assert counts(store)["dlq"] == 3
+
+
+@pytest.fixture
+def lose_reply_of(store, monkeypatch):
+    """Arm: the n-th statement from now (1: the next) runs and commits, then reading its rows fails."""
+    original = store.dialect.rows
+    armed = {"countdown": 0}
+
+    def rows(cursor):
+        got = original(cursor)
+        if armed["countdown"]:
+            armed["countdown"] -= 1
+            if armed["countdown"] == 0:
+                raise lost_reply(store)
+        return got
+
+    monkeypatch.setattr(store.dialect, "rows", rows)
+    return lambda n: armed.update(countdown=n)
+
+
+def test_a_start_whose_settling_read_failed_runs_every_job_on_the_retry(db_url, store, lose_reply_of):
+    """A start set holds one job whose earlier start was lost (uncertain) and two new ones. The set's
+    UPDATE marks the new ones; then the read that settles the uncertain one dies. The worker is told the
+    set failed and sends it again: all three are its own to run, none refused into a false zombie."""
+    with Store(db_url, pool_size=2, max_transient_retries=0) as impatient:
+        impatient.dialect.rows = store.dialect.rows  # the same lossy reader
+        ids = fetched(impatient, "w", 3)
+        lose_reply_of(1)
+        with pytest.raises(errors.TransientStorageError):
+            impatient.mark_processing("w", ids[:1])  # committed, reply lost
+        lose_reply_of(2)  # the set's UPDATE answers; the settling read after it dies
+        with pytest.raises(errors.TransientStorageError):
+            impatient.mark_processing("w", ids)
+        again = impatient.mark_processing("w", ids)
+        assert sorted(again) == sorted(ids)
+        assert {m.attempt_count for m in again.values()} == {1}  # each started once
+
+
+def test_a_finish_whose_settling_read_failed_is_applied_on_the_retry(db_url, store, lose_reply_of):
+    """The same for finishing: an archive write of three jobs, one of them uncertain from an earlier
+    lost reply, succeeds; the read that settles that one dies. The retry reports all three archived."""
+    if store.dialect.name == "sqlite":
+        pytest.skip(
+            "SQLite's archive write is one transaction of several statements: a failed read rolls it back"
+        )
+    with Store(db_url, pool_size=2, max_transient_retries=0) as impatient:
+        impatient.dialect.rows = store.dialect.rows
+        ids = fetched(impatient, "w", 3)
+        assert sorted(impatient.mark_processing("w", ids)) == sorted(ids)
+        lose_reply_of(1)
+        with pytest.raises(errors.TransientStorageError):
+            impatient.archive_succeeded("w", [(ids[0], 1.0)])  # committed, reply lost
+        lose_reply_of(2)
+        with pytest.raises(errors.TransientStorageError):
+            impatient.archive_succeeded("w", [(i, 1.0) for i in ids])
+        assert sorted(impatient.archive_succeeded("w", [(i, 1.0) for i in ids])) == sorted(ids)
+        assert counts(store)["archive"] == 3
