@@ -23,20 +23,27 @@ def lost_reply(store: Store) -> BaseException:
 
 
 @pytest.fixture
-def lose_next_reply(store, monkeypatch):
-    """Arm: the next statement runs and commits, then reading its rows fails once."""
+def lose_reply_of(store, monkeypatch):
+    """Arm: the n-th statement from now (1: the next) runs and commits, then reading its rows fails."""
     original = store.dialect.rows
-    armed = {"on": False}
+    armed = {"countdown": 0}
 
     def rows(cursor):
-        got = original(cursor)  # every row read: the statement is complete and committed
-        if armed["on"]:
-            armed["on"] = False
-            raise lost_reply(store)
+        got = original(cursor)
+        if armed["countdown"]:
+            armed["countdown"] -= 1
+            if armed["countdown"] == 0:
+                raise lost_reply(store)
         return got
 
     monkeypatch.setattr(store.dialect, "rows", rows)
-    return lambda: armed.update(on=True)
+    return lambda n: armed.update(countdown=n)
+
+
+@pytest.fixture
+def lose_next_reply(lose_reply_of):
+    """Arm: the next statement runs and commits, then reading its rows fails once."""
+    return lambda: lose_reply_of(1)
 
 
 def test_a_retried_start_runs_the_jobs_its_lost_attempt_marked(store, lose_next_reply):
@@ -237,24 +244,6 @@ def test_a_cancel_whose_reply_was_lost_reports_the_jobs_it_cancelled(store, lose
     lose_commit_reply(store)
     assert store.cancel_many(ids, actor=OPS) == (ids, [])
     assert counts(store)["dlq"] == 3
-
-
-@pytest.fixture
-def lose_reply_of(store, monkeypatch):
-    """Arm: the n-th statement from now (1: the next) runs and commits, then reading its rows fails."""
-    original = store.dialect.rows
-    armed = {"countdown": 0}
-
-    def rows(cursor):
-        got = original(cursor)
-        if armed["countdown"]:
-            armed["countdown"] -= 1
-            if armed["countdown"] == 0:
-                raise lost_reply(store)
-        return got
-
-    monkeypatch.setattr(store.dialect, "rows", rows)
-    return lambda n: armed.update(countdown=n)
 
 
 def test_a_start_whose_settling_read_failed_runs_every_job_on_the_retry(db_url, store, lose_reply_of):
