@@ -17,7 +17,7 @@ from chokaq_ops.storage import Store
 from chokaq_ops.storage.worker_ops import Dead, Retry
 from crash.procs import executions, run_rescue, starts, wait_for, write_config
 from crash.support import assert_one_table_each, counts, enqueue, processing
-from crash.test_faults_lost_reply import lose_next_reply, lost_reply  # noqa: F401 - a fixture
+from crash.test_faults_lost_reply import lose_next_reply, lose_reply_of, lost_reply  # noqa: F401 - fixtures
 
 
 def test_a_claim_whose_reply_was_lost_is_recovered_not_left_to_become_zombies(store, lose_next_reply):  # noqa: F811
