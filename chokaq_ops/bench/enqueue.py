@@ -7,7 +7,9 @@ plain INSERT+COMMIT of one job row (the baseline), measured in the same run.
 - `batch`: `Store.enqueue` of --batch (1000) jobs per call, --rows rounded up to whole batches;
 - `plain` (1 producer) and `plain16`: the same job row inserted by `INSERT INTO jobs_hot ... VALUES`
   on the same driver and pool, autocommit: what one round trip and one commit cost here.
-The ratio `single / plain` is the enqueue's overhead over a bare INSERT.
+The ratio `single / plain` is the enqueue's overhead over a bare INSERT. Each run also reports the CPU a
+job cost (chokaq_ops/bench/cpu.py): `producer_cpu_us_per_job` (this process, every thread) and
+`db_cpu_us_per_job` (the PostgreSQL backends serving it, when the server runs on this host).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from chokaq_ops import errors, ids
+from chokaq_ops.bench import cpu
 from chokaq_ops.bench.harness import BenchDb, expect, spread
 from chokaq_ops.models import NewJob
 
@@ -54,12 +57,28 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                 threads = 16 if kind.endswith("16") else 1
                 batch = max(1, int(args.batch))
                 total = -(-rows // batch) * batch if kind == "batch" else rows
+                backends = cpu.BackendCpu(db)
+                backends.start()
+                cpu_start = cpu.process_seconds()
                 seconds = _timed(db, kind, total, threads, batch)
+                producer_cpu = cpu.per_job_us(cpu.process_seconds() - cpu_start, total)
+                db_cpu = cpu.per_job_us(backends.stop(), total)
                 count = sum(int(r["n"]) for r in db.sql("bench_count_hot"))
                 expect(count == total, f"{kind}: {count} of {total} jobs in hot")
-                yield db.record(total, kind=kind, producers=threads, run=n, seconds=seconds)
+                yield db.record(
+                    total,
+                    kind=kind,
+                    producers=threads,
+                    run=n,
+                    seconds=seconds,
+                    producer_cpu_us_per_job=producer_cpu,
+                    db_cpu_us_per_job=db_cpu,
+                )
         for kind in kinds:
-            yield db.summary(("seconds", "per_second"), where={"kind": kind})
+            yield db.summary(
+                ("seconds", "per_second", "producer_cpu_us_per_job", "db_cpu_us_per_job"),
+                where={"kind": kind},
+            )
 
 
 def _timed(db: BenchDb, kind: str, total: int, threads: int, batch: int) -> float:

@@ -14,6 +14,7 @@ from chokaq_ops import errors, ids, validation
 from chokaq_ops.models import Actor, EnqueueResult, NewJob
 from chokaq_ops.storage import signals
 from chokaq_ops.storage.audit import audit_in, person
+from chokaq_ops.storage.combining import Combiner
 from chokaq_ops.storage.database import Database, Tx
 
 log = logging.getLogger("chokaq.storage")
@@ -23,12 +24,16 @@ log = logging.getLogger("chokaq.storage")
 MAX_UNCERTAIN_ENQUEUES = 100_000
 # Named queries the dialect runs as prepared statements on the producer's connections (Database,
 # `producer_prepared`).
-PREPARED = ("enqueue_one", "enqueue_one_known")
+PREPARED = ("enqueue_one", "enqueue_one_known", "enqueue_fresh")
 # A queue whose row a single-job enqueue committed is taken to exist for this long (seconds), and its
 # next single-job enqueues skip the queues table (a tenth of their statement's server time). chokaq never
 # deletes a queue row; one deleted by hand comes back at the first enqueue after this.
 KNOWN_QUEUE_S = 60.0
 MAX_KNOWN_QUEUES = 10_000
+# Single-job enqueues from many threads (storage/combining.py): this many run as statements of their own
+# at once; callers arriving meanwhile go out together, at most SINGLES_GROUP to a statement.
+SINGLES_LEADERS = 1
+SINGLES_GROUP = 1000
 
 
 class Producer:
@@ -40,6 +45,9 @@ class Producer:
         self._uncertain_lock = threading.Lock()
         # Queue name -> monotonic time until which its row is taken to exist (see KNOWN_QUEUE_S).
         self._known_queues: dict[str, float] = {}
+        self._singles: Combiner[dict[str, Any], EnqueueResult] = Combiner(
+            self._enqueue_singles, leaders=SINGLES_LEADERS, max_group=SINGLES_GROUP
+        )
 
     def enqueue(self, jobs: Iterable[NewJob]) -> list[EnqueueResult]:
         """Insert jobs in one statement. Per item: `new`, `duplicate` (an active job holds its idempotency
@@ -53,7 +61,11 @@ class Producer:
         if not items:
             return []
         if len(items) == 1 and not explicit and items[0]["idempotency_key"] is None:
-            return [self._enqueue_one(items[0])]
+            return [self._singles.submit(items[0])]
+        return self._enqueue_checked(items, explicit)
+
+    def _enqueue_checked(self, items: list[dict[str, Any]], explicit: set[str]) -> list[EnqueueResult]:
+        """`enqueue` by the general statement, with its lost-reply checks."""
         retries = self.db.thread_retries()
         try:
             rows = self._enqueue_rows(items, explicit)
@@ -75,6 +87,26 @@ class Producer:
         if any(r["status"] == "new" for r in rows):
             signals.publish(self.db.dialect.url)
         return self._results(self.db.run, items, rows)
+
+    def _enqueue_singles(self, items: list[dict[str, Any]]) -> list[EnqueueResult]:
+        """Single-job enqueues of concurrent callers (the Combiner's group): one alone by the lean
+        statement, several together by the general one, in one transaction (their ids are generated and
+        they carry no idempotency key, so none can conflict with another)."""
+        if len(items) == 1:
+            return [self._enqueue_one(items[0])]
+        retries = self.db.thread_retries()
+        rows = self.db.run("enqueue_fresh", items=items)
+        # As in _enqueue_one: a generated id found present by a retried statement was inserted by an
+        # earlier attempt of this same statement, which committed and lost its reply.
+        retried = self.db.thread_retries() != retries
+        inserted = {r["id"] for r in rows}
+        if inserted or retried:
+            signals.publish(self.db.dialect.url)
+        created = [retried or i["id"] in inserted for i in items]
+        return [
+            EnqueueResult(id=i["id"], created=c, status="new" if c else "conflict")
+            for i, c in zip(items, created, strict=True)
+        ]
 
     def _enqueue_one(self, item: dict[str, Any]) -> EnqueueResult:
         """The commonest enqueue, one job with a generated id and no idempotency key, by the lean

@@ -295,6 +295,37 @@ INSERT INTO queues (name) VALUES (:queue) ON CONFLICT DO NOTHING;
 -- enqueue_one for a queue whose row the producer saw committed a moment ago (Producer, KNOWN_QUEUE_S).
 {{one_job_insert}};
 
+-- name: enqueue_fresh
+-- enqueue_one for several jobs: single-job enqueues of concurrent threads that the producer sends
+-- together (storage/combining.py); generated ids and no idempotency keys, as enqueue_one's. Returns the
+-- ids it inserted. The counters first, of the items not in hot yet: exactly those the INSERT then
+-- inserts (one writer transaction; a retry after a commit whose reply was lost finds them all there).
+INSERT INTO stats_summary (queue, enqueued_total, last_activity_at)
+SELECT json_extract(j.value, '$.queue'), count(*), {{now}} FROM json_each(:items) j
+WHERE NOT EXISTS (SELECT 1 FROM jobs_hot h WHERE h.id = json_extract(j.value, '$.id'))
+GROUP BY json_extract(j.value, '$.queue')
+ON CONFLICT (queue) DO UPDATE SET enqueued_total = enqueued_total + excluded.enqueued_total,
+                                  last_activity_at = excluded.last_activity_at;
+INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
+                      scheduled_at, due_at, created_at, updated_at, created_by)
+SELECT json_extract(j.value, '$.id'), json_extract(j.value, '$.queue'), json_extract(j.value, '$.type'),
+       json_extract(j.value, '$.payload'), json_extract(j.value, '$.tags'), NULL,
+       json_extract(j.value, '$.priority'), 0, 0,
+       coalesce(json_extract(j.value, '$.scheduled_at'),
+                strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || json_extract(j.value, '$.delay_s') || ' seconds')),
+       coalesce(json_extract(j.value, '$.scheduled_at'),
+                strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || json_extract(j.value, '$.delay_s') || ' seconds'),
+                {{now}}),
+       {{now}}, {{now}}, json_extract(j.value, '$.created_by')
+FROM json_each(:items) j
+-- `WHERE true`: SQLite's parser needs it between a SELECT and ON CONFLICT.
+WHERE true
+ORDER BY json_extract(j.value, '$.id')
+ON CONFLICT DO NOTHING
+RETURNING 0 AS ord, id, 'new' AS status;
+INSERT INTO queues (name)
+SELECT DISTINCT json_extract(j.value, '$.queue') FROM json_each(:items) j WHERE true ON CONFLICT DO NOTHING;
+
 -- name: find_idempotency_keys
 SELECT idempotency_key, id FROM jobs_hot WHERE idempotency_key IN (SELECT value FROM json_each(:keys));
 

@@ -170,3 +170,17 @@ def test_bench_refuses_a_database_with_an_audit_log(db_url: str, capsys: pytest.
     with Store(db_url, pool_size=1) as store:
         assert [a["action"] for a in store.list_audit().items] == ["token_create"]
     assert main(["bench", "purge-archive", "--db", db_url, "--rows", "20", "--repeat", "1", "--force"]) == 0
+
+
+def test_bench_enqueue_reports_the_cpu_a_job_cost(db_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Producer CPU for every run; the server's too on PostgreSQL on this host (null elsewhere, and when a
+    backend closed during the run, which sixteen producers growing the pool may cause)."""
+    flags = ["--rows", "40", "--kinds", "single,single16", "--repeat", "1"]
+    assert main(["bench", "enqueue", "--db", db_url, *flags]) == 0
+    runs = [r for r in _lines(capsys) if "stat" not in r]
+    assert [r["kind"] for r in runs] == ["single", "single16"]
+    assert all(r["producer_cpu_us_per_job"] > 0 for r in runs)
+    if db_url.startswith("postgresql"):
+        assert runs[0]["db_cpu_us_per_job"] > 0
+    else:
+        assert {r["db_cpu_us_per_job"] for r in runs} == {None}

@@ -176,6 +176,24 @@ def test_a_single_enqueue_whose_reply_was_lost_is_new_once(store, lose_commit_re
     assert counts(store)["hot"] == 2 == counts(store)["enqueued_total"]
 
 
+def test_a_group_of_single_enqueues_whose_reply_was_lost_is_new_once(store, lose_commit_reply):
+    """Single-job enqueues of concurrent threads go out as one statement (storage/combining.py): its
+    retry finds the jobs its lost attempt committed, answers `new` for each, and counts them once."""
+    producer = store.producer
+
+    def group(n: int) -> list:
+        items, _ = producer._enqueue_items([NewJob(type="t", payload={"n": i}) for i in range(n)])
+        return producer._enqueue_singles(items)
+
+    assert [r.status for r in group(2)] == ["new", "new"]  # prepared on a producer connection already
+    lose_commit_reply(store)
+    res = group(3)
+    assert store.retries_done >= 1
+    assert [(r.status, r.created) for r in res] == [("new", True)] * 3
+    assert [store.get_job(r.id)["payload"] for r in res] == ['{"n":0}', '{"n":1}', '{"n":2}']
+    assert counts(store)["hot"] == 5 == counts(store)["enqueued_total"]
+
+
 def test_a_producer_retrying_after_a_lost_reply_gets_new_for_its_own_jobs(db_url, lose_commit_reply):
     with Store(db_url, pool_size=2, max_transient_retries=0) as impatient:
         jobs = [NewJob(type="t", id=f"p{i}", payload={"n": i}) for i in range(2)]

@@ -149,6 +149,55 @@ def test_single_enqueues_skip_the_queues_table_for_a_queue_seen_a_moment_ago(sto
     assert counters(store, "seen")["enqueued"] == 5
 
 
+def test_single_enqueues_of_concurrent_threads_share_one_statement_each_with_its_own_job(store, monkeypatch):
+    """Threads that enqueue one job each while another's enqueue is in flight go out together in one
+    statement and one transaction (storage/combining.py); each caller gets the id of its own job."""
+    import threading
+
+    from chokaq_ops.storage import producer
+
+    monkeypatch.setattr(producer, "SINGLES_LEADERS", 1)
+    store.producer = producer.Producer(store.db)
+    ran: list[tuple[str, int]] = []
+    first_in, go_on = threading.Event(), threading.Event()
+    run = store.db.run
+
+    def spy(name, /, **kw):
+        ran.append((name, len(kw.get("items", [None]))))
+        if len(ran) == 1:  # hold the first enqueue in flight while the others arrive
+            first_in.set()
+            assert go_on.wait(10)
+        return run(name, **kw)
+
+    monkeypatch.setattr(store.db, "run", spy)
+    got: dict[int, str] = {}
+
+    def enqueue(n: int) -> None:
+        got[n] = store.enqueue([NewJob(type="t", queue="together", payload={"n": n})])[0].id
+
+    threads = [threading.Thread(target=enqueue, args=(0,))]
+    threads[0].start()
+    assert first_in.wait(10)
+    threads += [threading.Thread(target=enqueue, args=(n,)) for n in range(1, 7)]
+    for t in threads[1:]:
+        t.start()
+    deadline = time.monotonic() + 10
+    while store.producer._singles.waiting() < 6:
+        assert time.monotonic() < deadline
+        time.sleep(0.002)
+    go_on.set()
+    for t in threads:
+        t.join(10)
+    assert ran == [("enqueue_one", 1), ("enqueue_fresh", 6)]
+    assert len(set(got.values())) == 7
+    for n, job_id in got.items():
+        assert store.get_job(job_id)["payload"] == f'{{"n":{n}}}'
+    assert counters(store, "together")["enqueued"] == 7
+    assert scalar(store, "SELECT count(*) FROM queues WHERE name = 'together'") == 1
+    if store.dialect.name == "postgresql":  # one transaction: one transaction start time
+        assert len({store.get_job(got[n])["created_at"] for n in range(1, 7)}) == 1
+
+
 def test_enqueue_fields_defaults_and_generated_ids(store):
     res = store.enqueue([NewJob(type="t"), NewJob(type="t")])
     a, b = (store.get_job(r.id) for r in res)
