@@ -53,12 +53,13 @@ run: setup
 # Every test on SQLite and PostgreSQL (PostgreSQL skips with a reason when no server is reachable,
 # unless CHOKAQ_REQUIRE_PG=1).
 test: setup-test
-	$(BIN)/python -m pytest
+	$(KEEP_PYC) $(BIN)/python -m pytest
 
 # pytest keeps the test modules it rewrote (for its assert messages) as bytecode. Under
 # PYTHONDONTWRITEBYTECODE, which some shells and containers set, every xdist worker rewrote and compiled
 # ~460 modules (the tests and schemathesis) on each run, ~4 s apiece; the fast lane then writes its
-# bytecode under $(VENV)/pycache instead, so the source tree stays as clean as that setting meant.
+# bytecode under $(VENV)/pycache instead (`make test` too), so the source tree stays as clean as that
+# setting meant.
 KEEP_PYC := $(if $(PYTHONDONTWRITEBYTECODE),PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(abspath $(VENV))/pycache)
 
 # The lane to run while working: SQLite only (PostgreSQL cases are left out, not listed as skipped),
