@@ -182,6 +182,15 @@ INSERT INTO events (kind, message, data) {{displaced_event}} FROM displaced
 INSERT INTO audit_log (actor, action, job_id, plan_id, details)
 SELECT :actor, :action, id, :plan_id, :details FROM staged ORDER BY ord
 
+-- fragment: item_times
+-- scheduled_at and due_at of the enqueue item `j` (a json_each row): the time given, or now plus its
+-- delay; with neither, not scheduled and due now.
+coalesce(json_extract(j.value, '$.scheduled_at'),
+         strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || json_extract(j.value, '$.delay_s') || ' seconds')),
+coalesce(json_extract(j.value, '$.scheduled_at'),
+         strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || json_extract(j.value, '$.delay_s') || ' seconds'),
+         {{now}})
+
 -- fragment: one_job_insert
 -- enqueue_one's job row (returned when inserted) and its counter.
 INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
@@ -264,11 +273,7 @@ INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority,
                       scheduled_at, due_at, created_at, updated_at, created_by)
 SELECT s.id, json_extract(j.value, '$.queue'), json_extract(j.value, '$.type'), json_extract(j.value, '$.payload'),
        json_extract(j.value, '$.tags'), s.key, json_extract(j.value, '$.priority'), 0, 0,
-       coalesce(json_extract(j.value, '$.scheduled_at'),
-                strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || json_extract(j.value, '$.delay_s') || ' seconds')),
-       coalesce(json_extract(j.value, '$.scheduled_at'),
-                strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || json_extract(j.value, '$.delay_s') || ' seconds'),
-                {{now}}),
+       {{item_times}},
        {{now}}, {{now}}, json_extract(j.value, '$.created_by')
 FROM json_each(:items) j JOIN staged s ON s.id = json_extract(j.value, '$.id')
 WHERE s.status = 'new'
@@ -311,11 +316,7 @@ INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority,
 SELECT json_extract(j.value, '$.id'), json_extract(j.value, '$.queue'), json_extract(j.value, '$.type'),
        json_extract(j.value, '$.payload'), json_extract(j.value, '$.tags'), NULL,
        json_extract(j.value, '$.priority'), 0, 0,
-       coalesce(json_extract(j.value, '$.scheduled_at'),
-                strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || json_extract(j.value, '$.delay_s') || ' seconds')),
-       coalesce(json_extract(j.value, '$.scheduled_at'),
-                strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || json_extract(j.value, '$.delay_s') || ' seconds'),
-                {{now}}),
+       {{item_times}},
        {{now}}, {{now}}, json_extract(j.value, '$.created_by')
 FROM json_each(:items) j
 -- `WHERE true`: SQLite's parser needs it between a SELECT and ON CONFLICT.

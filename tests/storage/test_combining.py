@@ -51,6 +51,20 @@ def _start(comb: Combiner, items: list[int], out: dict) -> list[threading.Thread
     return threads
 
 
+def _held(gate: Gate, comb: Combiner, later: list[int]) -> dict:
+    """Call 1, then `later` while 1's group is held in flight; release once all of them wait. What each
+    caller got."""
+    out: dict = {}
+    threads = _start(comb, [1], out)
+    assert gate.entered.wait(5)
+    threads += _start(comb, later, out)
+    _until(lambda: comb.waiting() == len(later))
+    gate.release.set()
+    for t in threads:
+        t.join(5)
+    return out
+
+
 def test_a_lone_caller_runs_at_once_and_gets_its_result():
     gate = Gate()
     gate.release.set()
@@ -62,14 +76,7 @@ def test_a_lone_caller_runs_at_once_and_gets_its_result():
 def test_callers_arriving_while_the_leader_runs_go_out_as_one_group_each_with_its_own_result():
     gate = Gate()
     comb = Combiner(gate, leaders=1, max_group=10)
-    out: dict = {}
-    threads = _start(comb, [1], out)
-    assert gate.entered.wait(5)
-    threads += _start(comb, [2, 3, 4, 5], out)
-    _until(lambda: comb.waiting() == 4)
-    gate.release.set()
-    for t in threads:
-        t.join(5)
+    out = _held(gate, comb, [2, 3, 4, 5])
     assert out == {1: 10, 2: 20, 3: 30, 4: 40, 5: 50}
     assert gate.groups[0] == [1] and sorted(gate.groups[1]) == [2, 3, 4, 5] and len(gate.groups) == 2
     assert comb.waiting() == 0
@@ -78,14 +85,7 @@ def test_callers_arriving_while_the_leader_runs_go_out_as_one_group_each_with_it
 def test_groups_are_at_most_max_group_and_leadership_passes_on():
     gate = Gate()
     comb = Combiner(gate, leaders=1, max_group=2)
-    out: dict = {}
-    threads = _start(comb, [1], out)
-    assert gate.entered.wait(5)
-    threads += _start(comb, [2, 3, 4, 5, 6], out)
-    _until(lambda: comb.waiting() == 5)
-    gate.release.set()
-    for t in threads:
-        t.join(5)
+    out = _held(gate, comb, [2, 3, 4, 5, 6])
     assert out == {i: i * 10 for i in range(1, 7)}
     assert [len(g) for g in gate.groups] == [1, 2, 2, 1]
 
@@ -93,14 +93,7 @@ def test_groups_are_at_most_max_group_and_leadership_passes_on():
 def test_every_caller_of_a_failed_group_gets_its_error_and_later_calls_still_run():
     gate = Gate(fail_on=3)
     comb = Combiner(gate, leaders=1, max_group=10)
-    out: dict = {}
-    threads = _start(comb, [1], out)
-    assert gate.entered.wait(5)
-    threads += _start(comb, [2, 3], out)
-    _until(lambda: comb.waiting() == 2)
-    gate.release.set()
-    for t in threads:
-        t.join(5)
+    out = _held(gate, comb, [2, 3])
     assert out[1] == 10
     assert isinstance(out[2], ValueError) and out[2] is out[3]
     # The failed group's leader gave its place back: a next call leads at once.
