@@ -242,13 +242,6 @@ def job_from_view(view: Mapping[str, Any]) -> JobRecord:
     return cls.from_row({k: view[k] for k in _keys(cls) if k in view and k != "location"})
 
 
-_STATUS_NAMES = {int(s): s.name for s in Status}
-
-
 def claimed_job(row: Mapping[str, Any]) -> ClaimedJob:
     """A claim's row: fetched, or processing when the claim also started it (claim-and-start)."""
-    try:
-        status = _STATUS_NAMES[int(row["status"])]  # a claim of 32 jobs looked each up through the Enum
-    except KeyError:
-        raise ValueError(f"{row['status']!r} is not a valid Status") from None
-    return ClaimedJob.from_row({**row, "status": status})
+    return ClaimedJob.from_row({**row, "status": Status(int(row["status"])).name})

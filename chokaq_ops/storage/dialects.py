@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import logging
 import math
 import os
@@ -130,31 +129,6 @@ class Dialect:
                 if values[i] is not None:
                     values[i] = bool(values[i])
             out.append(dict(zip(names, values, strict=True)))
-        return out
-
-    def json_rows(self, text: str | None) -> list[dict[str, Any]]:
-        """Rows a statement returned as one JSON array of objects in a single text column (NULL for none;
-        PostgreSQL's claims, fragment `claimed_json`), decoded as `rows` decodes columns: times parsed,
-        booleans made bool. One text costs the driver far less than the same rows as columns."""
-        if not text:
-            return []
-        out: list[dict[str, Any]] = json.loads(text)
-        if not out:
-            return out
-        names, times, bools = _columns(tuple(out[0]))
-        parse = self.parse_time
-        for key in [names[i] for i in times]:
-            for row in out:
-                value = row[key]
-                if value is not None:
-                    # JSON times are ISO 8601 text; in UTC already (the session's time zone) they need
-                    # nothing more than the parse (a claim of 8 jobs has 24 of them).
-                    value = datetime.fromisoformat(value)
-                    row[key] = value if value.tzinfo is UTC else parse(value)
-        for key in [names[i] for i in bools]:
-            for row in out:
-                if row[key] is not None:
-                    row[key] = bool(row[key])
         return out
 
     def redacted_url(self) -> str:

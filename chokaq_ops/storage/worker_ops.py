@@ -97,17 +97,17 @@ class WorkerOps:
 
                 def claim(tx: Tx) -> list[dict[str, Any]]:
                     tx.run("lock_capped_queues", queues=params["queues"])
-                    return self._reply(tx.run("fetch", **params))
+                    return tx.run("fetch", **params)
 
                 rows = self.db.transaction(claim)
             else:
                 if not queues:
                     # The common case in a third of the time; a short answer asks the full claim for the rest.
-                    rows = self._reply(self.db.run("fetch_head", **params))
+                    rows = self.db.run("fetch_head", **params)
                     started = sum(1 for r in rows if int(r["status"]) == 2)
                     params.update(limit=limit - len(rows), start=max(0, start - started))
                 if params["limit"] > 0:
-                    rows += self._reply(self.db.run("fetch", **params))
+                    rows += self.db.run("fetch", **params)
         except errors.TransientStorageError:
             with self._uncertain_lock:
                 self._uncertain_claims.add(worker_id)
@@ -121,13 +121,6 @@ class WorkerOps:
             with self._uncertain_lock:
                 self._uncertain_claims.add(worker_id)
         return _claimed(rows)
-
-    def _reply(self, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """A claim's rows: PostgreSQL sends them as one JSON text (`claimed`, fragment claimed_json),
-        SQLite as columns."""
-        if len(rows) == 1 and "claimed" in rows[0]:
-            return self.db.dialect.json_rows(rows[0]["claimed"])
-        return rows
 
     def claims_uncertain(self, worker_id: str) -> bool:
         """True when a claim of this worker may have committed rows it never saw."""
@@ -143,7 +136,7 @@ class WorkerOps:
         with self._uncertain_lock:
             self._uncertain_claims.discard(worker_id)
         try:
-            rows = self._reply(self.db.run("recover_claims", worker_id=worker_id, ids=sorted(set(known_ids))))
+            rows = self.db.run("recover_claims", worker_id=worker_id, ids=sorted(set(known_ids)))
         except Exception:
             with self._uncertain_lock:
                 self._uncertain_claims.add(worker_id)

@@ -76,9 +76,9 @@ def test_release_unstarted_hands_back_a_claims_started_jobs_untouched(store):
         assert (job["status"], job["worker_id"], job["attempt_count"]) == ("pending", None, 0)
 
 
-# Text a claim must hand back exactly as stored: PostgreSQL sends a claim's rows as one JSON document
-# (fragment claimed_json), so quotes, backslashes, control characters, non-ASCII and text that is not
-# JSON at all must survive that encoding.
+# Text a claim must hand back exactly as stored, through every claim statement and whatever encoding its
+# reply takes on the way (a reply as one JSON text was tried, docs/benchmarks.md 2026-12-02): quotes,
+# backslashes, control characters, non-ASCII and text that is not JSON at all.
 ODD_TEXTS = [
     '{"a": "\\u00e9 \\"q\\" \\\\ \\n"}',
     '  { "spaced" :  1.50 , "dup": 1, "dup": 2 }  ',
