@@ -76,6 +76,50 @@ def test_release_unstarted_hands_back_a_claims_started_jobs_untouched(store):
         assert (job["status"], job["worker_id"], job["attempt_count"]) == ("pending", None, 0)
 
 
+# Text a claim must hand back exactly as stored, through every claim statement and whatever encoding its
+# reply takes on the way (a reply as one JSON text was tried, docs/benchmarks.md 2026-12-02): quotes,
+# backslashes, control characters, non-ASCII and text that is not JSON at all.
+ODD_TEXTS = [
+    '{"a": "\\u00e9 \\"q\\" \\\\ \\n"}',
+    '  { "spaced" :  1.50 , "dup": 1, "dup": 2 }  ',
+    "not json \x01\x1f \t\r\n \\ \" ' é ☃ 𝄞 \u2028",
+    "",
+    "null",
+]
+
+
+def test_every_claim_hands_back_text_exactly_as_stored(store):
+    jobs = [
+        NewJob(
+            type="t",
+            id=f"x{i}",
+            queue="odd",
+            payload=text,
+            tags=f"t{i},é \\",
+            idempotency_key=f'k"{i}',
+            created_by="ü \x02",
+            scheduled_at=None,
+        )
+        for i, text in enumerate(ODD_TEXTS)
+    ]
+    store.enqueue(jobs)
+    by_id = {j.id: j for j in jobs}
+    head = store.fetch("w", 2, start=1)  # the head claim (no queue filter)
+    named = store.fetch("w", 2, ["odd"], start=1)  # the full claim
+    lost = store.fetch("w", 10, start=10)
+    recovered = store.recover_claims("w", [r.id for r in head + named])
+    assert sorted(r.id for r in recovered) == sorted(r.id for r in lost) and len(lost) == 1
+    for r in head + named + recovered:
+        job = by_id[r.id]
+        assert (r.payload, r.tags, r.idempotency_key, r.created_by) == (
+            job.payload,
+            job.tags,
+            job.idempotency_key,
+            job.created_by,
+        )
+        assert r.created_at is not None and r.created_at.utcoffset() is not None
+
+
 def test_recover_claims_returns_the_rows_a_worker_holds_unknowingly(store):
     """What a lost claim reply leaves: rows under the worker's id that it never saw. Started ones go
     back to fetched with their attempt taken back; the ones the worker knows are left alone."""
