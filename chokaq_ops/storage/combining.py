@@ -66,12 +66,28 @@ class Combiner(Generic[T, R]):
                 self._waiting.append(slot)
                 waits = True
         if waits:
-            slot.ready.acquire()  # released by the leader that hands this slot work or a result
+            try:
+                slot.ready.acquire()  # released by the leader that hands this slot work or a result
+            except BaseException:
+                self._interrupted(slot)
+                raise
         if slot.state == _LEAD:
             self._lead(slot.group)
         if slot.error is not None:
             raise slot.error
         return cast(R, slot.result)
+
+    def _interrupted(self, slot: _Slot[T, R]) -> None:
+        """The wait of `slot` ended by an exception (Ctrl-C in the main thread). Still waiting: it
+        withdraws, its item never runs. Already handed a group to lead: it runs that group first, or the
+        group's other callers would wait for ever. Already in another's group: the result is dropped."""
+        with self._lock:
+            if slot in self._waiting:
+                self._waiting.remove(slot)
+                return
+            lead = slot.state == _LEAD
+        if lead:
+            self._lead(slot.group)
 
     def _lead(self, group: list[_Slot[T, R]]) -> None:
         results: Sequence[R] = ()

@@ -123,3 +123,33 @@ def test_a_group_answering_with_the_wrong_number_of_results_fails_its_callers():
 def test_leaders_and_group_size_must_be_positive():
     with pytest.raises(ValueError):
         Combiner(lambda items: items, leaders=0, max_group=1)
+
+
+def test_a_caller_interrupted_while_it_waits_withdraws_and_the_others_go_on():
+    """Ctrl-C in the main thread while its enqueue waits for a leader: that call raises and its item
+    never runs; the call queued behind it is handed the lead and gets its result."""
+    import signal
+
+    gate = Gate()
+    comb = Combiner(gate, leaders=1, max_group=10)
+    out: dict = {}
+    threads = _start(comb, [1], out)
+    assert gate.entered.wait(5)
+
+    def interrupt_main_when_both_wait() -> None:
+        _until(lambda: comb.waiting() == 1)
+        threads.extend(_start(comb, [3], out))
+        _until(lambda: comb.waiting() == 2)
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+    helper = threading.Thread(target=interrupt_main_when_both_wait)
+    helper.start()
+    with pytest.raises(KeyboardInterrupt):
+        comb.submit(2)  # waits behind 1, then the interrupt
+    helper.join(5)
+    assert comb.waiting() == 1  # only 3 waits now
+    gate.release.set()
+    for t in threads:
+        t.join(5)
+    assert out == {1: 10, 3: 30}
+    assert gate.groups == [[1], [3]]
