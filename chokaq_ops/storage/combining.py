@@ -38,12 +38,24 @@ class Combiner(Generic[T, R]):
     """`submit(item)` runs `run_group([items...])` for a group of concurrent submissions; `run_group`
     returns one result per item, in order, or raises (every caller of that group then raises it)."""
 
-    def __init__(self, run_group: Callable[[list[T]], Sequence[R]], *, leaders: int, max_group: int) -> None:
+    def __init__(
+        self,
+        run_group: Callable[[list[T]], Sequence[R]],
+        *,
+        leaders: int,
+        max_group: int,
+        weight: Callable[[T], int] = lambda item: 0,
+        max_weight: int = 0,
+    ) -> None:
         if leaders < 1 or max_group < 1:
             raise ValueError("leaders and max_group must be at least 1")
         self._run_group = run_group
         self._leaders = leaders
         self._max_group = max_group
+        # A group also stops before its items' total weight (say, payload bytes) passes max_weight, so
+        # that a statement stays a sensible size; a single item goes alone whatever it weighs.
+        self._weight = weight
+        self._max_weight = max_weight
         self._lock = threading.Lock()
         self._leading = 0
         self._waiting: list[_Slot[T, R]] = []
@@ -109,11 +121,22 @@ class Combiner(Generic[T, R]):
             if successor is None:
                 self._leading -= 1
             else:
-                # Leadership passes on with the whole waiting group: this leader's own caller returns now.
-                successor.group = self._waiting[: self._max_group]
-                del self._waiting[: self._max_group]
+                # Leadership passes on with the waiting group: this leader's own caller returns now.
+                successor.group = self._next_group()
                 successor.state = _LEAD
         for s in group[1:]:
             s.ready.release()
         if successor is not None:
             successor.ready.release()
+
+    def _next_group(self) -> list[_Slot[T, R]]:
+        """(lock held) The waiting calls, oldest first, that the next group takes."""
+        n, total = 0, 0
+        for slot in self._waiting[: self._max_group]:
+            total += self._weight(slot.item)
+            if n and self._max_weight and total > self._max_weight:
+                break
+            n += 1
+        group = self._waiting[:n]
+        del self._waiting[:n]
+        return group

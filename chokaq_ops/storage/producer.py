@@ -31,9 +31,12 @@ PREPARED = ("enqueue_one", "enqueue_one_known", "enqueue_fresh")
 KNOWN_QUEUE_S = 60.0
 MAX_KNOWN_QUEUES = 10_000
 # Single-job enqueues from many threads (storage/combining.py): this many run as statements of their own
-# at once; callers arriving meanwhile go out together, at most SINGLES_GROUP to a statement.
+# at once; callers arriving meanwhile go out together, at most SINGLES_GROUP (and SINGLES_GROUP_PAYLOAD)
+# to a statement. One at a time gathers the largest groups: 16 threads enqueued 3,331 jobs/s with 1,
+# 2,727 with 2, 1,826 with 4 and 1,771 with none (PostgreSQL, docs/benchmarks.md).
 SINGLES_LEADERS = 1
 SINGLES_GROUP = 1000
+SINGLES_GROUP_PAYLOAD = 4_000_000  # characters of payload in one group at most (a lone job goes alone)
 
 
 class Producer:
@@ -46,7 +49,11 @@ class Producer:
         # Queue name -> monotonic time until which its row is taken to exist (see KNOWN_QUEUE_S).
         self._known_queues: dict[str, float] = {}
         self._singles: Combiner[dict[str, Any], EnqueueResult] = Combiner(
-            self._enqueue_singles, leaders=SINGLES_LEADERS, max_group=SINGLES_GROUP
+            self._enqueue_singles,
+            leaders=SINGLES_LEADERS,
+            max_group=SINGLES_GROUP,
+            weight=lambda item: len(item["payload"] or ""),
+            max_weight=SINGLES_GROUP_PAYLOAD,
         )
 
     def enqueue(self, jobs: Iterable[NewJob]) -> list[EnqueueResult]:

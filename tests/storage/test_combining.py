@@ -153,3 +153,19 @@ def test_a_caller_interrupted_while_it_waits_withdraws_and_the_others_go_on():
         t.join(5)
     assert out == {1: 10, 3: 30}
     assert gate.groups == [[1], [3]]
+
+
+def test_a_group_stops_before_its_weight_passes_the_limit_but_a_heavy_call_goes_alone():
+    gate = Gate()
+    comb = Combiner(gate, leaders=1, max_group=10, weight=lambda i: i, max_weight=5)
+    out: dict = {}
+    threads = _start(comb, [1], out)
+    assert gate.entered.wait(5)
+    for n, item in enumerate([2, 3, 4, 1, 9], start=1):  # one by one: the waiting order is known
+        threads += _start(comb, [item * 100 if item == 9 else item], out)
+        _until(lambda n=n: comb.waiting() == n)
+    gate.release.set()
+    for t in threads:
+        t.join(5)
+    assert gate.groups == [[1], [2, 3], [4, 1], [900]]
+    assert out[900] == 9000
