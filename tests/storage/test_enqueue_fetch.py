@@ -198,6 +198,39 @@ def test_single_enqueues_of_concurrent_threads_share_one_statement_each_with_its
         assert len({store.get_job(got[n])["created_at"] for n in range(1, 7)}) == 1
 
 
+def test_a_group_of_single_enqueues_stores_every_field_as_single_enqueues_do(store):
+    """The multi-row statement of a group (enqueue_fresh) and the one-job statement store the same row
+    for the same job: payload as given (JSON, other text, none), tags, priority, created_by, delay and
+    scheduled time, queue and counters."""
+    from datetime import UTC, datetime
+
+    at = datetime(2031, 5, 6, 7, 8, 9, 123000, tzinfo=UTC)
+    jobs = [
+        NewJob(type="a", queue="fields-1", payload={"x": [1, "é"]}, tags="t1,t2", priority=3),
+        NewJob(type="b", queue="fields-2", payload='not json \\ "q" ☃', created_by="me"),
+        NewJob(type="c", queue="fields-1", payload=None, delay_seconds=3600),
+        NewJob(type="d", queue="fields-2", scheduled_at=at, priority=0),
+    ]
+    producer = store.producer
+    grouped, _ = producer._enqueue_items(jobs)
+    single, _ = producer._enqueue_items(jobs)
+    group_ids = [r.id for r in producer._enqueue_singles(grouped)]
+    single_ids = [producer._enqueue_singles([item])[0].id for item in single]
+    keys = ("queue", "type", "payload", "tags", "priority", "created_by", "status", "attempt_count")
+    for g, s1 in zip(group_ids, single_ids, strict=True):
+        a, b = store.get_job(g), store.get_job(s1)
+        assert {k: a[k] for k in keys} == {k: b[k] for k in keys}
+        for k in ("scheduled_at", "due_at"):
+            if a[k] is None:
+                assert b[k] is None, k
+            else:  # delays count from each statement's own now
+                assert abs((a[k] - b[k]).total_seconds()) < 60, (k, a[k], b[k])
+    assert store.get_job(group_ids[3])["scheduled_at"] == at
+    assert store.get_job(group_ids[1])["payload"] == 'not json \\ "q" ☃'
+    assert store.get_job(group_ids[2])["payload"] is None
+    assert counters(store, "fields-1")["enqueued"] == 4 == counters(store, "fields-2")["enqueued"]
+
+
 def test_enqueue_fields_defaults_and_generated_ids(store):
     res = store.enqueue([NewJob(type="t"), NewJob(type="t")])
     a, b = (store.get_job(r.id) for r in res)
