@@ -198,6 +198,39 @@ def test_single_enqueues_of_concurrent_threads_share_one_statement_each_with_its
         assert len({store.get_job(got[n])["created_at"] for n in range(1, 7)}) == 1
 
 
+def test_sixteen_threads_of_single_enqueues_each_get_their_own_job_once(store):
+    """Real concurrency, no holding: whatever groups form, every call's id is its own job, stored once
+    with its payload, and the counters count each job once."""
+    import threading
+
+    per_thread, threads_n = 60, 16
+    got: dict[tuple[int, int], str] = {}
+    errors_seen: list[BaseException] = []
+
+    def produce(t: int) -> None:
+        try:
+            for i in range(per_thread):
+                [res] = store.enqueue([NewJob(type="t", queue=f"many-{t % 3}", payload={"t": t, "i": i})])
+                assert res.created and res.status == "new"
+                got[(t, i)] = res.id
+        except BaseException as exc:  # reported below, with the thread's own traceback
+            errors_seen.append(exc)
+
+    threads = [threading.Thread(target=produce, args=(t,)) for t in range(threads_n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(60)
+    assert not errors_seen, errors_seen[0]
+    total = per_thread * threads_n
+    assert len(got) == total and len(set(got.values())) == total
+    rows = store.db.run("table_counts")
+    assert rows[0]["hot"] == total
+    for (t, i), job_id in list(got.items())[::37]:
+        assert store.get_job(job_id)["payload"] == f'{{"t":{t},"i":{i}}}'
+    assert sum(counters(store, f"many-{q}")["enqueued"] for q in range(3)) == total
+
+
 def test_a_group_of_single_enqueues_stores_every_field_as_single_enqueues_do(store):
     """The multi-row statement of a group (enqueue_fresh) and the one-job statement store the same row
     for the same job: payload as given (JSON, other text, none), tags, priority, created_by, delay and
