@@ -85,8 +85,18 @@ def per_job_us(seconds: float | None, jobs: int) -> float | None:
     return None if seconds is None or jobs <= 0 else round(seconds / jobs * 1e6, 1)
 
 
-def fields(worker_s: float, db_s: float | None, jobs: int) -> dict[str, Any]:
-    return {
-        "worker_cpu_us_per_job": per_job_us(worker_s, jobs),
-        "db_cpu_us_per_job": per_job_us(db_s, jobs),
-    }
+class Meter:
+    """This process's CPU and the database backends' from construction on, per job when read."""
+
+    def __init__(self, db: BenchDb) -> None:
+        self._backends = BackendCpu(db)
+        self._backends.start()
+        self._start = process_seconds()
+
+    def per_job(self, jobs: int, process_key: str) -> dict[str, Any]:
+        """`process_key` (this process's µs per job, named for its role in the bench) and
+        `db_cpu_us_per_job`. Read while the measured connections are still open."""
+        return {
+            process_key: per_job_us(process_seconds() - self._start, jobs),
+            "db_cpu_us_per_job": per_job_us(self._backends.stop(), jobs),
+        }

@@ -57,23 +57,12 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                 threads = 16 if kind.endswith("16") else 1
                 batch = max(1, int(args.batch))
                 total = -(-rows // batch) * batch if kind == "batch" else rows
-                backends = cpu.BackendCpu(db)
-                backends.start()
-                cpu_start = cpu.process_seconds()
+                meter = cpu.Meter(db)
                 seconds = _timed(db, kind, total, threads, batch)
-                producer_cpu = cpu.per_job_us(cpu.process_seconds() - cpu_start, total)
-                db_cpu = cpu.per_job_us(backends.stop(), total)
+                used = meter.per_job(total, "producer_cpu_us_per_job")
                 count = sum(int(r["n"]) for r in db.sql("bench_count_hot"))
                 expect(count == total, f"{kind}: {count} of {total} jobs in hot")
-                yield db.record(
-                    total,
-                    kind=kind,
-                    producers=threads,
-                    run=n,
-                    seconds=seconds,
-                    producer_cpu_us_per_job=producer_cpu,
-                    db_cpu_us_per_job=db_cpu,
-                )
+                yield db.record(total, kind=kind, producers=threads, run=n, seconds=seconds, **used)
         for kind in kinds:
             yield db.summary(
                 ("seconds", "per_second", "producer_cpu_us_per_job", "db_cpu_us_per_job"),

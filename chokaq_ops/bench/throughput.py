@@ -128,9 +128,7 @@ def _drain(
     )
     worker = host.worker
     assert worker is not None
-    backends = cpu.BackendCpu(db)
-    backends.start()
-    cpu_start = cpu.process_seconds()
+    meter = cpu.Meter(db)
     start = time.perf_counter()
     host.start()
     try:
@@ -142,7 +140,7 @@ def _drain(
             time.sleep(0.005)
         seconds = time.perf_counter() - start
         # Read before shutdown: the worker's connections (and their backends) are still open.
-        used = cpu.fields(cpu.process_seconds() - cpu_start, backends.stop(), rows)
+        used = meter.per_job(rows, "worker_cpu_us_per_job")
     finally:
         host.shutdown()
     return seconds, dict(worker.counts), used

@@ -1,5 +1,5 @@
 """Combining: calls from many threads of one process that arrive while others are in flight share one
-database statement (docs/producers.md, "Many threads").
+database statement (docs/producers.md, "Many threads share statements").
 
 Up to `leaders` calls run at once, each as a statement of its own. A call that arrives while all of them
 are in flight waits; the next leader to finish hands every waiting call (up to `max_group`) to the first
@@ -17,15 +17,13 @@ from typing import Generic, TypeVar, cast
 T = TypeVar("T")
 R = TypeVar("R")
 
-_WAITING, _LEAD, _DONE = 0, 1, 2
-
 
 class _Slot(Generic[T, R]):
-    __slots__ = ("error", "group", "item", "ready", "result", "state")
+    __slots__ = ("error", "group", "item", "leads", "ready", "result")
 
     def __init__(self, item: T) -> None:
         self.item = item
-        self.state = _WAITING
+        self.leads = False  # handed a group to run (its own call first)
         self.result: R | None = None
         self.error: BaseException | None = None
         self.group: list[_Slot[T, R]] = []
@@ -71,7 +69,7 @@ class Combiner(Generic[T, R]):
         with self._lock:
             if self._leading < self._leaders:
                 self._leading += 1
-                slot.state = _LEAD
+                slot.leads = True
                 slot.group = [slot]
             else:
                 slot.ready.acquire()
@@ -83,7 +81,7 @@ class Combiner(Generic[T, R]):
             except BaseException:
                 self._interrupted(slot)
                 raise
-        if slot.state == _LEAD:
+        if slot.leads:
             self._lead(slot.group)
         if slot.error is not None:
             raise slot.error
@@ -97,7 +95,7 @@ class Combiner(Generic[T, R]):
             if slot in self._waiting:
                 self._waiting.remove(slot)
                 return
-            lead = slot.state == _LEAD
+            lead = slot.leads
         if lead:
             self._lead(slot.group)
 
@@ -111,7 +109,6 @@ class Combiner(Generic[T, R]):
         except BaseException as exc:  # every caller of the group must hear of it, even of an interrupt
             error = exc
         for n, s in enumerate(group):
-            s.state = _DONE
             if error is None:
                 s.result = results[n]
             else:
@@ -123,7 +120,7 @@ class Combiner(Generic[T, R]):
             else:
                 # Leadership passes on with the waiting group: this leader's own caller returns now.
                 successor.group = self._next_group()
-                successor.state = _LEAD
+                successor.leads = True
         for s in group[1:]:
             s.ready.release()
         if successor is not None:

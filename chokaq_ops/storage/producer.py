@@ -97,8 +97,8 @@ class Producer:
 
     def _enqueue_singles(self, items: list[dict[str, Any]]) -> list[EnqueueResult]:
         """Single-job enqueues of concurrent callers (the Combiner's group): one alone by the lean
-        statement, several together by the general one, in one transaction (their ids are generated and
-        they carry no idempotency key, so none can conflict with another)."""
+        statement, several together by its multi-row form (`enqueue_fresh`), in one transaction (their
+        ids are generated and they carry no idempotency key, so none can conflict with another)."""
         if len(items) == 1:
             return [self._enqueue_one(items[0])]
         retries = self.db.thread_retries()
@@ -109,11 +109,7 @@ class Producer:
         inserted = {r["id"] for r in rows}
         if inserted or retried:
             signals.publish(self.db.dialect.url)
-        created = [retried or i["id"] in inserted for i in items]
-        return [
-            EnqueueResult(id=i["id"], created=c, status="new" if c else "conflict")
-            for i, c in zip(items, created, strict=True)
-        ]
+        return [_generated(i["id"], retried or i["id"] in inserted) for i in items]
 
     def _enqueue_one(self, item: dict[str, Any]) -> EnqueueResult:
         """The commonest enqueue, one job with a generated id and no idempotency key, by the lean
@@ -134,7 +130,7 @@ class Producer:
                 if len(self._known_queues) >= MAX_KNOWN_QUEUES:
                     self._known_queues.clear()
                 self._known_queues[queue] = now + KNOWN_QUEUE_S
-        return EnqueueResult(id=item["id"], created=created, status="new" if created else "conflict")
+        return _generated(item["id"], created)
 
     def next_due(self, queues: Sequence[str] | None = None) -> float | None:
         """Seconds (database clock) until the next pending job of `queues` (None: any) that is not due
@@ -275,3 +271,8 @@ class Producer:
                 job.created_by, "created_by", max_len=validation.MAX_ACTOR, required=False
             ),
         }
+
+
+def _generated(job_id: str, created: bool) -> EnqueueResult:
+    """The result of a job whose id the store generated: new, or (never in practice) another job's id."""
+    return EnqueueResult(id=job_id, created=created, status="new" if created else "conflict")
