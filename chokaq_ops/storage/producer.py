@@ -159,6 +159,8 @@ class Producer:
         yet is refused (422) once that many queues exist; existing queues keep working."""
         actor = person(actor)
         item = self._enqueue_item(0, replace(job, created_by=actor.name))
+        if job.id is None and item["idempotency_key"] is None:
+            return self._enqueue_one_audited(item, actor, max_queues)
 
         def enqueue(tx: Any) -> EnqueueResult:
             if max_queues is not None:
@@ -169,7 +171,33 @@ class Producer:
                 audit_in(tx, actor, "enqueue", job_id=result.id)
             return result
 
-        return self.db.transaction(enqueue)
+        retries = self.db.thread_retries()
+        result = self.db.transaction(enqueue)
+        # Retried: the conflict or duplicate may be this call's own job, which an attempt committed (with
+        # its audit row) before its reply was lost.
+        retried = not result.created and self.db.thread_retries() != retries
+        if retried and self.db.run("enqueued_unseen", write=False, items=[item]):
+            return EnqueueResult(id=item["id"], created=True, status="new")
+        return result
+
+    def _enqueue_one_audited(
+        self, item: dict[str, Any], actor: Actor, max_queues: int | None
+    ) -> EnqueueResult:
+        """enqueue_audited's commonest call (a generated id, no idempotency key) as one statement that also
+        writes the audit row. No row back: refused by `max_queues` (raised here, 422), or an earlier
+        attempt of this call committed, audit row and all, and lost its reply (the store retried)."""
+        params = {k: v for k, v in item.items() if k not in ("ord", "idempotency_key")}
+        for _ in range(2):
+            retries = self.db.thread_retries()
+            rows = self.db.run("enqueue_one_audited", actor=actor.name, max_queues=max_queues, **params)
+            if rows or self.db.thread_retries() != retries:
+                signals.publish(self.db.dialect.url)
+                return _generated(item["id"], True)
+            if max_queues is None:
+                break
+            # Refused, unless another request made the queue in between: then it is admitted now.
+            self._admit_queue(self.db, item["queue"], max_queues)
+        return _generated(item["id"], False)
 
     def _admit_queue(self, tx: Any, name: str, max_queues: int) -> None:
         row = tx.run("queue_admission", name=name)[0]

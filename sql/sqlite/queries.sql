@@ -300,6 +300,29 @@ INSERT INTO queues (name) VALUES (:queue) ON CONFLICT DO NOTHING;
 -- enqueue_one for a queue whose row the producer saw committed a moment ago (Producer, KNOWN_QUEUE_S).
 {{one_job_insert}};
 
+-- name: enqueue_one_audited
+-- enqueue_one on an operator's behalf (the API's POST /jobs of a job with a generated id and no
+-- idempotency key), in the one writer transaction: the job, then each later row only when the statement
+-- before it changed one (`changes()`): the audit row, the counter, the queue row. With :max_queues, a job
+-- for a queue that does not exist yet goes in only while fewer than that many queues exist; no row back
+-- then, and the store reads queue_admission to tell why.
+INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
+                      scheduled_at, due_at, created_at, updated_at, created_by)
+SELECT :id, :queue, :type, :payload, :tags, NULL, :priority, 0, 0,
+       coalesce(:scheduled_at, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds')),
+       coalesce(:scheduled_at, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), {{now}}),
+       {{now}}, {{now}}, :created_by
+WHERE :max_queues IS NULL OR EXISTS (SELECT 1 FROM queues q WHERE q.name = :queue)
+      OR (SELECT count(*) FROM queues) < :max_queues
+ON CONFLICT DO NOTHING
+RETURNING 0 AS ord, id, 'new' AS status;
+INSERT INTO audit_log (actor, action, job_id, count) SELECT :actor, 'enqueue', :id, 1 WHERE changes() = 1;
+INSERT INTO stats_summary (queue, enqueued_total, last_activity_at)
+SELECT :queue, 1, {{now}} WHERE changes() = 1
+ON CONFLICT (queue) DO UPDATE SET enqueued_total = enqueued_total + excluded.enqueued_total,
+                                  last_activity_at = excluded.last_activity_at;
+INSERT INTO queues (name) SELECT :queue WHERE changes() = 1 ON CONFLICT DO NOTHING;
+
 -- name: enqueue_fresh
 -- enqueue_one for several jobs: single-job enqueues of concurrent threads that the producer sends
 -- together (storage/combining.py); generated ids and no idempotency keys, as enqueue_one's. Returns the

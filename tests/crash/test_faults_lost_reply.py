@@ -176,6 +176,29 @@ def test_a_single_enqueue_whose_reply_was_lost_is_new_once(store, lose_commit_re
     assert counts(store)["hot"] == 2 == counts(store)["enqueued_total"]
 
 
+@pytest.mark.parametrize("kind", ["generated-id", "explicit-id", "idempotency-key"])
+def test_an_audited_enqueue_whose_reply_was_lost_is_new_once_with_one_audit_row(
+    store, lose_commit_reply, kind
+):
+    """The API's POST /jobs (one statement for a generated id, a transaction otherwise): its retry finds
+    the job, and the audit row, that its lost attempt committed, answers `new` (the API's 201, not a 409
+    or a 200 for the caller's own job) and writes neither twice."""
+    store.enqueue_audited(NewJob(type="t"), actor=OPS)  # a connection is open: the lost reply is ours
+    lose_commit_reply(store)
+    job = NewJob(
+        type="t",
+        payload={"n": 1},
+        id="api-own" if kind == "explicit-id" else None,
+        idempotency_key="api-key" if kind == "idempotency-key" else None,
+    )
+    res = store.enqueue_audited(job, actor=OPS, max_queues=100)
+    assert store.retries_done >= 1
+    assert (res.status, res.created) == ("new", True)
+    assert store.get_job(res.id)["payload"] == '{"n":1}'
+    assert counts(store)["hot"] == 2 == counts(store)["enqueued_total"]
+    assert [e.job_id for e in store.list_audit(action="enqueue").items].count(res.id) == 1
+
+
 def test_a_group_of_single_enqueues_whose_reply_was_lost_is_new_once(store, lose_commit_reply):
     """Single-job enqueues of concurrent threads go out as one statement (storage/combining.py): its
     retry finds the jobs its lost attempt committed, answers `new` for each, and counts them once."""

@@ -5,8 +5,10 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
+import pytest
 from storage_factories import OPS, age, archived, counters, dead, enqueue, processing, scalar, sql
 
+from chokaq_ops import errors
 from chokaq_ops.models import NewJob
 
 # ------------------------------------------------------------------------------------ enqueue
@@ -125,6 +127,48 @@ def test_single_enqueues_run_prepared_with_one_generic_plan_on_producer_connecti
         assert "Seq Scan on queues" not in plan and "Seq Scan on enqueue_counts" not in plan, plan
         assert "using pk_queues" in plan, plan
         assert counters(store, "prepared")["enqueued"] == 3
+
+
+def test_an_audited_single_enqueue_is_one_statement_with_its_audit_row(store, monkeypatch):
+    """The API's POST /jobs of a job with a generated id and no key: the job (created by the actor), its
+    audit row, its queue row and its counter go in with one statement, where the general path took a
+    transaction of four (docs/producers.md)."""
+    ran = []
+    run = store.db.run
+    monkeypatch.setattr(store.db, "run", lambda name, /, **kw: ran.append(name) or run(name, **kw))
+    res = store.enqueue_audited(
+        NewJob(type="t", queue="api-new", payload={"n": 1}), actor=OPS, max_queues=100
+    )
+    assert ran == ["enqueue_one_audited"]
+    assert (res.status, res.created) == ("new", True)
+    job = store.get_job(res.id)
+    assert (job["queue"], job["payload"], job["created_by"], job["status"]) == (
+        "api-new",
+        '{"n":1}',
+        OPS.name,
+        "pending",
+    )
+    audit = sql(store, "SELECT actor, action, job_id, count FROM audit_log WHERE job_id = ?", res.id)
+    assert [tuple(r) for r in audit] == [(OPS.name, "enqueue", res.id, 1)]
+    assert scalar(store, "SELECT count(*) FROM queues WHERE name = 'api-new'") == 1
+    assert counters(store, "api-new")["enqueued"] == 1
+
+
+def test_an_audited_single_enqueue_refused_by_max_queues_changes_no_row(store):
+    """A job for a queue that does not exist yet, once `max_queues` queues exist: a 422 naming the queue,
+    and no job, audit row, queue row or counter."""
+    store.enqueue([NewJob(type="t", queue="only")])
+    queues = scalar(store, "SELECT count(*) FROM queues")
+    audits = scalar(store, "SELECT count(*) FROM audit_log")
+    with pytest.raises(errors.ValidationError) as refused:
+        store.enqueue_audited(NewJob(type="t", queue="one-too-many"), actor=OPS, max_queues=queues)
+    assert refused.value.field == "queue" and "one-too-many" in str(refused.value)
+    assert scalar(store, "SELECT count(*) FROM queues") == queues
+    assert scalar(store, "SELECT count(*) FROM audit_log") == audits
+    assert scalar(store, "SELECT count(*) FROM jobs_hot WHERE queue = 'one-too-many'") == 0
+    assert counters(store, "one-too-many")["enqueued"] == 0
+    # An existing queue is still admitted at the cap.
+    assert store.enqueue_audited(NewJob(type="t", queue="only"), actor=OPS, max_queues=queues).created
 
 
 def test_single_enqueues_skip_the_queues_table_for_a_queue_seen_a_moment_ago(store, monkeypatch):
