@@ -95,8 +95,9 @@ def measure(
 class Served:
     """`chokaq serve` (API only) on a free port, stopped by its pid on exit."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, threads: int = 4) -> None:
         self.url = url
+        self.threads = threads
         self.proc: subprocess.Popen[str] | None = None
         self.base = ""
 
@@ -104,7 +105,7 @@ class Served:
         cmd = [
             sys.executable, "-c", "import sys; from chokaq_ops.cli import main; sys.exit(main())",
             "--log-level", "WARNING", "serve", "--db", self.url, "--port", "0",
-            "--no-worker", "--no-rescue", "--no-retention", "--threads", "4",
+            "--no-worker", "--no-rescue", "--no-retention", "--threads", str(self.threads),
         ]  # fmt: skip
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         assert self.proc.stdout is not None

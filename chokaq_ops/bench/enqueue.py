@@ -6,7 +6,10 @@ plain INSERT+COMMIT of one job row (the baseline), measured in the same run.
   queue and counter bookkeeping included), --rows jobs in all;
 - `batch`: `Store.enqueue` of --batch (1000) jobs per call, --rows rounded up to whole batches;
 - `plain` (1 producer) and `plain16`: the same job row inserted by `INSERT INTO jobs_hot ... VALUES`
-  on the same driver and pool, autocommit: what one round trip and one commit cost here.
+  on the same driver and pool, autocommit: what one round trip and one commit cost here;
+- `api` (1 client) and `api16` (16): the same job as `POST /jobs` to a `chokaq serve` process (API only,
+  16 request threads, an operator token), each client on a keep-alive session of its own; each call
+  gets its 201 (with the job) before the next. Not in the default set: they start a server.
 The ratio `single / plain` is the enqueue's overhead over a bare INSERT. Each run also reports the CPU a
 job cost (chokaq_ops/bench/cpu.py): `producer_cpu_us_per_job` (this process, every thread) and
 `db_cpu_us_per_job` (the PostgreSQL backends serving it, when the server runs on this host).
@@ -15,18 +18,23 @@ job cost (chokaq_ops/bench/cpu.py): `producer_cpu_us_per_job` (this process, eve
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
+import contextlib
+import secrets
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from chokaq_ops import errors, ids
 from chokaq_ops.bench import cpu
+from chokaq_ops.bench.api import Served
 from chokaq_ops.bench.harness import BenchDb, expect, spread
-from chokaq_ops.models import NewJob
+from chokaq_ops.models import Actor, NewJob
 
 QUEUE = "bench.enqueue"
 TYPE = "bench.enqueue.noop"
 BATCH = 1000
 KINDS = ("plain", "single", "plain16", "single16", "batch")
+API_KINDS = ("api", "api16")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,15 +50,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     rows = int(args.rows)
     kinds = [k.strip() for k in str(args.kinds).split(",") if k.strip()]
-    if not kinds or any(k not in KINDS for k in kinds):
-        raise errors.UsageError(f"--kinds takes some of {','.join(KINDS)} (got {args.kinds!r})")
-    with BenchDb(args, "enqueue") as db:
+    if not kinds or any(k not in KINDS + API_KINDS for k in kinds):
+        raise errors.UsageError(f"--kinds takes some of {','.join(KINDS + API_KINDS)} (got {args.kinds!r})")
+    with BenchDb(args, "enqueue") as db, contextlib.ExitStack() as stack:
         # 16 producers need 16 connections (the bench's own store has 4).
         db.store.close()
         from chokaq_ops.storage import Store, queries
 
         db.store = Store.from_settings(db.settings.with_overrides({"storage.pool_size": 20}))
         db.store.queries = db.store.queries | queries.load(db.dialect, "bench")
+        post = _poster(db, stack) if any(k in API_KINDS for k in kinds) else None
         for n in range(1, args.repeat + 1):
             for kind in kinds:
                 db.reset()
@@ -58,8 +67,10 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                 batch = max(1, int(args.batch))
                 total = -(-rows // batch) * batch if kind == "batch" else rows
                 meter = cpu.Meter(db)
-                seconds = _timed(db, kind, total, threads, batch)
+                seconds = _timed(db, kind, total, threads, batch, post)
                 used = meter.per_job(total, "producer_cpu_us_per_job")
+                if kind in API_KINDS:  # this process is only the HTTP clients; the producer is the server
+                    used["producer_cpu_us_per_job"] = None
                 count = sum(int(r["n"]) for r in db.sql("bench_count_hot"))
                 expect(count == total, f"{kind}: {count} of {total} jobs in hot")
                 yield db.record(total, kind=kind, producers=threads, run=n, seconds=seconds, **used)
@@ -70,9 +81,37 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
             )
 
 
-def _timed(db: BenchDb, kind: str, total: int, threads: int, batch: int) -> float:
+def _poster(db: BenchDb, stack: contextlib.ExitStack) -> Callable[[], None]:
+    """POST /jobs of the bench's job to a served API: one keep-alive session per calling thread."""
+    name = f"bench-enqueue-{secrets.token_hex(4)}"  # token names stay taken after a revoke
+    token = db.store.create_token(name, "operator", actor=Actor("bench"))
+    stack.callback(db.store.revoke_token, name, actor=Actor("bench"))
+    api = stack.enter_context(Served(db.store.url, threads=16))
+    local = threading.local()
+    body = {"type": TYPE, "queue": QUEUE, "payload": {"n": 1}}
+
+    def post() -> None:
+        session = getattr(local, "session", None)
+        if session is None:
+            session = local.session = api.session(token)
+        r = session.post(f"{api.base}/jobs", json=body, timeout=60)
+        expect(r.status_code == 201, f"POST /jobs answered {r.status_code}: {r.text[:300]}")
+
+    return post
+
+
+def _timed(
+    db: BenchDb, kind: str, total: int, threads: int, batch: int, post: Callable[[], None] | None
+) -> float:
     store = db.store
-    if kind == "batch":
+    if kind.startswith("api"):
+        assert post is not None
+
+        def one(i: int) -> None:
+            post()
+
+        calls = total
+    elif kind == "batch":
 
         def one(i: int) -> None:
             store.enqueue(NewJob(type=TYPE, queue=QUEUE, payload='{"n":1}') for _ in range(batch))

@@ -184,3 +184,17 @@ def test_bench_enqueue_reports_the_cpu_a_job_cost(db_url: str, capsys: pytest.Ca
         assert runs[0]["db_cpu_us_per_job"] > 0
     else:
         assert {r["db_cpu_us_per_job"] for r in runs} == {None}
+
+
+def test_bench_enqueue_posts_jobs_through_a_served_api(
+    db_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`api` and `api16` POST every job to a `chokaq serve` process; the bench itself checks each 201 and
+    that every job is in hot. This process is only the HTTP clients, so no producer CPU is claimed."""
+    flags = ["--rows", "32", "--kinds", "api,api16", "--repeat", "1"]
+    assert main(["bench", "enqueue", "--db", db_url, *flags]) == 0
+    runs = [r for r in _lines(capsys) if "stat" not in r]
+    assert [(r["kind"], r["producers"], r["rows"]) for r in runs] == [("api", 1, 32), ("api16", 16, 32)]
+    assert all(r["per_second"] > 0 and r["producer_cpu_us_per_job"] is None for r in runs)
+    with Store(db_url, pool_size=1) as store:  # the bench's token is revoked again
+        assert all(t["revoked_at"] is not None for t in store.list_tokens())
