@@ -48,9 +48,14 @@ class ReadOps:
     def get_job(self, job_id: str) -> JobRecord:
         """Any job by id, wherever it lives; `location` says where (hot, archive, dlq)."""
         job_id = validation.job_id(job_id)
+        # Most jobs asked for are hot (an enqueue's reply reads its job back): one statement, one round
+        # trip, consistent on its own.
+        hot = self.db.run("get_hot", write=False, id=job_id)
+        if hot:
+            return job_record(hot[0])
 
-        # One snapshot for the three reads: a job moving between tables (a resurrect, a worker's finish)
-        # while they run is found in one of them, never missed by all three.
+        # Not in hot a moment ago. One snapshot for the three reads: a job moving between tables (a
+        # resurrect, a worker's finish) while they run is found in one of them, never missed by all three.
         def read(tx: Tx) -> dict[str, Any] | None:
             if self.db.dialect.snapshot_per_statement:
                 tx.run("read_snapshot")

@@ -9,6 +9,7 @@ import random
 import threading
 import time
 
+import pytest
 from storage_factories import (
     OPS,
     age,
@@ -24,6 +25,7 @@ from storage_factories import (
     sql,
 )
 
+from chokaq_ops import errors
 from chokaq_ops.models import DlqFilter, FailureReason, NewJob
 from chokaq_ops.storage import Dead, Store, admin_ops
 
@@ -269,3 +271,18 @@ def test_get_job_never_misses_a_job_moving_between_tables(db_url):
         store.close()
     assert not failures, failures[:3]
     assert cycles[0] >= 20 and seen["hot"] and seen["dlq"], (cycles, seen)
+
+
+def test_get_job_reads_a_hot_job_with_one_statement_and_looks_elsewhere_in_one_snapshot(db_url, monkeypatch):
+    """Most jobs asked for are hot (POST /jobs reads its job back): one statement; a job not in hot takes
+    the three-table read in one snapshot, as above."""
+    with Store(db_url, pool_size=2) as store:
+        [hot] = store.enqueue([NewJob(type="t", queue="g-hot")])
+        [gone] = dead(store, 1, prefix="g1", queue="g")
+        transactions = []
+        tx = store.db.transaction
+        monkeypatch.setattr(store.db, "transaction", lambda fn, **kw: transactions.append(1) or tx(fn, **kw))
+        assert store.get_job(hot.id)["location"] == "hot" and transactions == []
+        assert store.get_job(gone)["location"] == "dlq" and transactions == [1]
+        with pytest.raises(errors.JobNotFound):
+            store.get_job("no-such-job")
