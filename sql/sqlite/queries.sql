@@ -191,14 +191,18 @@ coalesce(json_extract(j.value, '$.scheduled_at'),
          strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || json_extract(j.value, '$.delay_s') || ' seconds'),
          {{now}})
 
--- fragment: one_job_insert
--- enqueue_one's job row (returned when inserted) and its counter.
+-- fragment: one_job_select
+-- enqueue_one's INSERT of the job row from its parameters, up to the conflict clause.
 INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
                       scheduled_at, due_at, created_at, updated_at, created_by)
 SELECT :id, :queue, :type, :payload, :tags, NULL, :priority, 0, 0,
        coalesce(:scheduled_at, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds')),
        coalesce(:scheduled_at, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), {{now}}),
        {{now}}, {{now}}, :created_by
+
+-- fragment: one_job_insert
+-- enqueue_one's job row (returned when inserted) and its counter.
+{{one_job_select}}
 ON CONFLICT DO NOTHING
 RETURNING 0 AS ord, id, 'new' AS status;
 INSERT INTO stats_summary (queue, enqueued_total, last_activity_at)
@@ -306,12 +310,7 @@ INSERT INTO queues (name) VALUES (:queue) ON CONFLICT DO NOTHING;
 -- before it changed one (`changes()`): the audit row, the counter, the queue row. With :max_queues, a job
 -- for a queue that does not exist yet goes in only while fewer than that many queues exist; no row back
 -- then, and the store reads queue_admission to tell why.
-INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
-                      scheduled_at, due_at, created_at, updated_at, created_by)
-SELECT :id, :queue, :type, :payload, :tags, NULL, :priority, 0, 0,
-       coalesce(:scheduled_at, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds')),
-       coalesce(:scheduled_at, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), {{now}}),
-       {{now}}, {{now}}, :created_by
+{{one_job_select}}
 WHERE :max_queues IS NULL OR EXISTS (SELECT 1 FROM queues q WHERE q.name = :queue)
       OR (SELECT count(*) FROM queues) < :max_queues
 ON CONFLICT DO NOTHING
