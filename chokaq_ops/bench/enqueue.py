@@ -104,7 +104,7 @@ def _timed(
     db: BenchDb, kind: str, total: int, threads: int, batch: int, post: Callable[[], None] | None
 ) -> float:
     store = db.store
-    if kind.startswith("api"):
+    if kind in API_KINDS:
         assert post is not None
 
         def one(i: int) -> None:

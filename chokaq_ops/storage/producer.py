@@ -117,7 +117,7 @@ class Producer:
         is in no table yet, so no row back means an earlier attempt of this call committed unseen (the
         statement was retried) or, never in practice, another job holds the id."""
         retries = self.db.thread_retries()
-        params = {k: v for k, v in item.items() if k not in ("ord", "idempotency_key")}
+        params = _one_params(item)
         queue = item["queue"]
         now = time.monotonic()
         known = self._known_queues.get(queue, 0.0) > now
@@ -186,7 +186,7 @@ class Producer:
         """enqueue_audited's commonest call (a generated id, no idempotency key) as one statement that also
         writes the audit row. No row back: refused by `max_queues` (raised here, 422), or an earlier
         attempt of this call committed, audit row and all, and lost its reply (the store retried)."""
-        params = {k: v for k, v in item.items() if k not in ("ord", "idempotency_key")}
+        params = _one_params(item)
         for _ in range(2):
             retries = self.db.thread_retries()
             rows = self.db.run("enqueue_one_audited", actor=actor.name, max_queues=max_queues, **params)
@@ -299,6 +299,11 @@ class Producer:
                 job.created_by, "created_by", max_len=validation.MAX_ACTOR, required=False
             ),
         }
+
+
+def _one_params(item: dict[str, Any]) -> dict[str, Any]:
+    """A validated item as the one-job statements' parameters (they take no key and no ordinal)."""
+    return {k: v for k, v in item.items() if k not in ("ord", "idempotency_key")}
 
 
 def _generated(job_id: str, created: bool) -> EnqueueResult:

@@ -200,15 +200,20 @@ SELECT :id, :queue, :type, :payload, :tags, NULL, :priority, 0, 0,
        coalesce(:scheduled_at, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), {{now}}),
        {{now}}, {{now}}, :created_by
 
+-- fragment: one_job_counter
+-- The queue's enqueue counter, counted only when the statement just before changed a row (the job's
+-- INSERT, or a row written only with it).
+INSERT INTO stats_summary (queue, enqueued_total, last_activity_at)
+SELECT :queue, 1, {{now}} WHERE changes() = 1
+ON CONFLICT (queue) DO UPDATE SET enqueued_total = enqueued_total + excluded.enqueued_total,
+                                  last_activity_at = excluded.last_activity_at
+
 -- fragment: one_job_insert
 -- enqueue_one's job row (returned when inserted) and its counter.
 {{one_job_select}}
 ON CONFLICT DO NOTHING
 RETURNING 0 AS ord, id, 'new' AS status;
-INSERT INTO stats_summary (queue, enqueued_total, last_activity_at)
-SELECT :queue, 1, {{now}} WHERE changes() = 1
-ON CONFLICT (queue) DO UPDATE SET enqueued_total = enqueued_total + excluded.enqueued_total,
-                                  last_activity_at = excluded.last_activity_at
+{{one_job_counter}}
 
 -- ---------------------------------------------------------------- schema ledger
 
@@ -316,10 +321,7 @@ WHERE :max_queues IS NULL OR EXISTS (SELECT 1 FROM queues q WHERE q.name = :queu
 ON CONFLICT DO NOTHING
 RETURNING 0 AS ord, id, 'new' AS status;
 INSERT INTO audit_log (actor, action, job_id, count) SELECT :actor, 'enqueue', :id, 1 WHERE changes() = 1;
-INSERT INTO stats_summary (queue, enqueued_total, last_activity_at)
-SELECT :queue, 1, {{now}} WHERE changes() = 1
-ON CONFLICT (queue) DO UPDATE SET enqueued_total = enqueued_total + excluded.enqueued_total,
-                                  last_activity_at = excluded.last_activity_at;
+{{one_job_counter}};
 INSERT INTO queues (name) SELECT :queue WHERE changes() = 1 ON CONFLICT DO NOTHING;
 
 -- name: enqueue_fresh
