@@ -3,7 +3,9 @@ without touching the shared PostgreSQL server. While cut, every open connection 
 accepted and dropped at once, as a client sees a server that went away. While stalled, nothing is
 forwarded and nothing is closed: open connections go half-open (the kernel still acknowledges every
 packet, so TCP keepalives see nothing wrong) and new ones are accepted and never answered, as a client
-sees a paused server or a link that silently stopped carrying traffic."""
+sees a paused server or a link that silently stopped carrying traffic. Armed with `lose_next_commit_reply`,
+it swallows the server's next reply that reports a commit and closes that connection: the work is done
+in the database, and the client learns only that its connection died."""
 
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import selectors
 import socket
 import threading
 import time
+
+_READY_IDLE = b"Z\x00\x00\x00\x05I"  # ReadyForQuery, session idle
 
 
 class CuttableProxy:
@@ -27,6 +31,8 @@ class CuttableProxy:
         self._closed = threading.Event()
         self.connections = 0  # accepted while up
         self.refused = 0  # accepted and dropped while cut
+        self._lose_commit_reply = threading.Event()
+        self.lost_replies = 0  # commit replies swallowed (their connections closed)
         self._thread = threading.Thread(target=self._accept_loop, name="proxy-accept", daemon=True)
         self._thread.start()
 
@@ -44,6 +50,13 @@ class CuttableProxy:
                     s.shutdown(socket.SHUT_RDWR)
                 with contextlib.suppress(OSError):
                     s.close()
+
+    def lose_next_commit_reply(self) -> None:
+        """Arm: the next reply that ends with the session idle after a completed command (PostgreSQL's
+        CommandComplete then ReadyForQuery 'I': a statement on its own, or a COMMIT, has committed) is
+        swallowed whole and its connection closed. Replies before it pass: a statement inside a
+        transaction, a describe round trip."""
+        self._lose_commit_reply.set()
 
     def stall(self) -> None:
         self._stalled.set()
@@ -97,6 +110,8 @@ class CuttableProxy:
         sel = selectors.DefaultSelector()
         sel.register(a, selectors.EVENT_READ, b)
         sel.register(b, selectors.EVENT_READ, a)
+        held = b""  # while armed: the server's reply so far, not yet forwarded
+        starting = True  # until the server's first ReadyForQuery (an SSL answer is not framed)
         try:
             while not self._closed.is_set():
                 if self._stalled.is_set():
@@ -106,6 +121,18 @@ class CuttableProxy:
                     data = key.fileobj.recv(65536)  # type: ignore[union-attr]
                     if not data:
                         return
+                    if key.fileobj is b and starting:
+                        starting = not data.endswith(_READY_IDLE)
+                    elif key.fileobj is b and (held or self._lose_commit_reply.is_set()):
+                        held += data
+                        verdict = _reply_verdict(held)
+                        if verdict is None:
+                            continue  # the reply is not complete yet
+                        if verdict and self._lose_commit_reply.is_set():
+                            self._lose_commit_reply.clear()
+                            self.lost_replies += 1
+                            return  # swallowed: `finally` closes both ends
+                        data, held = held, b""
                     key.data.sendall(data)
         except (OSError, ValueError):
             return
@@ -117,3 +144,19 @@ class CuttableProxy:
             with self._lock:
                 if (a, b) in self._pairs:
                     self._pairs.remove((a, b))
+
+
+def _reply_verdict(buf: bytes) -> bool | None:
+    """For a server-to-client stream that starts at a message boundary: None while it does not end with
+    a whole ReadyForQuery message; then whether it reports a committed command (a CommandComplete and
+    the session idle again)."""
+    types, at = [], 0
+    while at + 5 <= len(buf):
+        size = int.from_bytes(buf[at + 1 : at + 5], "big")
+        if at + 1 + size > len(buf):
+            return None
+        types.append(buf[at : at + 1])
+        at += 1 + size
+    if at != len(buf) or not types or types[-1] != b"Z":
+        return None
+    return b"C" in types and buf[-1:] == b"I"
