@@ -16,6 +16,7 @@ import threading
 import time
 
 _READY_IDLE = b"Z\x00\x00\x00\x05I"  # ReadyForQuery, session idle
+_ASYNC = {b"A", b"N", b"S"}  # NotificationResponse, NoticeResponse, ParameterStatus
 
 
 class CuttableProxy:
@@ -157,6 +158,10 @@ def _reply_verdict(buf: bytes) -> bool | None:
             return None
         types.append(buf[at : at + 1])
         at += 1 + size
-    if at != len(buf) or not types or types[-1] != b"Z":
+    if at != len(buf) or not types:
         return None
+    if types[-1] != b"Z":
+        # Only asynchronous messages (a NOTIFY to a listening session, a notice, a parameter change):
+        # no reply is under way, so they pass at once.
+        return False if set(types) <= _ASYNC else None
     return b"C" in types and buf[-1:] == b"I"

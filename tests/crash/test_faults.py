@@ -1,5 +1,6 @@
-"""Database faults under a running `chokaq worker` on PostgreSQL: its connections killed, and the server
-unreachable for a few seconds (through a TCP proxy the test cuts; the shared server is never touched).
+"""Database faults under a running `chokaq worker` on PostgreSQL: its connections killed, the server
+unreachable for a few seconds, and commit replies lost (through a TCP proxy the test cuts or has swallow
+a reply; the shared server is never touched).
 Heartbeat failures are counted, the worker reconnects and carries on, and no job is lost or run twice."""
 
 from __future__ import annotations
@@ -123,5 +124,32 @@ def test_an_unreachable_server_is_survived(pg_store, pg_url, tmp_path, spawn):
         assert w.alive()
         metrics = w.metrics()
         assert metrics.get("chokaq_jobs_heartbeat_failures_total", 0) > 0, w.log()[-3000:]
+    finally:
+        proxy.close()
+
+
+def test_commit_replies_lost_by_the_network_lose_no_job_and_run_none_twice(pg_store, pg_url, tmp_path, spawn):
+    """For three seconds the proxy swallows every commit reply it can (re-armed 20 ms after each): claims,
+    starts, heartbeats and finishes that committed but whose connection died before the worker heard. The
+    worker and its store must find what each lost call did (docs/storage-contract.md, "Lost replies")."""
+    store = pg_store
+    proxy = CuttableProxy()
+    try:
+        config = write_config(tmp_path / "chokaq.toml", **FAULT_CONFIG)
+        ids = enqueue_work(store, 4, 240)
+        port = free_port()
+        w = spawn(proxy.url_for(pg_url), config, "w1", concurrency=4, metrics_port=port)
+        wait_for(lambda: len(starts(tmp_path)) >= 6, 30, "work under way")
+        end = time.monotonic() + 3.0
+        while time.monotonic() < end:
+            proxy.lose_next_commit_reply()
+            time.sleep(0.02)
+        print(f"\ncommit replies lost: {proxy.lost_replies}")
+        assert proxy.lost_replies >= 10, "too few replies were lost to test anything"
+        assert_all_done_once(store, tmp_path, ids)
+        assert w.alive()
+        # The worker itself knows every finish landed: none taken for a conflict with another writer.
+        wait_for(lambda: w.metrics().get("chokaq_jobs_succeeded_total") == len(ids), 10, "all counted")
+        assert w.metrics().get("chokaq_jobs_state_transition_conflicts_total", 0) == 0, w.log()[-3000:]
     finally:
         proxy.close()
