@@ -10,6 +10,7 @@ import pytest
 
 from chokaq_ops.storage import Store
 from crash.procs import WorkerProc
+from crash.proxy import CuttableProxy
 
 
 @pytest.fixture
@@ -42,6 +43,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     outcome = yield
     rep = outcome.get_result()
     setattr(item, f"rep_{rep.when}", rep)
+
+
+@pytest.fixture
+def proxy() -> Iterator[CuttableProxy]:
+    """A cuttable TCP proxy to the PostgreSQL server (crash/proxy.py), closed after the test."""
+    p = CuttableProxy()
+    yield p
+    p.close()
 
 
 @pytest.fixture

@@ -105,51 +105,47 @@ def test_killed_connections_are_survived(pg_store, pg_url, tmp_path, spawn):
     assert backends(store, db), "the worker holds connections again"
 
 
-def test_an_unreachable_server_is_survived(pg_store, pg_url, tmp_path, spawn):
+def worker_behind(proxy: CuttableProxy, pg_url: str, tmp_path, spawn, store, n_long: int, n_short: int):
+    """A worker (concurrency 4, metrics served) reaching the server through `proxy`, once it has work under
+    way: the jobs' ids and the worker."""
+    config = write_config(tmp_path / "chokaq.toml", **FAULT_CONFIG)
+    ids = enqueue_work(store, n_long, n_short)
+    w = spawn(proxy.url_for(pg_url), config, "w1", concurrency=4, metrics_port=free_port())
+    wait_for(lambda: len(starts(tmp_path)) >= 6 and proxy.connections > 0, 30, "work under way")
+    return ids, w
+
+
+def test_an_unreachable_server_is_survived(pg_store, pg_url, tmp_path, spawn, proxy):
     store = pg_store
-    proxy = CuttableProxy()
-    try:
-        config = write_config(tmp_path / "chokaq.toml", **FAULT_CONFIG)
-        ids = enqueue_work(store, 12, 200)
-        port = free_port()
-        w = spawn(proxy.url_for(pg_url), config, "w1", concurrency=4, metrics_port=port)
-        wait_for(lambda: len(starts(tmp_path)) >= 6 and proxy.connections > 0, 30, "work under way")
-        proxy.cut()
-        outage = threading.Event()
-        threading.Timer(3.0, lambda: (proxy.restore(), outage.set())).start()
-        # During the outage the handlers keep running; what they finish waits to be recorded.
-        outage.wait(10)
-        assert proxy.refused > 0, "the worker did not even try to reconnect during the outage"
-        assert_all_done_once(store, tmp_path, ids)
-        assert w.alive()
-        metrics = w.metrics()
-        assert metrics.get("chokaq_jobs_heartbeat_failures_total", 0) > 0, w.log()[-3000:]
-    finally:
-        proxy.close()
+    ids, w = worker_behind(proxy, pg_url, tmp_path, spawn, store, 12, 200)
+    proxy.cut()
+    outage = threading.Event()
+    threading.Timer(3.0, lambda: (proxy.restore(), outage.set())).start()
+    # During the outage the handlers keep running; what they finish waits to be recorded.
+    outage.wait(10)
+    assert proxy.refused > 0, "the worker did not even try to reconnect during the outage"
+    assert_all_done_once(store, tmp_path, ids)
+    assert w.alive()
+    metrics = w.metrics()
+    assert metrics.get("chokaq_jobs_heartbeat_failures_total", 0) > 0, w.log()[-3000:]
 
 
-def test_commit_replies_lost_by_the_network_lose_no_job_and_run_none_twice(pg_store, pg_url, tmp_path, spawn):
+def test_commit_replies_lost_by_the_network_lose_no_job_and_run_none_twice(
+    pg_store, pg_url, tmp_path, spawn, proxy
+):
     """For three seconds the proxy swallows every commit reply it can (re-armed 20 ms after each): claims,
     starts, heartbeats and finishes that committed but whose connection died before the worker heard. The
     worker and its store must find what each lost call did (docs/storage-contract.md, "Lost replies")."""
     store = pg_store
-    proxy = CuttableProxy()
-    try:
-        config = write_config(tmp_path / "chokaq.toml", **FAULT_CONFIG)
-        ids = enqueue_work(store, 4, 240)
-        port = free_port()
-        w = spawn(proxy.url_for(pg_url), config, "w1", concurrency=4, metrics_port=port)
-        wait_for(lambda: len(starts(tmp_path)) >= 6, 30, "work under way")
-        end = time.monotonic() + 3.0
-        while time.monotonic() < end:
-            proxy.lose_next_commit_reply()
-            time.sleep(0.02)
-        print(f"\ncommit replies lost: {proxy.lost_replies}")
-        assert proxy.lost_replies >= 10, "too few replies were lost to test anything"
-        assert_all_done_once(store, tmp_path, ids)
-        assert w.alive()
-        # The worker itself knows every finish landed: none taken for a conflict with another writer.
-        wait_for(lambda: w.metrics().get("chokaq_jobs_succeeded_total") == len(ids), 10, "all counted")
-        assert w.metrics().get("chokaq_jobs_state_transition_conflicts_total", 0) == 0, w.log()[-3000:]
-    finally:
-        proxy.close()
+    ids, w = worker_behind(proxy, pg_url, tmp_path, spawn, store, 4, 240)
+    end = time.monotonic() + 3.0
+    while time.monotonic() < end:
+        proxy.lose_next_commit_reply()
+        time.sleep(0.02)
+    print(f"\ncommit replies lost: {proxy.lost_replies}")
+    assert proxy.lost_replies >= 10, "too few replies were lost to test anything"
+    assert_all_done_once(store, tmp_path, ids)
+    assert w.alive()
+    # The worker itself knows every finish landed: none taken for a conflict with another writer.
+    wait_for(lambda: w.metrics().get("chokaq_jobs_succeeded_total") == len(ids), 10, "all counted")
+    assert w.metrics().get("chokaq_jobs_state_transition_conflicts_total", 0) == 0, w.log()[-3000:]

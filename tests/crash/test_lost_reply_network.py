@@ -23,13 +23,6 @@ OPS = Actor("ops")
 
 
 @pytest.fixture
-def proxy() -> Iterator[CuttableProxy]:
-    p = CuttableProxy()
-    yield p
-    p.close()
-
-
-@pytest.fixture
 def lossy(pg_url: str, proxy: CuttableProxy) -> Iterator[Store]:
     """A store whose one connection at a time runs through the proxy (no SSL: the proxy reads the
     protocol's messages to tell a commit's reply)."""
