@@ -5,38 +5,28 @@ the Store builds them and forwards each public operation to the part that holds 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from chokaq_ops.models import (
-    Actor,
-    ArchiveFilter,
-    BulkResult,
     DlqFilter,
-    EnqueueResult,
-    FailureFilter,
-    HotFilter,
-    NewJob,
-    Page,
 )
-from chokaq_ops.records import ArchivedJob, AuditEntry, ClaimedJob, DeadJob, HotJob, JobRecord, Started
 from chokaq_ops.storage import filters, producer, queries, worker_ops
-from chokaq_ops.storage.admin_ops import UNSET, AdminOps, Progress
+from chokaq_ops.storage.admin_ops import AdminOps
 from chokaq_ops.storage.circuit_ops import CircuitOps
-from chokaq_ops.storage.database import Database, Tx
+from chokaq_ops.storage.database import Database
 from chokaq_ops.storage.dialects import Dialect
 from chokaq_ops.storage.events import Events
 from chokaq_ops.storage.failure_ops import FailureOps
+from chokaq_ops.storage.forward import forward
 from chokaq_ops.storage.leases import Leases
-from chokaq_ops.storage.plan_ops import PLAN_CHUNK, PlanOps
+from chokaq_ops.storage.plan_ops import PlanOps
 from chokaq_ops.storage.pool import Pool
-from chokaq_ops.storage.read_ops import TOP_ERROR_SAMPLE, ReadOps
+from chokaq_ops.storage.read_ops import ReadOps
 from chokaq_ops.storage.registry_ops import RegistryOps
-from chokaq_ops.storage.rescue import Audit, Rescue
+from chokaq_ops.storage.rescue import Rescue
 from chokaq_ops.storage.tokens import Tokens
-from chokaq_ops.storage.worker_ops import Dead, Retry, WorkerOps
+from chokaq_ops.storage.worker_ops import WorkerOps
 
 if TYPE_CHECKING:
     from chokaq_ops.settings import Settings
@@ -153,8 +143,7 @@ class Store:
     def retries_done(self) -> int:
         return self.db.retries_done
 
-    def close(self) -> None:
-        self.db.close()
+    close = forward("db", Database.close)
 
     def __enter__(self) -> Store:
         return self
@@ -162,38 +151,14 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def run(self, name: str, /, *, write: bool = True, **params: Any) -> list[dict[str, Any]]:
-        return self.db.run(name, write=write, **params)
-
-    def transaction(self, fn: Callable[[Tx], T], *, write: bool = True) -> T:
-        return self.db.transaction(fn, write=write)
-
-    def snapshot(self, start: str) -> AbstractContextManager[Tx]:
-        return self.db.snapshot(start)
-
-    def run_batches(
-        self,
-        name: str,
-        /,
-        *,
-        count: Callable[[list[dict[str, Any]]], int] = len,
-        cursor: Callable[[list[dict[str, Any]]], dict[str, Any]] | None = None,
-        each: Callable[[Tx, list[dict[str, Any]]], None] | None = None,
-        **params: Any,
-    ) -> Iterator[list[dict[str, Any]]]:
-        return self.db.run_batches(name, count=count, cursor=cursor, each=each, **params)
-
-    def thread_retries(self) -> int:
-        return self.db.thread_retries()
-
-    def format_time(self, value: datetime) -> str:
-        return self.db.format_time(value)
-
-    def now(self) -> datetime:
-        return self.db.now()
-
-    def connection(self) -> AbstractContextManager[Any]:
-        return self.db.connection()
+    run = forward("db", Database.run)
+    transaction = forward("db", Database.transaction)
+    snapshot = forward("db", Database.snapshot)
+    run_batches = forward("db", Database.run_batches)
+    thread_retries = forward("db", Database.thread_retries)
+    format_time = forward("db", Database.format_time)
+    now = forward("db", Database.now)
+    connection = forward("db", Database.connection)
 
     @staticmethod
     def unbounded() -> AbstractContextManager[None]:
@@ -204,451 +169,117 @@ class Store:
 
     # ------------------------------------------------------------------ producer (Producer)
 
-    def enqueue(self, jobs: Iterable[NewJob]) -> list[EnqueueResult]:
-        return self.producer.enqueue(jobs)
-
-    def next_due(self, queues: Sequence[str] | None = None) -> float | None:
-        return self.producer.next_due(queues)
-
-    def enqueue_on(self, conn: Any, jobs: Iterable[NewJob]) -> list[EnqueueResult]:
-        return self.producer.enqueue_on(conn, jobs)
-
-    def enqueue_audited(self, job: NewJob, *, actor: Actor, max_queues: int | None = None) -> EnqueueResult:
-        return self.producer.enqueue_audited(job, actor=actor, max_queues=max_queues)
+    enqueue = forward("producer", producer.Producer.enqueue)
+    next_due = forward("producer", producer.Producer.next_due)
+    enqueue_on = forward("producer", producer.Producer.enqueue_on)
+    enqueue_audited = forward("producer", producer.Producer.enqueue_audited)
 
     # ------------------------------------------------------------------ worker (WorkerOps)
 
-    def fetch(
-        self,
-        worker_id: str,
-        limit: int,
-        queues: Sequence[str] | None = None,
-        *,
-        exact_caps: bool = False,
-        start: int = 0,
-    ) -> list[ClaimedJob]:
-        return self.worker.fetch(worker_id, limit, queues, exact_caps=exact_caps, start=start)
-
-    def claims_uncertain(self, worker_id: str) -> bool:
-        return self.worker.claims_uncertain(worker_id)
-
-    def recover_claims(self, worker_id: str, known_ids: Iterable[str]) -> list[ClaimedJob]:
-        return self.worker.recover_claims(worker_id, known_ids)
-
-    def mark_processing(self, worker_id: str, job_ids: Sequence[str]) -> dict[str, Started]:
-        return self.worker.mark_processing(worker_id, job_ids)
-
-    def heartbeat(self, worker_id: str, job_ids: Sequence[str]) -> set[str]:
-        return self.worker.heartbeat(worker_id, job_ids)
-
-    def beat(self, worker_id: str, job_ids: Sequence[str]) -> tuple[set[str], set[str]]:
-        return self.worker.beat(worker_id, job_ids)
-
-    def release(self, worker_id: str, job_ids: Sequence[str]) -> list[str]:
-        return self.worker.release(worker_id, job_ids)
-
-    def release_unstarted(self, worker_id: str, job_ids: Sequence[str]) -> list[str]:
-        return self.worker.release_unstarted(worker_id, job_ids)
-
-    def archive_succeeded(self, worker_id: str, items: Sequence[tuple[str, float | None]]) -> list[str]:
-        return self.worker.archive_succeeded(worker_id, items)
-
-    def move_to_dlq(self, worker_id: str, items: Sequence[Dead]) -> list[str]:
-        return self.worker.move_to_dlq(worker_id, items)
-
-    def reschedule(self, worker_id: str, items: Sequence[Retry]) -> list[str]:
-        return self.worker.reschedule(worker_id, items)
+    fetch = forward("worker", WorkerOps.fetch)
+    claims_uncertain = forward("worker", WorkerOps.claims_uncertain)
+    recover_claims = forward("worker", WorkerOps.recover_claims)
+    mark_processing = forward("worker", WorkerOps.mark_processing)
+    heartbeat = forward("worker", WorkerOps.heartbeat)
+    beat = forward("worker", WorkerOps.beat)
+    release = forward("worker", WorkerOps.release)
+    release_unstarted = forward("worker", WorkerOps.release_unstarted)
+    archive_succeeded = forward("worker", WorkerOps.archive_succeeded)
+    move_to_dlq = forward("worker", WorkerOps.move_to_dlq)
+    reschedule = forward("worker", WorkerOps.reschedule)
 
     # ------------------------------------------------------------------ rescue (Rescue)
 
-    def recover_abandoned(self, timeout_s: float, *, audit: Audit | None = None) -> list[dict[str, Any]]:
-        return self.rescue.recover_abandoned(timeout_s, audit=audit)
-
-    def recover_orphaned(self, gone_s: float, *, audit: Audit | None = None) -> list[dict[str, Any]]:
-        return self.rescue.recover_orphaned(gone_s, audit=audit)
-
-    def archive_zombies(
-        self,
-        global_timeout_s: float,
-        overrides: Mapping[str, float] | None = None,
-        fingerprint: str | None = None,
-        within: float | None = None,
-        *,
-        audit: Audit | None = None,
-    ) -> list[dict[str, Any]]:
-        return self.rescue.archive_zombies(global_timeout_s, overrides, fingerprint, within, audit=audit)
+    recover_abandoned = forward("rescue", Rescue.recover_abandoned)
+    recover_orphaned = forward("rescue", Rescue.recover_orphaned)
+    archive_zombies = forward("rescue", Rescue.archive_zombies)
 
     # ------------------------------------------------------------------ leases (Leases)
 
-    def try_lease(self, name: str, holder: str, ttl_s: float) -> bool:
-        return self.leases.try_lease(name, holder, ttl_s)
-
-    def release_lease(self, name: str, holder: str) -> None:
-        self.leases.release_lease(name, holder)
+    try_lease = forward("leases", Leases.try_lease)
+    release_lease = forward("leases", Leases.release_lease)
 
     # ------------------------------------------------------------------ reads (ReadOps)
 
-    def get_job(self, job_id: str) -> JobRecord:
-        return self.reads.get_job(job_id)
-
-    def list_hot(
-        self,
-        flt: HotFilter | None = None,
-        *,
-        sort: str = "created_at",
-        descending: bool = True,
-        page: int = 1,
-        page_size: int = 100,
-    ) -> Page[HotJob]:
-        return self.reads.list_hot(flt, sort=sort, descending=descending, page=page, page_size=page_size)
-
-    def list_archive(
-        self,
-        flt: ArchiveFilter | None = None,
-        *,
-        sort: str = "finished_at",
-        descending: bool = True,
-        page: int = 1,
-        page_size: int = 100,
-    ) -> Page[ArchivedJob]:
-        return self.reads.list_archive(flt, sort=sort, descending=descending, page=page, page_size=page_size)
-
-    def list_dlq(
-        self,
-        flt: DlqFilter | None = None,
-        *,
-        sort: str = "failed_at",
-        descending: bool = True,
-        page: int = 1,
-        page_size: int = 100,
-    ) -> Page[DeadJob]:
-        return self.reads.list_dlq(flt, sort=sort, descending=descending, page=page, page_size=page_size)
-
-    def count_dlq(self, flt: DlqFilter | None = None) -> int:
-        return self.reads.count_dlq(flt)
-
-    def dlq_ids(self, flt: DlqFilter | None = None, *, limit: int = 10000000) -> list[str]:
-        return self.reads.dlq_ids(flt, limit=limit)
-
-    def preview_dlq(
-        self, *, flt: DlqFilter | None = None, ids: Sequence[str] | None = None, sample: int = 10
-    ) -> dict[str, Any]:
-        return self.reads.preview_dlq(flt=flt, ids=ids, sample=sample)
-
-    def top_errors(
-        self, flt: DlqFilter | None = None, *, limit: int = 10, sample: int = TOP_ERROR_SAMPLE
-    ) -> list[dict[str, Any]]:
-        return self.reads.top_errors(flt, limit=limit, sample=sample)
-
-    def dlq_summary(self, flt: DlqFilter | None = None, *, top: int = 10) -> dict[str, Any]:
-        return self.reads.dlq_summary(flt, top=top)
-
-    def stats(self) -> dict[str, Any]:
-        return self.reads.stats()
-
-    def queue_stats(self, name: str | None = None, *, worker_gone_s: float = 30.0) -> list[dict[str, Any]]:
-        return self.reads.queue_stats(name, worker_gone_s=worker_gone_s)
-
-    def list_workers(self) -> list[dict[str, Any]]:
-        return self.reads.list_workers()
-
-    def list_audit(
-        self,
-        *,
-        actor: str | None = None,
-        action: str | None = None,
-        job_id: str | None = None,
-        plan_id: str | None = None,
-        since: datetime | None = None,
-        page: int = 1,
-        page_size: int = 100,
-    ) -> Page[AuditEntry]:
-        return self.reads.list_audit(
-            actor=actor,
-            action=action,
-            job_id=job_id,
-            plan_id=plan_id,
-            since=since,
-            page=page,
-            page_size=page_size,
-        )
+    get_job = forward("reads", ReadOps.get_job)
+    list_hot = forward("reads", ReadOps.list_hot)
+    list_archive = forward("reads", ReadOps.list_archive)
+    list_dlq = forward("reads", ReadOps.list_dlq)
+    count_dlq = forward("reads", ReadOps.count_dlq)
+    dlq_ids = forward("reads", ReadOps.dlq_ids)
+    preview_dlq = forward("reads", ReadOps.preview_dlq)
+    top_errors = forward("reads", ReadOps.top_errors)
+    dlq_summary = forward("reads", ReadOps.dlq_summary)
+    stats = forward("reads", ReadOps.stats)
+    queue_stats = forward("reads", ReadOps.queue_stats)
+    list_workers = forward("reads", ReadOps.list_workers)
+    list_audit = forward("reads", ReadOps.list_audit)
 
     # ------------------------------------------------------------------ operator mutations (AdminOps)
 
-    def edit_pending(
-        self, job_id: str, *, actor: Actor, payload: Any = None, tags: Any = None, priority: int | None = None
-    ) -> JobRecord:
-        return self.admin.edit_pending(job_id, actor=actor, payload=payload, tags=tags, priority=priority)
-
-    def edit_dlq(self, job_id: str, *, actor: Actor, payload: Any = None, tags: Any = None) -> JobRecord:
-        return self.admin.edit_dlq(job_id, actor=actor, payload=payload, tags=tags)
-
-    def resurrect(
-        self, job_id: str, *, actor: Actor, payload: Any = None, tags: Any = None, priority: int | None = None
-    ) -> JobRecord:
-        return self.admin.resurrect(job_id, actor=actor, payload=payload, tags=tags, priority=priority)
-
-    def moved_unseen(self, action: str, actor: Actor, ids: Sequence[str]) -> list[str]:
-        return self.admin.moved_unseen(action, actor, ids)
-
-    def resurrect_window(
-        self,
-        *,
-        spread: float | None = None,
-        rate: float | None = None,
-        ids: Sequence[str] | None = None,
-        flt: DlqFilter | None = None,
-        max_jobs: int | None = None,
-    ) -> float:
-        return self.admin.resurrect_window(spread=spread, rate=rate, ids=ids, flt=flt, max_jobs=max_jobs)
-
-    def resurrect_many(
-        self,
-        *,
-        actor: Actor,
-        ids: Sequence[str] | None = None,
-        flt: DlqFilter | None = None,
-        max_jobs: int | None = None,
-        edits: Mapping[str, Mapping[str, Any]] | None = None,
-        progress: Progress | None = None,
-        spread: float | None = None,
-        rate: float | None = None,
-    ) -> BulkResult:
-        return self.admin.resurrect_many(
-            actor=actor,
-            ids=ids,
-            flt=flt,
-            max_jobs=max_jobs,
-            edits=edits,
-            progress=progress,
-            spread=spread,
-            rate=rate,
-        )
-
-    def cancel_many(self, ids: Sequence[str], *, actor: Actor) -> tuple[list[str], list[str]]:
-        return self.admin.cancel_many(ids, actor=actor)
-
-    def purge_dlq(
-        self,
-        *,
-        actor: Actor,
-        ids: Sequence[str] | None = None,
-        flt: DlqFilter | None = None,
-        max_jobs: int | None = None,
-        progress: Progress | None = None,
-    ) -> BulkResult:
-        return self.admin.purge_dlq(actor=actor, ids=ids, flt=flt, max_jobs=max_jobs, progress=progress)
-
-    def purge_archive(
-        self, older_than: datetime, *, actor: Actor, progress: Progress | None = None
-    ) -> BulkResult:
-        return self.admin.purge_archive(older_than, actor=actor, progress=progress)
-
-    def set_queue(
-        self,
-        name: str,
-        *,
-        actor: Actor,
-        paused: bool = UNSET,
-        active: bool = UNSET,
-        zombie_timeout_seconds: int | None = UNSET,
-        max_workers: int | None = UNSET,
-        min_zombie_timeout: float = 0.0,
-        tx: Any = None,
-    ) -> dict[str, Any]:
-        return self.admin.set_queue(
-            name,
-            actor=actor,
-            paused=paused,
-            active=active,
-            zombie_timeout_seconds=zombie_timeout_seconds,
-            max_workers=max_workers,
-            min_zombie_timeout=min_zombie_timeout,
-            tx=tx,
-        )
-
-    def update_queue(self, name: str, *, actor: Actor, **changes: Any) -> dict[str, Any]:
-        return self.admin.update_queue(name, actor=actor, **changes)
-
-    def audit(
-        self, actor: Actor, action: str, *, job_id: str | None = None, count: int = 1, details: Any = None
-    ) -> None:
-        self.admin.audit(actor, action, job_id=job_id, count=count, details=details)
+    edit_pending = forward("admin", AdminOps.edit_pending)
+    edit_dlq = forward("admin", AdminOps.edit_dlq)
+    resurrect = forward("admin", AdminOps.resurrect)
+    moved_unseen = forward("admin", AdminOps.moved_unseen)
+    resurrect_window = forward("admin", AdminOps.resurrect_window)
+    resurrect_many = forward("admin", AdminOps.resurrect_many)
+    cancel_many = forward("admin", AdminOps.cancel_many)
+    purge_dlq = forward("admin", AdminOps.purge_dlq)
+    purge_archive = forward("admin", AdminOps.purge_archive)
+    set_queue = forward("admin", AdminOps.set_queue)
+    update_queue = forward("admin", AdminOps.update_queue)
+    audit = forward("admin", AdminOps.audit)
 
     # ------------------------------------------------------------------ tokens (Tokens)
 
-    def create_token(self, name: str, role: str, *, actor: Actor) -> str:
-        return self.tokens.create_token(name, role, actor=actor)
-
-    def verify_token(self, token: str) -> dict[str, Any] | None:
-        return self.tokens.verify_token(token)
-
-    def list_tokens(self) -> list[dict[str, Any]]:
-        return self.tokens.list_tokens()
-
-    def revoke_token(self, name: str, *, actor: Actor) -> bool:
-        return self.tokens.revoke_token(name, actor=actor)
+    create_token = forward("tokens", Tokens.create_token)
+    verify_token = forward("tokens", Tokens.verify_token)
+    list_tokens = forward("tokens", Tokens.list_tokens)
+    revoke_token = forward("tokens", Tokens.revoke_token)
 
     # ------------------------------------------------------------------ bulk plans (PlanOps)
 
-    def create_plan(
-        self,
-        action: str,
-        *,
-        actor: Actor,
-        ids: Sequence[str] | None = None,
-        flt: DlqFilter | HotFilter | None = None,
-        edits: Mapping[str, Mapping[str, Any]] | None = None,
-        max_jobs: int | None = None,
-        chunk_size: int = PLAN_CHUNK,
-        label: str | None = None,
-    ) -> dict[str, Any]:
-        return self.plans.create_plan(
-            action,
-            actor=actor,
-            ids=ids,
-            flt=flt,
-            edits=edits,
-            max_jobs=max_jobs,
-            chunk_size=chunk_size,
-            label=label,
-        )
-
-    def get_plan(self, plan_id: str) -> dict[str, Any]:
-        return self.plans.get_plan(plan_id)
-
-    def list_plans(
-        self, *, state: str | None = None, action: str | None = None, page: int = 1, page_size: int = 100
-    ) -> tuple[list[dict[str, Any]], int]:
-        return self.plans.list_plans(state=state, action=action, page=page, page_size=page_size)
-
-    def plan_items(self, plan_id: str, *, page: int = 1, page_size: int = 1000) -> list[dict[str, Any]]:
-        return self.plans.plan_items(plan_id, page=page, page_size=page_size)
-
-    def plan_outcomes(
-        self, plan_id: str, *, from_chunk: int | None = None, to_chunk: int | None = None
-    ) -> dict[str, Any]:
-        return self.plans.plan_outcomes(plan_id, from_chunk=from_chunk, to_chunk=to_chunk)
-
-    def execute_plan_chunk(
-        self, plan_id: str, *, actor: Actor, spread: float = 0.0
-    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-        return self.plans.execute_plan_chunk(plan_id, actor=actor, spread=spread)
-
-    def approve_plan(self, plan_id: str, *, actor: Actor) -> dict[str, Any]:
-        return self.plans.approve_plan(plan_id, actor=actor)
-
-    def plan_by_label(self, action: str, label: str) -> dict[str, Any] | None:
-        return self.plans.plan_by_label(action, label)
-
-    def note_plan(
-        self, plan_id: str, event: str, *, actor: Actor, details: Mapping[str, Any] | None = None
-    ) -> None:
-        self.plans.note_plan(plan_id, event, actor=actor, details=details)
-
-    def discard_plan(self, plan_id: str, *, actor: Actor) -> dict[str, Any]:
-        return self.plans.discard_plan(plan_id, actor=actor)
+    create_plan = forward("plans", PlanOps.create_plan)
+    get_plan = forward("plans", PlanOps.get_plan)
+    list_plans = forward("plans", PlanOps.list_plans)
+    plan_items = forward("plans", PlanOps.plan_items)
+    plan_outcomes = forward("plans", PlanOps.plan_outcomes)
+    execute_plan_chunk = forward("plans", PlanOps.execute_plan_chunk)
+    approve_plan = forward("plans", PlanOps.approve_plan)
+    plan_by_label = forward("plans", PlanOps.plan_by_label)
+    note_plan = forward("plans", PlanOps.note_plan)
+    discard_plan = forward("plans", PlanOps.discard_plan)
 
     # ------------------------------------------------------------------ circuits (CircuitOps)
 
-    def circuit_failures(self, items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        return self.circuits.circuit_failures(items)
-
-    def circuit_successes(self, items: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        return self.circuits.circuit_successes(items)
-
-    def circuit_probe(self, items: Sequence[Mapping[str, Any]]) -> set[str]:
-        return self.circuits.circuit_probe(items)
-
-    def circuit_states(self) -> list[dict[str, Any]]:
-        return self.circuits.circuit_states()
-
-    def list_circuits(self) -> list[dict[str, Any]]:
-        return self.circuits.list_circuits()
-
-    def get_circuit(self, type_key: str) -> dict[str, Any]:
-        return self.circuits.get_circuit(type_key)
-
-    def set_circuit(self, type_key: str, state: str, *, actor: Actor) -> dict[str, Any]:
-        return self.circuits.set_circuit(type_key, state, actor=actor)
-
-    def defer(self, worker_id: str, job_ids: Sequence[str], delay_s: float) -> list[str]:
-        return self.circuits.defer(worker_id, job_ids, delay_s)
+    circuit_failures = forward("circuits", CircuitOps.circuit_failures)
+    circuit_successes = forward("circuits", CircuitOps.circuit_successes)
+    circuit_probe = forward("circuits", CircuitOps.circuit_probe)
+    circuit_states = forward("circuits", CircuitOps.circuit_states)
+    list_circuits = forward("circuits", CircuitOps.list_circuits)
+    get_circuit = forward("circuits", CircuitOps.get_circuit)
+    set_circuit = forward("circuits", CircuitOps.set_circuit)
+    defer = forward("circuits", CircuitOps.defer)
 
     # ------------------------------------------------------------------ worker registry (RegistryOps)
 
-    def worker_register(
-        self,
-        worker_id: str,
-        *,
-        host: str,
-        pid: int,
-        queues: Sequence[str] | None,
-        concurrency: int,
-        running: int,
-        prefetched: int,
-    ) -> int | None:
-        return self.registry.worker_register(
-            worker_id,
-            host=host,
-            pid=pid,
-            queues=queues,
-            concurrency=concurrency,
-            running=running,
-            prefetched=prefetched,
-        )
-
-    def worker_unregister(self, worker_id: str) -> None:
-        self.registry.worker_unregister(worker_id)
-
-    def list_registry(self) -> list[dict[str, Any]]:
-        return self.registry.list_registry()
-
-    def set_worker_concurrency(self, worker_id: str, concurrency: int, *, actor: Actor) -> dict[str, Any]:
-        return self.registry.set_worker_concurrency(worker_id, concurrency, actor=actor)
-
-    def gone_workers(self, gone_s: float) -> set[str]:
-        return self.registry.gone_workers(gone_s)
-
-    def prune_workers(self, older_than_s: float) -> int:
-        return self.registry.prune_workers(older_than_s)
+    worker_register = forward("registry", RegistryOps.worker_register)
+    worker_unregister = forward("registry", RegistryOps.worker_unregister)
+    list_registry = forward("registry", RegistryOps.list_registry)
+    set_worker_concurrency = forward("registry", RegistryOps.set_worker_concurrency)
+    gone_workers = forward("registry", RegistryOps.gone_workers)
+    prune_workers = forward("registry", RegistryOps.prune_workers)
 
     # ------------------------------------------------------------------ failure history (FailureOps)
 
-    def failure_history(
-        self, flt: FailureFilter, *, limit: int = 1000, after_seq: int | None = None
-    ) -> list[dict[str, Any]]:
-        return self.failures.failure_history(flt, limit=limit, after_seq=after_seq)
-
-    def locate(self, ids: Sequence[str]) -> list[dict[str, Any]]:
-        return self.failures.locate(ids)
-
-    def register_job_types(self, declared: Mapping[str, bool]) -> None:
-        self.failures.register_job_types(declared)
-
-    def idempotent_types(self) -> list[str]:
-        return self.failures.idempotent_types()
+    failure_history = forward("failures", FailureOps.failure_history)
+    locate = forward("failures", FailureOps.locate)
+    register_job_types = forward("failures", FailureOps.register_job_types)
+    idempotent_types = forward("failures", FailureOps.idempotent_types)
 
     # ------------------------------------------------------------------ events and retention (Events)
 
-    def add_event(self, kind: str, message: str, data: Mapping[str, Any] | None = None) -> int:
-        return self.events.add_event(kind, message, data)
-
-    def events_after(self, after_id: int, limit: int = 100) -> list[dict[str, Any]]:
-        return self.events.events_after(after_id, limit)
-
-    def last_event_id(self) -> int:
-        return self.events.last_event_id()
-
-    def prune(
-        self,
-        *,
-        buckets_older_than_s: float,
-        events_older_than_s: float,
-        failures_older_than_s: float | None = None,
-    ) -> dict[str, int]:
-        return self.events.prune(
-            buckets_older_than_s=buckets_older_than_s,
-            events_older_than_s=events_older_than_s,
-            failures_older_than_s=failures_older_than_s,
-        )
+    add_event = forward("events", Events.add_event)
+    events_after = forward("events", Events.events_after)
+    last_event_id = forward("events", Events.last_event_id)
+    prune = forward("events", Events.prune)
