@@ -481,7 +481,7 @@ class AdminOps:
         name = validation.queue(name, "name")
 
         def update(tx: Tx) -> dict[str, Any]:
-            if not int(tx.run("queue_admission", name=name)[0]["known"]):
+            if not tx.run("queue_rows", name=name):
                 raise QueueNotFound(f"no queue named {name!r}", field="name")
             return self.set_queue(name, actor=actor, min_zombie_timeout=min_zombie, tx=tx, **changes)
 

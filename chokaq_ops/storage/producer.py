@@ -200,8 +200,8 @@ class Producer:
         return _generated(item["id"], False)
 
     def _admit_queue(self, tx: Any, name: str, max_queues: int) -> None:
-        row = tx.run("queue_admission", name=name)[0]
-        if not int(row["known"]) and int(row["n"]) >= max_queues:
+        row = tx.run("queue_admission", queue=name, max_queues=max_queues)[0]
+        if not row["ok"]:
             raise errors.ValidationError(
                 f"queue {name!r} does not exist and {int(row['n']):,} queues do (Api.MaxQueues is "
                 f"{max_queues:,}): use an existing queue, or ask an admin to raise the limit",

@@ -165,6 +165,14 @@ INSERT INTO queues (name)
 SELECT DISTINCT queue FROM ins WHERE NOT EXISTS (SELECT 1 FROM queues q WHERE q.name = ins.queue)
 ORDER BY queue ON CONFLICT DO NOTHING
 
+-- fragment: queue_admitted
+-- The API's cap on distinct queues (Api.MaxQueues; :max_queues NULL is no cap): a job may go to :queue
+-- when that queue exists or fewer than :max_queues queues do. enqueue_one_audited applies it in its
+-- statement; queue_admission tells a refusal from a lost reply, and guards the general path.
+(CAST(:max_queues AS integer) IS NULL
+ OR EXISTS (SELECT 1 FROM queues q WHERE q.name = CAST(:queue AS text))
+ OR (SELECT count(*) FROM queues) < CAST(:max_queues AS integer))
+
 -- fragment: count_enqueued
 -- Adds the new jobs of `ins` to their queues' enqueue counters: this connection's shard of each.
 INSERT INTO enqueue_counts (queue, shard, n, at)
@@ -334,11 +342,7 @@ WITH {{one_job_insert}},
 -- on the store's ordinary connections, planned per call: prepared, it needed producer connections beside
 -- the ones every other request of the API's threads uses, and a pool of 16 under 16 busy request threads
 -- closed and reopened connections of the two kinds in turn (56 requests/s instead of 220).
-WITH admit AS (
-    SELECT CAST(:max_queues AS integer) IS NULL
-           OR EXISTS (SELECT 1 FROM queues q WHERE q.name = CAST(:queue AS text))
-           OR (SELECT count(*) FROM queues) < CAST(:max_queues AS integer) AS ok
-),
+WITH admit AS (SELECT {{queue_admitted}} AS ok),
 ins AS (
     INSERT INTO {{one_job_columns}}
     SELECT r.* FROM ({{one_job_row}}) r WHERE (SELECT ok FROM admit)
@@ -1490,8 +1494,9 @@ WHERE actor = CAST(:actor AS text) AND at >= CAST(:since AS timestamptz) AND act
   AND CAST(details AS jsonb) -> 'filter' = CAST(:details AS jsonb) -> 'filter';
 
 -- name: queue_admission
--- Whether a queue exists and how many exist: the API caps distinct queues (Api.MaxQueues).
-SELECT (SELECT count(*) FROM queues WHERE name = CAST(:name AS text)) AS known, (SELECT count(*) FROM queues) AS n;
+-- Whether a job may go to :queue under the API's cap on distinct queues (Api.MaxQueues), and how many
+-- queues exist (for the refusal's message).
+SELECT {{queue_admitted}} AS ok, (SELECT count(*) FROM queues) AS n;
 
 -- name: audit_one
 INSERT INTO audit_log (actor, action, job_id, plan_id, count, details)

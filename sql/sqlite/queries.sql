@@ -191,6 +191,13 @@ coalesce(json_extract(j.value, '$.scheduled_at'),
          strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || json_extract(j.value, '$.delay_s') || ' seconds'),
          {{now}})
 
+-- fragment: queue_admitted
+-- The API's cap on distinct queues (Api.MaxQueues; :max_queues NULL is no cap): a job may go to :queue
+-- when that queue exists or fewer than :max_queues queues do. enqueue_one_audited applies it in its
+-- statement; queue_admission tells a refusal from a lost reply, and guards the general path.
+(:max_queues IS NULL OR EXISTS (SELECT 1 FROM queues q WHERE q.name = :queue)
+ OR (SELECT count(*) FROM queues) < :max_queues)
+
 -- fragment: one_job_select
 -- enqueue_one's INSERT of the job row from its parameters, up to the conflict clause.
 INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
@@ -316,8 +323,7 @@ INSERT INTO queues (name) VALUES (:queue) ON CONFLICT DO NOTHING;
 -- for a queue that does not exist yet goes in only while fewer than that many queues exist; no row back
 -- then, and the store reads queue_admission to tell why.
 {{one_job_select}}
-WHERE :max_queues IS NULL OR EXISTS (SELECT 1 FROM queues q WHERE q.name = :queue)
-      OR (SELECT count(*) FROM queues) < :max_queues
+WHERE {{queue_admitted}}
 ON CONFLICT DO NOTHING
 RETURNING 0 AS ord, id, 'new' AS status;
 INSERT INTO audit_log (actor, action, job_id, count) SELECT :actor, 'enqueue', :id, 1 WHERE changes() = 1;
@@ -1154,8 +1160,9 @@ WHERE actor = :actor AND at >= :since AND action = :action AND plan_id IS :plan_
   AND json_extract(details, '$.filter') = json_extract(:details, '$.filter');
 
 -- name: queue_admission
--- Whether a queue exists and how many exist: the API caps distinct queues (Api.MaxQueues).
-SELECT (SELECT count(*) FROM queues WHERE name = :name) AS known, (SELECT count(*) FROM queues) AS n;
+-- Whether a job may go to :queue under the API's cap on distinct queues (Api.MaxQueues), and how many
+-- queues exist (for the refusal's message).
+SELECT {{queue_admitted}} AS ok, (SELECT count(*) FROM queues) AS n;
 
 -- name: audit_one
 INSERT INTO audit_log (actor, action, job_id, plan_id, count, details)

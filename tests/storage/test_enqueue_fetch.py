@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
@@ -154,21 +155,29 @@ def test_an_audited_single_enqueue_is_one_statement_with_its_audit_row(store, mo
     assert counters(store, "api-new")["enqueued"] == 1
 
 
-def test_an_audited_single_enqueue_refused_by_max_queues_changes_no_row(store):
+@pytest.mark.parametrize("kind", ["generated-id", "explicit-id", "idempotency-key"])
+def test_an_audited_single_enqueue_refused_by_max_queues_changes_no_row(store, kind):
     """A job for a queue that does not exist yet, once `max_queues` queues exist: a 422 naming the queue,
-    and no job, audit row, queue row or counter."""
+    and no job, audit row, queue row or counter. A generated id goes in by one statement that applies the
+    cap itself; an explicit id or a key by the general path, which checks it first."""
     store.enqueue([NewJob(type="t", queue="only")])
     queues = scalar(store, "SELECT count(*) FROM queues")
     audits = scalar(store, "SELECT count(*) FROM audit_log")
+    job = NewJob(
+        type="t",
+        queue="one-too-many",
+        id="mine" if kind == "explicit-id" else None,
+        idempotency_key="k" if kind == "idempotency-key" else None,
+    )
     with pytest.raises(errors.ValidationError) as refused:
-        store.enqueue_audited(NewJob(type="t", queue="one-too-many"), actor=OPS, max_queues=queues)
+        store.enqueue_audited(job, actor=OPS, max_queues=queues)
     assert refused.value.field == "queue" and "one-too-many" in str(refused.value)
     assert scalar(store, "SELECT count(*) FROM queues") == queues
     assert scalar(store, "SELECT count(*) FROM audit_log") == audits
     assert scalar(store, "SELECT count(*) FROM jobs_hot WHERE queue = 'one-too-many'") == 0
     assert counters(store, "one-too-many")["enqueued"] == 0
     # An existing queue is still admitted at the cap.
-    assert store.enqueue_audited(NewJob(type="t", queue="only"), actor=OPS, max_queues=queues).created
+    assert store.enqueue_audited(replace(job, queue="only"), actor=OPS, max_queues=queues).created
 
 
 def test_single_enqueues_skip_the_queues_table_for_a_queue_seen_a_moment_ago(store, monkeypatch):
