@@ -280,3 +280,37 @@ def test_a_failing_insert_inside_a_move_leaves_the_source_row_and_counters_uncha
     _allow_inserts(store, "jobs_hot")
     # The worker can still finish its jobs normally once the fault is gone.
     assert sorted(store.archive_succeeded("w", [(ok, 1.0), (clash, 1.0)])) == sorted([ok, clash])
+
+
+def test_an_edit_accepted_while_claims_race_it_is_what_the_claim_returns(pg):
+    """Operators edit pending jobs while workers claim them. A claim reads its candidates, then locks them
+    (by ctid); an edit that commits in between makes the lock re-read the row at its newest version. So
+    whichever wins, an accepted edit is what a worker gets, and a refused one (the job was claimed) left
+    the job as it was: no worker runs a payload an operator was told they had replaced."""
+    rounds = 60
+    ids: list[str] = []
+    edited: dict[str, bool] = {}
+    claimed: dict[str, str] = {}
+
+    def edit(job: str) -> None:
+        try:
+            pg.edit_pending(job, actor=OPS, payload={"v": 2})
+            edited[job] = True
+        except errors.InvalidState:
+            edited[job] = False
+
+    def claim(i: int) -> None:
+        for row in pg.fetch(f"w{i}", 4, start=4):
+            claimed[row.id] = row.payload
+
+    # Each round: four new jobs, then four claimers and four editors (one per job) released together.
+    for _ in range(rounds // 4):
+        batch = [r.id for r in pg.enqueue([NewJob(type="t", payload={"v": 1}) for _j in range(4)])]
+        ids.extend(batch)
+        together(8, lambda i, batch=batch: claim(i) if i < 4 else edit(batch[i - 4]))
+    while rest := pg.fetch("w-rest", 100, start=100):  # what every claimer skipped (locked by an edit)
+        claimed.update({r.id: r.payload for r in rest})
+    assert sorted(claimed) == sorted(ids) and sorted(edited) == sorted(ids)
+    for job in ids:
+        assert claimed[job] == ('{"v":2}' if edited[job] else '{"v":1}'), (job, edited[job], claimed[job])
+    assert sum(edited.values()) not in (0, rounds), "every race went one way: it tested nothing"
