@@ -242,6 +242,9 @@ def job_from_view(view: Mapping[str, Any]) -> JobRecord:
     return cls.from_row({k: view[k] for k in _keys(cls) if k in view and k != "location"})
 
 
+_STATUS_NAME = {int(s): s.name for s in Status}  # a claim decodes one per row: a dict, not an enum call
+
+
 def claimed_job(row: Mapping[str, Any]) -> ClaimedJob:
     """A claim's row: fetched, or processing when the claim also started it (claim-and-start)."""
-    return ClaimedJob.from_row({**row, "status": Status(int(row["status"])).name})
+    return ClaimedJob.from_row({**row, "status": _STATUS_NAME[int(row["status"])]})
