@@ -59,6 +59,16 @@ class CuttableProxy:
         transaction, a describe round trip."""
         self._lose_commit_reply.set()
 
+    def _take_commit_reply(self) -> bool:
+        """Whether this connection's committed reply is the one to swallow (one per arming, whichever
+        connection's reply completes first)."""
+        with self._lock:
+            if not self._lose_commit_reply.is_set():
+                return False
+            self._lose_commit_reply.clear()
+            self.lost_replies += 1
+            return True
+
     def stall(self) -> None:
         self._stalled.set()
 
@@ -129,9 +139,7 @@ class CuttableProxy:
                         verdict = _reply_verdict(held)
                         if verdict is None:
                             continue  # the reply is not complete yet
-                        if verdict and self._lose_commit_reply.is_set():
-                            self._lose_commit_reply.clear()
-                            self.lost_replies += 1
+                        if verdict and self._take_commit_reply():
                             return  # swallowed: `finally` closes both ends
                         data, held = held, b""
                     key.data.sendall(data)
