@@ -17,6 +17,9 @@ from typing import Any, ClassVar, Self, cast
 
 from chokaq_ops.models import FailureReason, Status
 
+# A stored status as its name. Claims and hot-job pages decode one per row: a dict, not an enum call.
+_STATUS_NAME = {int(s): s.name for s in Status}
+
 # Per record class: its keys in order, and the same as a set (a schema dumping a page of 1,000 jobs
 # looks every field up by name).
 _KEYS: dict[type, tuple[tuple[str, ...], frozenset[str]]] = {}
@@ -121,7 +124,7 @@ class HotJob(JobRecord):
 
     @staticmethod
     def _decode(values: dict[str, Any]) -> None:
-        values["status"] = Status(int(values["status"])).name
+        values["status"] = _STATUS_NAME[int(values["status"])]
 
 
 @dataclasses.dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
@@ -240,9 +243,6 @@ def job_from_view(view: Mapping[str, Any]) -> JobRecord:
     state, times already parsed): the record of its `location`, from the fields that record declares."""
     cls = _BY_LOCATION[view["location"]]
     return cls.from_row({k: view[k] for k in _keys(cls) if k in view and k != "location"})
-
-
-_STATUS_NAME = {int(s): s.name for s in Status}  # a claim decodes one per row: a dict, not an enum call
 
 
 def claimed_job(row: Mapping[str, Any]) -> ClaimedJob:

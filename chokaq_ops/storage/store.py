@@ -6,11 +6,9 @@ the Store builds them and forwards each public operation to the part that holds 
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
-from chokaq_ops.models import (
-    DlqFilter,
-)
+from chokaq_ops.models import DlqFilter
 from chokaq_ops.storage import filters, producer, queries, worker_ops
 from chokaq_ops.storage.admin_ops import AdminOps
 from chokaq_ops.storage.circuit_ops import CircuitOps
@@ -30,8 +28,6 @@ from chokaq_ops.storage.worker_ops import WorkerOps
 
 if TYPE_CHECKING:
     from chokaq_ops.settings import Settings
-
-T = TypeVar("T")
 
 
 class Store:

@@ -107,33 +107,29 @@ def test_a_locked_row_does_not_stop_the_heartbeats_of_its_neighbours(pg_store, p
 
 
 def test_a_half_open_connection_longer_than_the_zombie_timeout_makes_no_zombies(
-    pg_store, pg_url, tmp_path, spawn
+    pg_store, pg_url, tmp_path, spawn, proxy
 ):
     """The proxy between the worker (and its sweeper) and the server stops forwarding for 3 zombie
     timeouts without closing anything: statements end at their bound instead of waiting forever, heartbeat
     failures are counted, and after the link is back no live job is judged before its worker heartbeats."""
     store = pg_store
-    proxy = CuttableProxy()
-    try:
-        config = write_config(tmp_path / "chokaq.toml", **TROUBLE)
-        ids = block_jobs(store, 3)
-        port = free_port()
-        w = spawn(proxy.url_for(pg_url), config, "w1", concurrency=4, metrics_port=port)
-        wait_for(lambda: len(starts(tmp_path)) == 3, 30, "three jobs running")
-        proxy.stall()
-        time.sleep(6.0)
-        proxy.restore()
-        wait_for(lambda: max(heartbeat_ages(store, ids).values(), default=99) < 1.0, 15, "heartbeats back")
-        time.sleep(1.5)  # several sweeps with the database in sight again
-        assert counts(store)["dlq"] == 0, sql(store, "SELECT id, error_details FROM jobs_dlq")
-        log = w.log()
-        assert "did not answer within" in log, log[-3000:]
-        assert "holding the zombie phase" in log or "zombie phase held" in log, log[-3000:]
-        assert w.metrics().get("chokaq_jobs_heartbeat_failures_total", 0) > 0
-        finish_and_check(store, tmp_path, ids, survivors=ids)
-        assert w.alive()
-    finally:
-        proxy.close()
+    config = write_config(tmp_path / "chokaq.toml", **TROUBLE)
+    ids = block_jobs(store, 3)
+    port = free_port()
+    w = spawn(proxy.url_for(pg_url), config, "w1", concurrency=4, metrics_port=port)
+    wait_for(lambda: len(starts(tmp_path)) == 3, 30, "three jobs running")
+    proxy.stall()
+    time.sleep(6.0)
+    proxy.restore()
+    wait_for(lambda: max(heartbeat_ages(store, ids).values(), default=99) < 1.0, 15, "heartbeats back")
+    time.sleep(1.5)  # several sweeps with the database in sight again
+    assert counts(store)["dlq"] == 0, sql(store, "SELECT id, error_details FROM jobs_dlq")
+    log = w.log()
+    assert "did not answer within" in log, log[-3000:]
+    assert "holding the zombie phase" in log or "zombie phase held" in log, log[-3000:]
+    assert w.metrics().get("chokaq_jobs_heartbeat_failures_total", 0) > 0
+    finish_and_check(store, tmp_path, ids, survivors=ids)
+    assert w.alive()
 
 
 def test_an_outage_longer_than_the_zombie_timeout_makes_no_zombies(pg_store, pg_url, tmp_path, spawn):
