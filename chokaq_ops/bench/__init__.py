@@ -36,6 +36,7 @@ BENCHES: dict[str, str] = {
     "enqueue": "chokaq_ops.bench.enqueue",
     "api": "chokaq_ops.bench.api",
     "load": "chokaq_ops.bench.frame_load",  # not bench/load.py: it would shadow bench.load()
+    "soak": "chokaq_ops.bench.soak",
 }
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import heapq
 import logging
 import time
+from typing import Any
 
 from chokaq_ops.engine import wakeup
 from chokaq_ops.engine.handlers import Registry
@@ -50,8 +51,11 @@ class Fetcher:
         *,
         releaser: Releaser,
         launcher: Launcher,
+        claim_seconds: Any = None,
     ) -> None:
         self.state = state
+        # The claim histogram (Metrics.claim), observed once per claim statement.
+        self.claim_seconds = claim_seconds
         self.store = store
         self.db = db
         self.settings = settings
@@ -107,7 +111,10 @@ class Fetcher:
                 rows = self.db.call(
                     self.store.fetch, self.worker_id, limit, self.queues, exact_caps=exact_caps, start=start
                 )
-                ms = (time.perf_counter() - began) * 1000.0
+                seconds = time.perf_counter() - began
+                if self.claim_seconds is not None:
+                    self.claim_seconds.observe(seconds)
+                ms = seconds * 1000.0
                 st.claim_ms = ms if st.claim_ms is None else st.claim_ms + EWMA * (ms - st.claim_ms)
             except Exception as exc:
                 with st.lock:

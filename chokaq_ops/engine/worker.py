@@ -122,6 +122,7 @@ class Worker:
             self.queues,
             releaser=releaser,
             launcher=launcher,
+            claim_seconds=self.metrics.claim,
         )
         self.starter = Starter(state, store, db, self.worker_id, releaser=releaser, launcher=launcher)
         self.executors = Executors(state, settings.retry, completer=self.completer, tally=tally)

@@ -177,3 +177,31 @@ SELECT (julianday(started_at) - julianday(created_at)) * 86400000.0 AS ms FROM j
 -- name: bench_backend_pids
 -- No server processes: the database runs inside the worker, whose CPU is counted already.
 SELECT NULL AS pid WHERE 0;
+
+-- ---------------------------------------------------------------- soak (chokaq_ops/bench/soak*.py)
+
+-- name: bench_soak_outcomes
+SELECT coalesce(sum(CASE WHEN outcome = 0 THEN completed_count END), 0) AS archived,
+       coalesce(sum(CASE WHEN outcome = 1 THEN completed_count END), 0) AS dead
+FROM metric_buckets WHERE queue = :queue;
+
+-- name: bench_soak_tables
+-- SQLite removes deleted rows from its b-trees at once: no dead versions; the size is the file's pages.
+SELECT 'database' AS name, NULL AS live, 0 AS dead,
+       (SELECT page_count FROM pragma_page_count()) * (SELECT page_size FROM pragma_page_size()) AS bytes;
+
+-- name: bench_soak_horizon
+-- SQLite cannot tell another connection's read transaction from here (the soak knows its own holder).
+SELECT NULL AS age_s;
+
+-- name: bench_soak_lock_waits
+SELECT NULL AS ms WHERE 0;
+
+-- name: bench_soak_hold
+-- A reader that keeps one snapshot: a read transaction the soak leaves open (run in Database.snapshot),
+-- which keeps the WAL from being checkpointed past the point it reads.
+SELECT count(*) AS n FROM jobs_archive;
+
+-- name: bench_soak_analytics
+-- One long analytics read on the archive: the soak keeps its read transaction open for :seconds.
+SELECT count(*) AS n, max(duration_ms) AS longest, :seconds AS slept FROM jobs_archive;
