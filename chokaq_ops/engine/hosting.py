@@ -4,7 +4,9 @@
   (HeartbeatIntervalMin + HeartbeatIntervalMax) / 2 seconds with a jitter of half their difference
   (8-12 s by default), refreshing every job the worker owns in one statement;
 - the rescue sweep every Recovery.ScanInterval (first run at start: a restarted fleet cleans up at once);
-- retention every Retention.Interval (first run a minute after start, or sooner for short intervals).
+- retention every Retention.Interval (first run a minute after start, or sooner for short intervals);
+- with the rescue sweep, on PostgreSQL: the counter deltas of finished transactions folded into the
+  queues' totals every COUNTER_FOLD_S (docs/endurance.md).
 
 `chokaq worker` runs a Host blocking (`run_forever`, stopping gracefully on SIGTERM/SIGINT); `chokaq serve`
 starts one in the background next to the API. Nothing starts at import time: only `start()` does.
@@ -31,6 +33,10 @@ if TYPE_CHECKING:
     from chokaq_ops.storage import Store
 
 log = logging.getLogger("chokaq.hosting")
+
+# How often the counter deltas are folded (Store.fold_counters). Readers add what is not folded yet, so
+# this bounds how many delta rows a counter read sums, not whether it is right.
+COUNTER_FOLD_S = 10.0
 
 
 def heartbeat_trigger(low: float, high: float) -> Any:
@@ -140,6 +146,13 @@ class Host:
                 name="rescue sweep",
                 next_run_time=now,
             )
+            if "fold_counters" in self.store.queries:
+                scheduler.add_job(
+                    self.store.fold_counters,
+                    IntervalTrigger(seconds=COUNTER_FOLD_S),
+                    id="fold-counters",
+                    name="fold counter deltas",
+                )
         if self.retention is not None:
             interval = self.settings.retention.interval
             scheduler.add_job(

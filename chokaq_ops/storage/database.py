@@ -65,14 +65,12 @@ class Database:
         lock_timeout: float = 5.0,
         connect_timeout: float = 10.0,
         prepared: Sequence[str] = (),
-        rule_planned: Sequence[str] = (),
         producer_prepared: Sequence[str] = (),
     ) -> None:
         """`prepared`: named queries the dialect may run as prepared statements (hot paths whose plans do
-        not depend on their parameters; see PostgresDialect.prepare_on_use). `rule_planned`: named
-        queries that run on those same hot (rule-planned) connections without being prepared.
-        `producer_prepared`: the producer's, prepared on connections of their own whose generic plans
-        need no statistics."""
+        not depend on their parameters; see PostgresDialect.prepare_on_use); names the dialect does not
+        define are left out. `producer_prepared`: the producer's, prepared on connections of their own
+        whose generic plans need no statistics."""
         self.dialect = dialects.from_url(
             url, command_timeout=command_timeout, lock_timeout=lock_timeout, connect_timeout=connect_timeout
         )
@@ -85,9 +83,12 @@ class Database:
         self._kinds: dict[str, str] = {}
         if prepare:
             for kind, names in ((dialects.PRODUCER, producer_prepared), (dialects.HOT, prepared)):
-                single = {n: q.statements[0] for n in names if len((q := self.queries[n]).statements) == 1}
+                single = {
+                    n: q.statements[0]
+                    for n in names
+                    if (q := self.queries.get(n)) is not None and len(q.statements) == 1
+                }
                 self._kinds |= dict.fromkeys(prepare(single), kind)
-            self._kinds |= dict.fromkeys(rule_planned, dialects.HOT)
         self.pool = Pool(self.dialect.connect, pool_size)
         self.cleanup_batch_size = cleanup_batch_size
         self.max_transient_retries = max_transient_retries
@@ -186,7 +187,7 @@ class Database:
                 return fn(conn)
 
     @contextmanager
-    def snapshot(self, start: str) -> Iterator[Tx]:
+    def snapshot(self, start: str, **params: Any) -> Iterator[Tx]:
         """A read-only transaction on a connection of its own (outside the pool, so a pool of one cannot
         deadlock) whose every read sees the database as of `start`, the named query run first: a
         repeatable-read snapshot on PostgreSQL, a WAL read transaction on SQLite. Writers go on
@@ -195,7 +196,7 @@ class Database:
         try:
             self.dialect.begin(conn, False)
             tx = Tx(self, conn)
-            tx.run(start)
+            tx.run(start, **params)
             yield tx
         except Exception as exc:
             if not self.dialect.is_db_error(exc):

@@ -10,7 +10,6 @@ import os
 import socket
 import sqlite3
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -50,10 +49,6 @@ PRODUCER = "producer"
 # Planner methods a hot connection turns off (they are penalised, not forbidden: used when nothing else
 # can answer), so its plans read rows through indexes, in index order, whatever the statistics say.
 _RULE_PLANNING = ("enable_seqscan", "enable_bitmapscan", "enable_sort", "enable_hashjoin", "enable_mergejoin")
-# A hot connection makes generic plans only from statistics of a jobs_hot at least this big (smaller, or
-# never analyzed: reltuples -1); until then it runs the hot statements plain and looks again this often.
-GENERIC_PLAN_MIN_ROWS = 10_000
-GENERIC_PLAN_RECHECK_S = 30.0
 
 
 class Dialect:
@@ -261,13 +256,7 @@ class PostgresDialect(Dialect):
     _prepared: dict[int, tuple[str, tuple[str, ...], str]] = field(default_factory=dict, repr=False)
     # id(hot or producer connection) -> names prepared on it; set up whenever connect() makes one.
     _prepared_on: dict[int, set[str]] = field(default_factory=dict, repr=False)
-    # id(connection) of those whose session makes generic plans now (a producer connection from the
-    # start, a hot one once the statistics allow).
-    _generic: set[int] = field(default_factory=set, repr=False)
     _prepare_off: bool = False
-    # id(hot connection) -> monotonic time before which it runs the hot statements plain (the statistics
-    # said jobs_hot was too small to make generic plans from when it last looked).
-    _plain_until: dict[int, float] = field(default_factory=dict, repr=False)
 
     def libpq_params(self) -> dict[str, Any]:
         """The URL's server, database and login as libpq keywords (psycopg): for the worker's listening
@@ -295,21 +284,19 @@ class PostgresDialect(Dialect):
     def prepare_on_use(self, statements: dict[str, Statement]) -> set[str]:
         """Run these statements (the worker's hot path) on hot connections, as server-side prepared
         statements with one generic plan each: PREPARE once per connection, then `EXECUTE name(...)`.
-        Planning was half of their server time (a claim: 0.3 of 0.6 ms). A generic plan is made once,
-        from the statistics of that moment, and kept: made while jobs_hot looked empty (a quiet queue,
-        a fresh install) it walked whole indexes on every claim once the table filled (10-500 ms per
-        claim), rule planning (_RULE_PLANNING, set on every hot connection) notwithstanding. So a
-        connection prepares only once the statistics show a table of at least GENERIC_PLAN_MIN_ROWS
-        rows: made from such statistics, each plan reaches rows only through the primary key
-        (`id = ANY(ARRAY(...))`) or the fetch index read in order, which stay right at any size. Until
-        then the statements run plain, planned per call (by rule), and the connection looks again every
-        GENERIC_PLAN_RECHECK_S seconds. Returns the names that will be prepared; none when the driver
-        prepares every statement itself (UseServerSidePrepare=1).
+        Planning was half of their server time (a claim: 0.3 of 0.6 ms; the lane claim's plan takes 3 ms
+        to make). A generic plan is made once, from the statistics of that moment, and kept, so each
+        hot statement is written to have one right plan whatever those statistics say (an empty table
+        included): every read of jobs_hot has exactly one index that answers it in the order it asks
+        for, or goes by primary key or ctid, and rule planning (_RULE_PLANNING, set on every hot
+        connection) leaves no other way that does not cost a sort or a sequential scan
+        (tests/storage/test_fetch_start.py checks the plans made from an empty table). Returns the
+        names that will be prepared; none when the driver prepares every statement itself
+        (UseServerSidePrepare=1).
 
-        The producer's lean enqueue is prepared the same way on producer connections (PRODUCER), but
-        makes its generic plan at once: it reads no table by statistics (an INSERT of given values; the
-        queue row and the counter shard through their primary keys under rule planning, the few idle
-        workers' rows), so its plan is right at any size. Planning (and parsing) it was 0.55 ms of an
+        The producer's lean enqueue is prepared the same way on producer connections (PRODUCER): it
+        reads no table by statistics (an INSERT of given values; the queue row through its primary key,
+        the idle workers' marks of the last minute). Planning (and parsing) it was 0.55 ms of an
         enqueue's 0.75 ms of server time (docs/benchmarks.md)."""
         if self.driver_prepares:
             return set()
@@ -363,11 +350,12 @@ class PostgresDialect(Dialect):
         settings.append(f"SET tcp_keepalives_interval = {KEEPALIVE_INTERVAL_S}")
         settings.append(f"SET tcp_keepalives_count = {KEEPALIVE_COUNT}")
         # Every statement is planned with its actual parameters: generic plans cannot prune
-        # `:x IS NULL OR col = :x` filters (also when the driver prepares, UseServerSidePrepare=1). A hot
-        # connection switches to generic plans once it prepares (see prepare_on_use).
-        settings.append("SET plan_cache_mode = force_custom_plan")
-        self._plain_until.pop(id(conn), None)
-        self._generic.discard(id(conn))
+        # `:x IS NULL OR col = :x` filters (also when the driver prepares, UseServerSidePrepare=1). Hot
+        # and producer connections make one generic plan per statement instead (see prepare_on_use).
+        if kind in (HOT, PRODUCER) and not self.driver_prepares:
+            settings.append("SET plan_cache_mode = force_generic_plan")
+        else:
+            settings.append("SET plan_cache_mode = force_custom_plan")
         if kind in (HOT, PRODUCER) and not self.driver_prepares:
             self._prepared_on[id(conn)] = set()
             # The worker's statements read rows only through the fetch indexes in order and the primary
@@ -383,9 +371,6 @@ class PostgresDialect(Dialect):
             # The worker's writes never wait long on a row another session holds (an operator's open
             # transaction, a report's SELECT ... FOR UPDATE): they fail fast and are retried.
             settings.append(f"SET lock_timeout = {int(self.lock_timeout * 1000)}")
-        if kind == PRODUCER and not self.driver_prepares:
-            settings.append("SET plan_cache_mode = force_generic_plan")
-            self._generic.add(id(conn))
         # Every chokaq statement is short; JIT compiles any plan whose estimate crosses jit_above_cost, and
         # the LIMIT-ed lateral scans of fetch estimate high: 100 ms of compilation for a 2 ms claim.
         settings.append("SET jit = off")
@@ -430,9 +415,6 @@ class PostgresDialect(Dialect):
         if prepared is None or done is None or self._prepare_off or not conn.autocommit:
             cursor.execute(statement.qmark_sql, [params.get(k) for k in statement.param_order])
             return
-        if not done and not self._ready_for_generic_plans(cursor, conn):
-            cursor.execute(statement.qmark_sql, [params.get(k) for k in statement.param_order])
-            return
         name, order, prepare = prepared
         run = f"EXECUTE {name}({', '.join('?' * len(order))})"
         values = [params.get(k) for k in order]
@@ -456,24 +438,6 @@ class PostgresDialect(Dialect):
         self._prepare_off = True
         log.warning("prepared statements do not survive on %s; running without them", self.redacted_url())
         cursor.execute(statement.qmark_sql, [params.get(k) for k in statement.param_order])
-
-    def _ready_for_generic_plans(self, cursor: Any, conn: Any) -> bool:
-        """Whether this hot connection may make its generic plans now; switches it to them if so."""
-        key = id(conn)
-        if key in self._generic:
-            return True
-        now = time.monotonic()
-        if now < self._plain_until.get(key, 0.0):
-            return False
-        cursor.execute("SELECT reltuples FROM pg_class WHERE oid = 'jobs_hot'::regclass")
-        row = cursor.fetchone()
-        if row is None or float(row[0]) < GENERIC_PLAN_MIN_ROWS:
-            self._plain_until[key] = now + GENERIC_PLAN_RECHECK_S
-            return False
-        self._plain_until.pop(key, None)
-        cursor.execute("SET plan_cache_mode = force_generic_plan")
-        self._generic.add(key)
-        return True
 
     def begin(self, conn: Any, write: bool) -> None:
         conn.autocommit = False

@@ -1,5 +1,5 @@
-"""The event log (what happened, for the API's feed and alerts) and the pruning of time-series rows
-(metric buckets, events, failure history) past their retention."""
+"""The event log (what happened, for the API's feed and alerts), the pruning of time-series rows
+(metric buckets, events, failure history) past their retention, and the folding of counter deltas."""
 
 from __future__ import annotations
 
@@ -50,6 +50,14 @@ class Events:
                 done[key] += n
                 done["batches"] += n > 0  # the probe that finds a table already pruned is no batch
         return done
+
+    def fold_counters(self) -> int:
+        """PostgreSQL: add the counter deltas of finished transactions into the queues' totals (query
+        fold_counters, docs/endurance.md); returns how many queues' totals changed. SQLite keeps its
+        totals in place (no deltas): 0."""
+        if "fold_counters" not in self.db.queries:
+            return 0
+        return len(self.db.run("fold_counters"))
 
 
 def _deleted(rows: list[dict[str, Any]]) -> int:

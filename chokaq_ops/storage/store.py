@@ -57,7 +57,6 @@ class Store:
             lock_timeout=lock_timeout,
             connect_timeout=connect_timeout,
             prepared=worker_ops.PREPARED,
-            rule_planned=worker_ops.RULE_PLANNED,
             producer_prepared=producer.PREPARED,
         )
         self.producer = producer.Producer(self.db)
@@ -279,3 +278,4 @@ class Store:
     events_after = forward("events", Events.events_after)
     last_event_id = forward("events", Events.last_event_id)
     prune = forward("events", Events.prune)
+    fold_counters = forward("events", Events.fold_counters)

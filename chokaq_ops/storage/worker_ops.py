@@ -14,11 +14,15 @@ from chokaq_ops.models import FailureReason
 from chokaq_ops.records import ClaimedJob, Started, claimed_job
 from chokaq_ops.storage.database import Database, Tx
 from chokaq_ops.storage.filters import reason_number
+from chokaq_ops.storage.lanes import LaneBook
 
 log = logging.getLogger("chokaq.storage")
 
-# Named queries the dialect may run as prepared statements (Database, `prepared`).
+# Named queries the dialect may run as prepared statements (Database, `prepared`). PostgreSQL's claim
+# (`fetch`) reads every lane through its index whatever the parameters (storage/lanes.py), so one generic
+# plan serves it.
 PREPARED = (
+    "fetch",
     "fetch_head",
     "mark_processing",
     "heartbeat",
@@ -27,10 +31,6 @@ PREPARED = (
     "move_to_dlq",
     "reschedule",
 )
-# The full claim runs on the same rule-planned connections, unprepared: its plan depends on its
-# parameters (queue filter, caps), but planned by statistics that lag a burst of enqueues it sorted
-# the whole backlog on every claim.
-RULE_PLANNED = ("fetch",)
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +63,8 @@ class WorkerOps:
         self._uncertain_claims: set[str] = set()
         # (worker id, job id) whose finishing write failed transiently: it may have committed.
         self._uncertain_finishes: set[tuple[str, str]] = set()
+        # PostgreSQL: each worker's lanes and positions (storage/lanes.py).
+        self.lanes = LaneBook()
 
     def fetch(
         self,
@@ -93,13 +95,14 @@ class WorkerOps:
         retries = self.db.thread_retries()
         rows: list[dict[str, Any]] = []
         try:
-            if exact_caps:
-
-                def claim(tx: Tx) -> list[dict[str, Any]]:
-                    tx.run("lock_capped_queues", queues=params["queues"])
-                    return tx.run("fetch", **params)
-
-                rows = self.db.transaction(claim)
+            if self.db.dialect.name == "postgresql":
+                rows = self.lanes.of(worker_id, queues).claim(
+                    lambda **p: self._claim(p, exact_caps),
+                    lambda **p: self.db.run("discover_lanes", write=False, **p),
+                    params,
+                )
+            elif exact_caps:
+                rows = self._claim(params, exact_caps=True)
             else:
                 if not queues:
                     # The common case in a third of the time; a short answer asks the full claim for the rest.
@@ -121,6 +124,18 @@ class WorkerOps:
             with self._uncertain_lock:
                 self._uncertain_claims.add(worker_id)
         return _claimed(rows)
+
+    def _claim(self, params: dict[str, Any], exact_caps: bool) -> list[dict[str, Any]]:
+        """The claim statement; with `exact_caps` after locking the capped queues' rows in the same
+        transaction (the claim then takes its snapshot after every other capped claim committed)."""
+        if not exact_caps:
+            return self.db.run("fetch", **params)
+
+        def claim(tx: Tx) -> list[dict[str, Any]]:
+            tx.run("lock_capped_queues", queues=params["queues"])
+            return tx.run("fetch", **params)
+
+        return self.db.transaction(claim)
 
     def claims_uncertain(self, worker_id: str) -> bool:
         """True when a claim of this worker may have committed rows it never saw."""

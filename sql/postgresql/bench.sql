@@ -10,7 +10,7 @@ SELECT 'PostgreSQL ' || current_setting('server_version') AS version;
 TRUNCATE jobs_hot, jobs_archive, jobs_dlq, audit_log, events, metric_buckets, plan_items, plans;
 DELETE FROM queues WHERE name LIKE 'bench.%';
 DELETE FROM stats_summary WHERE queue LIKE 'bench.%';
-DELETE FROM enqueue_counts WHERE queue LIKE 'bench.%';
+DELETE FROM queue_counts WHERE queue LIKE 'bench.%';
 
 -- name: bench_vacuum
 -- Fresh statistics and visibility map after a bulk seed, as autovacuum would leave a settled table.
@@ -173,3 +173,46 @@ SELECT EXTRACT(EPOCH FROM (started_at - created_at)) * 1000.0 AS ms FROM jobs_ar
 -- The client backends connected to this database (the worker's and the bench's own): `chokaq bench
 -- throughput` reads their CPU time from /proc before and after a drain.
 SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND backend_type = 'client backend';
+
+-- ---------------------------------------------------------------- soak (chokaq_ops/bench/soak*.py)
+
+-- name: bench_soak_outcomes
+-- Jobs of :queue finished so far, from the one-second metric buckets (archived: outcome 0, dead: 1):
+-- cheap at any archive size, and a bucket row is updated only during its second.
+SELECT coalesce(sum(completed_count) FILTER (WHERE outcome = 0), 0) AS archived,
+       coalesce(sum(completed_count) FILTER (WHERE outcome = 1), 0) AS dead
+FROM metric_buckets WHERE queue = CAST(:queue AS text);
+
+-- name: bench_soak_tables
+-- Dead row versions and size of the queue tables (the statistics collector's counts lag by a second or so).
+SELECT s.relname AS name, s.n_live_tup AS live, s.n_dead_tup AS dead, pg_total_relation_size(s.relid) AS bytes
+FROM pg_stat_user_tables s
+WHERE s.relname IN ('jobs_hot', 'stats_summary', 'queue_counts', 'metric_buckets', 'idle_workers', 'workers',
+                    'queues')
+ORDER BY s.relname;
+
+-- name: bench_soak_horizon
+-- Age in seconds of the oldest snapshot any session of the server holds (0 when none).
+SELECT coalesce(max(EXTRACT(EPOCH FROM (clock_timestamp() - coalesce(xact_start, query_start)))), 0) AS age_s
+FROM pg_stat_activity WHERE backend_xmin IS NOT NULL AND pid <> pg_backend_pid();
+
+-- name: bench_soak_lock_waits
+-- The sessions of this database waiting for a lock right now, and for how long (ms) their statement ran.
+SELECT EXTRACT(EPOCH FROM (clock_timestamp() - query_start)) * 1000.0 AS ms
+FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock';
+
+-- name: bench_soak_hold
+-- A reader that keeps one snapshot as an analyst's notebook or a nightly dump does: the first statement
+-- of a repeatable-read transaction the soak leaves open (run in Database.snapshot). The server ends
+-- idle transactions after idle_in_transaction_session_timeout: this session waives it.
+SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
+SET LOCAL idle_in_transaction_session_timeout = 0;
+SET LOCAL statement_timeout = 0;
+SELECT count(*) AS n FROM jobs_archive;
+
+-- name: bench_soak_analytics
+-- One long analytics query on the archive (PlanetScale's scenario: a report that scans for minutes):
+-- its snapshot is held for :seconds.
+SET LOCAL statement_timeout = 0;
+SELECT count(*) AS n, max(duration_ms) AS longest, (SELECT pg_sleep(CAST(:seconds AS double precision))) AS slept
+FROM jobs_archive;

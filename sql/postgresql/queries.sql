@@ -10,6 +10,12 @@
 h.id, h.queue, h.type, h.payload, h.tags, h.priority, h.attempt_count, h.created_at, h.scheduled_at,
 h.due_at, h.idempotency_key, h.created_by, h.status, h.started_at
 
+-- fragment: hot_columns
+-- A hot job as the store returns it: every column but ready_xid (the claim's bookkeeping).
+h.id, h.queue, h.type, h.payload, h.tags, h.idempotency_key, h.priority, h.status, h.attempt_count, h.worker_id,
+h.heartbeat_at, h.scheduled_at, h.due_at, h.created_at, h.started_at, h.updated_at, h.created_by, h.last_modified_by,
+h.last_error
+
 -- fragment: list_where
 -- The filter grammar's lists and exclusions over rows aliased d (JSON arrays or null): DLQ and failure history.
 (CAST(:queues AS jsonb) IS NULL OR d.queue IN (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb))))
@@ -97,28 +103,37 @@ displaced_events AS (
 )
 
 -- fragment: displaced_deltas
--- Per displaced copy: (queue, succeeded, failed) to add to the counters, so they keep equal to the rows.
-SELECT queue, -CAST(location = 'archive' AS integer), -CAST(location = 'dlq' AS integer) FROM displaced
+-- Per displaced copy, its `deltas` row (see count_deltas): taken off its table's counter, so the counters
+-- keep equal to the rows.
+SELECT queue, 0, -CAST(location = 'archive' AS integer), -CAST(location = 'dlq' AS integer), 0 FROM displaced
 
 -- fragment: moved_twin
 -- The final column of a move out of hot: where an older copy of the id was displaced from, or null.
 (SELECT string_agg(x.location, ',') FROM displaced x WHERE x.id = m.id) AS twin
 
+-- fragment: count_deltas
+-- Adds the rows of a CTE `deltas (queue, enqueued, succeeded, failed, retried)` to the queues' counters,
+-- one upsert per queue. Counters never go through one row per queue, which every statement of the
+-- queue would update: while a snapshot is held each update walks every version kept since, and a busy
+-- queue's row reached hundreds of thousands (docs/endurance.md). A delta row belongs to the transaction
+-- id's bucket (1,024 ids) and one of 64 slots by that id, so it takes at most 16 updates and is never
+-- written again once its ids are finished; fold_counters adds finished buckets into stats_summary.
+INSERT INTO queue_counts AS c (queue, xb, slot, enqueued, succeeded, failed, retried, at)
+SELECT d.queue, x.id >> 10, x.id % 64, sum(d.enqueued), sum(d.succeeded), sum(d.failed), sum(d.retried), now()
+FROM deltas d CROSS JOIN (SELECT CAST(CAST(pg_current_xact_id() AS text) AS bigint) AS id) x
+GROUP BY d.queue, x.id ORDER BY d.queue
+ON CONFLICT (queue, xb, slot) DO UPDATE SET enqueued = c.enqueued + excluded.enqueued,
+    succeeded = c.succeeded + excluded.succeeded, failed = c.failed + excluded.failed,
+    retried = c.retried + excluded.retried, at = greatest(c.at, excluded.at)
+
 -- fragment: counters_deltas
--- The `counters` CTE of a move out of hot: adds `deltas` (queue, ok, dead: one row per moved job and one
--- per displaced copy) to SucceededTotal and FailedTotal in one upsert, for one statement must not update
--- a stats row twice.
-counters AS (
-    INSERT INTO stats_summary AS s (queue, succeeded_total, failed_total, last_activity_at)
-    SELECT queue, sum(ok), sum(dead), now() FROM deltas GROUP BY queue ORDER BY queue
-    ON CONFLICT (queue) DO UPDATE SET succeeded_total = greatest(0, s.succeeded_total + excluded.succeeded_total),
-                                      failed_total = greatest(0, s.failed_total + excluded.failed_total),
-                                      last_activity_at = excluded.last_activity_at
-)
+-- The `counters` CTE of a move out of hot: adds `deltas` (one row per moved job and one per displaced
+-- copy) to the counters.
+counters AS ({{count_deltas}})
 
 -- fragment: counters_failed
 -- Moves into the DLQ: FailedTotal + 1 per moved job, and each displaced copy taken off its counter.
-deltas (queue, ok, dead) AS (SELECT queue, 0, 1 FROM moved UNION ALL {{displaced_deltas}}),
+deltas (queue, enqueued, succeeded, failed, retried) AS (SELECT queue, 0, 0, 1, 0 FROM moved UNION ALL {{displaced_deltas}}),
 {{counters_deltas}}
 
 -- fragment: buckets_failed
@@ -153,8 +168,26 @@ INSERT INTO audit_log (actor, action, job_id, plan_id, details)
 SELECT CAST(:actor AS text), CAST(:action AS text), id, CAST(:plan_id AS text), CAST(:details AS text) FROM moved
 
 -- fragment: counters_failed_down
-UPDATE stats_summary s SET failed_total = greatest(0, s.failed_total - m.n), last_activity_at = now()
-FROM (SELECT queue, count(*) AS n FROM moved GROUP BY queue) m WHERE s.queue = m.queue
+-- Jobs that left the DLQ (`moved`): FailedTotal - 1 each.
+deltas (queue, enqueued, succeeded, failed, retried) AS (SELECT queue, 0, 0, -1, 0 FROM moved),
+counters AS ({{count_deltas}})
+
+-- fragment: queue_totals_from
+-- The counters of each queue `q`: its folded totals (stats_summary s) and the deltas not folded yet (d),
+-- read from the fold's last bucket on: the buckets before it were folded (deleted) and are not walked.
+LEFT JOIN stats_summary s ON s.queue = q.name
+LEFT JOIN LATERAL (
+    SELECT sum(c.enqueued) AS enqueued, sum(c.succeeded) AS succeeded, sum(c.failed) AS failed,
+           sum(c.retried) AS retried, max(c.at) AS at
+    FROM queue_counts c WHERE c.queue = q.name AND c.xb >= coalesce(s.folded_xb, 0)) d ON true
+
+-- fragment: queue_totals
+-- The counter columns of queue_totals_from's rows.
+CAST(coalesce(s.enqueued_total, 0) + coalesce(d.enqueued, 0) AS bigint) AS enqueued_total,
+CAST(greatest(0, coalesce(s.succeeded_total, 0) + coalesce(d.succeeded, 0)) AS bigint) AS succeeded_total,
+CAST(greatest(0, coalesce(s.failed_total, 0) + coalesce(d.failed, 0)) AS bigint) AS failed_total,
+CAST(coalesce(s.retried_total, 0) + coalesce(d.retried, 0) AS bigint) AS retried_total,
+greatest(s.last_activity_at, d.at) AS last_activity_at
 
 -- ---------------------------------------------------------------- schema ledger
 
@@ -174,10 +207,10 @@ ORDER BY queue ON CONFLICT DO NOTHING
  OR (SELECT count(*) FROM queues) < CAST(:max_queues AS integer))
 
 -- fragment: count_enqueued
--- Adds the new jobs of `ins` to their queues' enqueue counters: this connection's shard of each.
-INSERT INTO enqueue_counts (queue, shard, n, at)
-SELECT queue, pg_backend_pid() % 64, count(*), now() FROM ins GROUP BY queue ORDER BY queue
-ON CONFLICT (queue, shard) DO UPDATE SET n = enqueue_counts.n + excluded.n, at = excluded.at
+-- Adds the new jobs of `ins` to their queues' enqueue counters (count_deltas: no row every producer of a
+-- queue waits for).
+deltas (queue, enqueued, succeeded, failed, retried) AS (SELECT queue, 1, 0, 0, 0 FROM ins),
+counters AS ({{count_deltas}})
 
 -- fragment: one_job_columns
 -- The columns of enqueue_one's job row, in the order one_job_row gives them.
@@ -205,7 +238,7 @@ ins AS (
 
 -- fragment: one_job_rest
 -- enqueue_one's counter shard, wake-up and reply, after `ins`.
-counters AS ({{count_enqueued}}),
+{{count_enqueued}},
 moved_rows AS (SELECT id FROM ins),
 {{wake_workers}}
 SELECT 0 AS ord, id, 'new' AS status FROM ins WHERE (SELECT count(*) FROM signal) >= 0
@@ -300,7 +333,7 @@ ins AS (
     RETURNING id, queue
 ),
 new_queues AS ({{insert_new_queues}}),
-counters AS ({{count_enqueued}}),
+{{count_enqueued}},
 moved_rows AS (SELECT id FROM ins),
 {{wake_workers}}
 SELECT i.ord, coalesce(ins.id, h.id) AS id,
@@ -396,11 +429,8 @@ WITH raced AS (
 undone AS (
     DELETE FROM jobs_hot h WHERE h.id = ANY(ARRAY(SELECT id FROM raced)) RETURNING h.id, h.queue
 ),
-counters AS (
-    INSERT INTO enqueue_counts (queue, shard, n, at)
-    SELECT queue, pg_backend_pid() % 64, -count(*), now() FROM undone GROUP BY queue ORDER BY queue
-    ON CONFLICT (queue, shard) DO UPDATE SET n = enqueue_counts.n + excluded.n
-)
+deltas (queue, enqueued, succeeded, failed, retried) AS (SELECT queue, -1, 0, 0, 0 FROM undone),
+counters AS ({{count_deltas}})
 SELECT id FROM undone;
 
 -- name: enqueued_unseen
@@ -436,136 +466,201 @@ SELECT name FROM queues WHERE max_workers IS NOT NULL AND NOT paused AND active
 ORDER BY name FOR UPDATE;
 
 -- name: fetch
--- Claims up to :limit due pending jobs, priority first then due time, skipping rows other workers
--- hold; queues with max_workers get at most (max_workers - fetched - processing) of them. Every source
--- is read in index order and stops early.
--- - Any queue: the first 4 x :limit due jobs of ix_jobs_hot_fetch, minus paused/inactive/capped queues.
--- - Only when those yield too few (a paused or capped queue's backlog, or rows other workers hold, at
---   the top of the index): each other queue with pending jobs from ix_jobs_hot_queue_fetch, the queues
---   found by a loose index scan (one probe per queue). Filtering one scan of the whole index walked a
---   capped or paused backlog on every claim (1.7 s at a million pending jobs).
--- - Named queues (:queues) and capped queues one by one from ix_jobs_hot_queue_fetch.
--- Claim-and-start: the first :start rows in claim order (priority, due time, id) go straight to
--- processing (attempt + 1, started_at and heartbeat_at now), for execution slots the worker holds free
--- for them; the rest are fetched. Each row comes back with its status.
-WITH RECURSIVE named AS (
-    SELECT x.name FROM (SELECT DISTINCT jsonb_array_elements_text(CAST(:queues AS jsonb)) AS name) x
-    WHERE NOT EXISTS (SELECT 1 FROM queues q WHERE q.name = x.name
-                      AND (q.paused OR NOT q.active OR q.max_workers IS NOT NULL))
+-- Claims up to :limit due pending jobs, priority first then due time then id, skipping rows other
+-- sessions hold; queues with max_workers get at most (max_workers - fetched - processing) of them.
+-- Claim-and-start: the first :start rows in claim order go straight to processing (attempt + 1,
+-- started_at and heartbeat_at now), for execution slots the worker holds free for them; the rest are
+-- fetched. Each claimed row comes back with kind 'job' and its status.
+--
+-- Where pending jobs are found (docs/endurance.md): the worker passes its lanes (:lanes, JSON
+-- [{q, p, d, i, x}]: queue, priority, and the position (due_at, id) where the jobs it has not claimed
+-- begin, x when that row itself is passed) and the snapshot of its previous claim (:xmax, :xip). Each
+-- lane is read from its position on, :window rows at most: the index entries behind it (jobs claimed
+-- since, dead but kept while any session holds an old snapshot) are never walked. Rows made pending by a
+-- transaction that previous snapshot could not see (ready_xid at or past its xmax, or among its
+-- in-progress xids and finished now) are read through ix_jobs_hot_ready_xid wherever they sit: a late
+-- commit, a release, a retry, a resurrect, an edit, a new lane. :stuck names rows the worker passed
+-- because another session held them for long; they are looked up by id each time until they go.
+--
+-- Besides the jobs, one row of kind 'lane' per open lane read or found (paused and inactive queues'
+-- lanes are left out; the worker forgets them): the position from which the next claim reads it (the
+-- first candidate not claimed, not stuck; else the last row read, passed; else unchanged), and
+-- has_rows (it holds pending jobs, due or not). One row of kind 'snap': this statement's snapshot.
+-- Candidates of uncapped queues among the first :limit in claim order that were not claimed come back
+-- as kind 'held' (another session holds them; the worker marks them stuck when that lasts).
+WITH cur AS (
+    SELECT c.q, c.p, c.d, c.i, c.x FROM jsonb_to_recordset(CAST(:lanes AS jsonb))
+        AS c(q text, p integer, d timestamptz, i text, x boolean)
 ),
+named AS (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb)) AS name),
+closed AS (SELECT q.name FROM queues q WHERE q.paused OR NOT q.active),
 capped AS (
     SELECT q.name, greatest(q.max_workers - (SELECT count(*) FROM jobs_hot a
                                              WHERE a.queue = q.name AND a.status IN (1, 2)), 0) AS slots
     FROM queues q
     WHERE q.max_workers IS NOT NULL AND NOT q.paused AND q.active
-      AND (CAST(:queues AS jsonb) IS NULL OR q.name IN (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb))))
+      AND (CAST(:queues AS jsonb) IS NULL OR q.name IN (SELECT name FROM named))
 ),
-excluded AS (
-    SELECT q.name FROM queues q WHERE q.paused OR NOT q.active OR q.max_workers IS NOT NULL
+lanes AS (
+    SELECT c.q, c.p, c.d, c.i, c.x FROM cur c
+    WHERE NOT EXISTS (SELECT 1 FROM closed x WHERE x.name = c.q)
+      AND (CAST(:queues AS jsonb) IS NULL OR c.q IN (SELECT name FROM named))
 ),
-head AS (
-    SELECT h.ctid AS t FROM jobs_hot h
-    WHERE CAST(:queues AS jsonb) IS NULL AND h.status = 0 AND h.due_at <= now()
-    ORDER BY h.priority DESC, h.due_at
-    LIMIT 4 * CAST(:limit AS integer)
+win AS (
+    SELECT w.t, w.id, w.queue, w.priority, w.due_at, w.due_at <= now() AS due
+    FROM lanes l CROSS JOIN LATERAL (
+        SELECT h.ctid AS t, h.id, h.queue, h.priority, h.due_at FROM jobs_hot h
+        WHERE h.queue = l.q AND h.priority = l.p AND h.status = 0 AND (h.due_at, h.id) >= (l.d, l.i)
+          AND NOT (l.x AND h.due_at = l.d AND h.id = l.i)
+        ORDER BY h.due_at, h.id
+        LIMIT CAST(:window AS integer)) w
 ),
-free AS (
-    SELECT h.id, h.priority, h.due_at FROM jobs_hot h
-    -- The window's rows by their ctid: see fetch_head.
-    WHERE h.ctid = ANY (ARRAY(SELECT t FROM head)) AND h.status + 0 = 0 AND h.due_at <= now()
-      AND NOT EXISTS (SELECT 1 FROM excluded x WHERE x.name = h.queue)
-    ORDER BY h.priority DESC, h.due_at
-    LIMIT CAST(:limit AS integer)
-    FOR UPDATE OF h SKIP LOCKED
+snap AS (SELECT pg_current_snapshot() AS s),
+-- Transactions unfinished at the previous claim that have ended since (the rest stay unfinished: their
+-- rows are not visible yet, and the worker asks again next time).
+settled AS (
+    SELECT CAST(x AS xid8) AS xid FROM jsonb_array_elements_text(CAST(:xip AS jsonb)) x
+    WHERE NOT (CAST(x AS xid8) = ANY (ARRAY(SELECT pg_snapshot_xip(s) FROM snap)))
 ),
-pending_queues (name) AS (
-    SELECT min(queue) FROM jobs_hot WHERE status = 0
+-- Each read below has one index that answers it in order (ORDER BY, `status + 0`), so no plan, generic
+-- or made from the statistics of an empty table, can walk a whole index instead.
+news AS (
+    (SELECT h.ctid AS t, h.id, h.queue, h.priority, h.due_at FROM jobs_hot h
+     WHERE h.status = 0 AND h.ready_xid >= CAST(:xmax AS xid8) ORDER BY h.ready_xid)
     UNION ALL
-    SELECT (SELECT min(h.queue) FROM jobs_hot h WHERE h.status = 0 AND h.queue > pq.name)
-    FROM pending_queues pq WHERE pq.name IS NOT NULL
+    (SELECT h.ctid AS t, h.id, h.queue, h.priority, h.due_at FROM jobs_hot h
+     WHERE h.status = 0 AND h.ready_xid = ANY (ARRAY(SELECT xid FROM settled)) ORDER BY h.ready_xid)
 ),
-spill AS (
-    SELECT p.id, p.priority, p.due_at FROM pending_queues pq CROSS JOIN LATERAL (
-        SELECT h.id, h.priority, h.due_at FROM jobs_hot h
-        WHERE h.queue = pq.name AND h.status = 0 AND h.due_at <= now()
-        ORDER BY h.priority DESC, h.due_at
-        LIMIT CAST(:limit AS integer)
-        FOR UPDATE OF h SKIP LOCKED) p
-    WHERE CAST(:queues AS jsonb) IS NULL
-      AND (SELECT count(*) FROM free) < CAST(:limit AS integer)
-      AND NOT EXISTS (SELECT 1 FROM excluded x WHERE x.name = pq.name)
+stuck_ids AS (SELECT jsonb_array_elements_text(CAST(:stuck AS jsonb)) AS id),
+stuck AS (
+    SELECT h.ctid AS t, h.id, h.queue, h.priority, h.due_at FROM jobs_hot h
+    WHERE h.id = ANY (ARRAY(SELECT id FROM stuck_ids)) AND h.status + 0 = 0
 ),
-free_named AS (
-    SELECT p.id, p.priority, p.due_at FROM named n CROSS JOIN LATERAL (
-        SELECT h.id, h.priority, h.due_at FROM jobs_hot h
-        WHERE h.queue = n.name AND h.status = 0 AND h.due_at <= now()
-        ORDER BY h.priority DESC, h.due_at
-        LIMIT CAST(:limit AS integer)
-        FOR UPDATE OF h SKIP LOCKED) p
-),
-limited AS (
-    SELECT p.id, p.priority, p.due_at FROM capped c CROSS JOIN LATERAL (
-        SELECT h.id, h.priority, h.due_at FROM jobs_hot h
-        WHERE h.queue = c.name AND h.status = 0 AND h.due_at <= now()
-        ORDER BY h.priority DESC, h.due_at
-        LIMIT least(c.slots, CAST(:limit AS integer))
-        FOR UPDATE OF h SKIP LOCKED) p
-),
-picked AS (
-    -- DISTINCT: a row of the head can come back from its queue's spill scan too.
-    SELECT id, row_number() OVER (ORDER BY priority DESC, due_at, id) <= CAST(:start AS integer) AS go
-    FROM (SELECT DISTINCT id, priority, due_at FROM (
-        SELECT * FROM free UNION ALL SELECT * FROM spill
-        UNION ALL SELECT * FROM free_named UNION ALL SELECT * FROM limited) u) d
-    ORDER BY priority DESC, due_at, id LIMIT CAST(:limit AS integer)
-)
-UPDATE jobs_hot h SET status = CASE WHEN picked.go THEN 2 ELSE 1 END, worker_id = CAST(:worker_id AS text),
-                      attempt_count = h.attempt_count + CASE WHEN picked.go THEN 1 ELSE 0 END,
-                      started_at = CASE WHEN picked.go THEN now() ELSE h.started_at END,
-                      heartbeat_at = CASE WHEN picked.go THEN now() ELSE h.heartbeat_at END, updated_at = now()
-FROM picked WHERE h.id = picked.id
-RETURNING {{claimed_columns}};
-
--- name: fetch_head
--- The claim of `fetch` restricted to its first source, for a worker with no queue filter: the first
--- 4 x :limit due jobs of ix_jobs_hot_fetch, minus paused and inactive queues; nothing at all while any
--- queue has max_workers (capped rows may come first). A full answer is what fetch would claim; a short
--- one says nothing about the other sources, so Store.fetch then asks fetch for the rest. Claim-and-start as in fetch. A hot statement
--- (prepared, one rule-based plan: see PostgresDialect.prepare_on_use), so rows are reached only through
--- the fetch index in order and the primary key, never a join the planner could turn around.
-WITH head AS (
-    SELECT h.ctid AS t FROM jobs_hot h
-    WHERE h.status = 0 AND h.due_at <= now()
-      AND NOT EXISTS (SELECT 1 FROM queues c WHERE c.max_workers IS NOT NULL AND NOT c.paused AND c.active)
-    ORDER BY h.priority DESC, h.due_at
-    LIMIT 4 * CAST(:limit AS integer)
+cand AS (
+    SELECT t, id, queue, priority, due_at, due FROM win
+    UNION ALL
+    SELECT n.t, n.id, n.queue, n.priority, n.due_at, n.due_at <= now()
+    FROM (SELECT * FROM news UNION ALL SELECT * FROM stuck) n
+    WHERE NOT EXISTS (SELECT 1 FROM closed x WHERE x.name = n.queue)
+      AND (CAST(:queues AS jsonb) IS NULL OR n.queue IN (SELECT name FROM named))
 ),
 free AS (
     SELECT h.id, h.priority, h.due_at FROM jobs_hot h
-    -- The window's rows by their ctid, a TID scan: same statement, same snapshot, so each is the very
-    -- row version `head` read. One the lock finds updated since (another claim, an edit) is re-read
-    -- at its newest version and must pass the filters below again (`status + 0`: never a plan through
-    -- the partial fetch indexes, which walked whole ones made while jobs_hot had no statistics). Read
-    -- again through the primary key, a claim of 32 took 1.4-2.0 ms in pgbench; by ctid 1.1-1.45.
-    WHERE h.ctid = ANY (ARRAY(SELECT t FROM head)) AND h.status + 0 = 0 AND h.due_at <= now()
-      AND NOT EXISTS (SELECT 1 FROM queues q WHERE q.name = h.queue
-                      AND (q.paused OR NOT q.active OR q.max_workers IS NOT NULL))
+    -- The candidates by ctid, a TID scan: same statement, same snapshot, so each is the very row version
+    -- read above. One the lock finds updated since (another claim, an edit) is re-read at its newest
+    -- version and must pass the filters again (`status + 0`: never a plan through a partial index).
+    WHERE h.ctid = ANY (ARRAY(SELECT t FROM cand WHERE due)) AND h.status + 0 = 0 AND h.due_at <= now()
+      AND NOT EXISTS (SELECT 1 FROM capped c WHERE c.name = h.queue)
     ORDER BY h.priority DESC, h.due_at, h.id
     LIMIT CAST(:limit AS integer)
     FOR UPDATE OF h SKIP LOCKED
 ),
-started AS (
-    SELECT ARRAY(SELECT id FROM free ORDER BY priority DESC, due_at, id LIMIT CAST(:start AS integer)) AS ids
+limited AS (
+    SELECT p.id, p.priority, p.due_at FROM capped c CROSS JOIN LATERAL (
+        SELECT h.id, h.priority, h.due_at FROM jobs_hot h
+        WHERE h.ctid = ANY (ARRAY(SELECT t FROM cand WHERE due AND cand.queue = c.name))
+          AND h.status + 0 = 0 AND h.due_at <= now()
+        ORDER BY h.priority DESC, h.due_at, h.id
+        LIMIT least(c.slots, CAST(:limit AS integer))
+        FOR UPDATE OF h SKIP LOCKED) p
+),
+picked AS (
+    SELECT id, row_number() OVER (ORDER BY priority DESC, due_at, id) <= CAST(:start AS integer) AS go
+    FROM (SELECT * FROM free UNION ALL SELECT * FROM limited) u
+    ORDER BY priority DESC, due_at, id LIMIT CAST(:limit AS integer)
+),
+claimed AS (
+    UPDATE jobs_hot h SET status = CASE WHEN picked.go THEN 2 ELSE 1 END, worker_id = CAST(:worker_id AS text),
+                          attempt_count = h.attempt_count + CASE WHEN picked.go THEN 1 ELSE 0 END,
+                          started_at = CASE WHEN picked.go THEN now() ELSE h.started_at END,
+                          heartbeat_at = CASE WHEN picked.go THEN now() ELSE h.heartbeat_at END, updated_at = now()
+    FROM picked WHERE h.id = picked.id
+    RETURNING {{claimed_columns}}
+),
+-- Candidates this claim did not take, stuck ones apart: a lane's position must not pass them.
+left_over AS (
+    SELECT c.* FROM cand c
+    WHERE NOT EXISTS (SELECT 1 FROM claimed k WHERE k.id = c.id)
+      AND NOT EXISTS (SELECT 1 FROM stuck_ids s WHERE s.id = c.id)
+),
+lane_keys AS (
+    SELECT l.q, l.p, l.d, l.i, l.x FROM lanes l
+    UNION ALL
+    SELECT DISTINCT c.queue, c.priority, CAST(NULL AS timestamptz), CAST(NULL AS text), CAST(NULL AS boolean)
+    FROM cand c WHERE NOT EXISTS (SELECT 1 FROM lanes l WHERE l.q = c.queue AND l.p = c.priority)
+),
+-- Per lane: the first candidate left over (f), and the last candidate read (r) when it lies past the
+-- lane's position (every candidate of the lane was claimed: the lane reads on after r).
+report AS (
+    SELECT k.q, k.p, k.d, k.i, k.x, f.due_at AS f_due, f.id AS f_id, r.due_at AS r_due, r.id AS r_id
+    FROM lane_keys k
+    LEFT JOIN LATERAL (SELECT o.due_at, o.id FROM left_over o WHERE o.queue = k.q AND o.priority = k.p
+                       ORDER BY o.due_at, o.id LIMIT 1) f ON true
+    LEFT JOIN LATERAL (SELECT c.due_at, c.id FROM cand c WHERE c.queue = k.q AND c.priority = k.p
+                       ORDER BY c.due_at DESC, c.id DESC LIMIT 1) r
+        ON k.d IS NULL OR (r.due_at, r.id) >= (k.d, k.i)
+),
+-- What the worker keeps besides the jobs (see above), one shape for all.
+meta (kind, id, queue, priority, cursor_due, cursor_passed, has_rows, snap_xmax, snap_xip) AS (
+    SELECT 'lane', coalesce(r.f_id, r.r_id, r.i), r.q, r.p, CAST(coalesce(r.f_due, r.r_due, r.d) AS text),
+           CASE WHEN r.f_id IS NOT NULL THEN false WHEN r.r_id IS NOT NULL THEN true ELSE r.x END,
+           r.f_id IS NOT NULL OR r.r_id IS NOT NULL, CAST(NULL AS text), CAST(NULL AS text)
+    FROM report r
+    UNION ALL
+    SELECT 'held', h.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM (
+        SELECT c.id FROM cand c
+        WHERE c.due AND NOT EXISTS (SELECT 1 FROM capped x WHERE x.name = c.queue)
+        ORDER BY c.priority DESC, c.due_at, c.id LIMIT CAST(:limit AS integer)) h
+    WHERE NOT EXISTS (SELECT 1 FROM claimed k WHERE k.id = h.id)
+    UNION ALL
+    SELECT 'stuck', s.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM stuck s
+    WHERE NOT EXISTS (SELECT 1 FROM claimed k WHERE k.id = s.id)
+      AND NOT EXISTS (SELECT 1 FROM closed x WHERE x.name = s.queue)
+    UNION ALL
+    SELECT 'closed', NULL, c.name, NULL, NULL, NULL, NULL, NULL, NULL FROM closed c
+    UNION ALL
+    SELECT 'snap', NULL, NULL, NULL, NULL, NULL, NULL, CAST(pg_snapshot_xmax(s) AS text),
+           (SELECT CAST(coalesce(json_agg(CAST(x AS text)), '[]') AS text) FROM pg_snapshot_xip(s) x)
+    FROM snap
 )
--- With :start >= :limit (every claimed job starts: the usual claim of a worker whose handlers are fast)
--- the test is true before the array is searched; otherwise each row is looked up in it four times.
-UPDATE jobs_hot h SET status = CASE WHEN (CAST(:start AS integer) >= CAST(:limit AS integer) OR h.id = ANY(s.ids)) THEN 2 ELSE 1 END, worker_id = CAST(:worker_id AS text),
-                      attempt_count = h.attempt_count + CASE WHEN (CAST(:start AS integer) >= CAST(:limit AS integer) OR h.id = ANY(s.ids)) THEN 1 ELSE 0 END,
-                      started_at = CASE WHEN (CAST(:start AS integer) >= CAST(:limit AS integer) OR h.id = ANY(s.ids)) THEN now() ELSE h.started_at END,
-                      heartbeat_at = CASE WHEN (CAST(:start AS integer) >= CAST(:limit AS integer) OR h.id = ANY(s.ids)) THEN now() ELSE h.heartbeat_at END, updated_at = now()
-FROM started s
-WHERE h.id = ANY(ARRAY(SELECT id FROM free))
-RETURNING {{claimed_columns}};
+SELECT 'job' AS kind, k.*, CAST(NULL AS text) AS cursor_due, CAST(NULL AS boolean) AS cursor_passed,
+       CAST(NULL AS boolean) AS has_rows, CAST(NULL AS text) AS snap_xmax, CAST(NULL AS text) AS snap_xip
+FROM claimed k
+UNION ALL
+SELECT m.kind, m.id, m.queue, NULL, NULL, NULL, m.priority, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+       m.cursor_due, m.cursor_passed, m.has_rows, m.snap_xmax, m.snap_xip
+FROM meta m;
+
+-- name: discover_lanes
+-- The lanes (queue, priority) holding pending jobs, of the named queues (:queues, JSON) or of all: a
+-- worker's first claim, and a queue that opened again (resumed, reactivated), start from these. A loose
+-- scan of ix_jobs_hot_lane, one probe per queue and per priority; it steps over the entries of jobs
+-- claimed while an old snapshot was held, once. Ends with the statement's snapshot (kind 'snap'), which
+-- the worker's next claim takes as its previous one.
+WITH RECURSIVE scanned (name) AS (
+    SELECT (SELECT min(h.queue) FROM jobs_hot h WHERE h.status = 0) WHERE CAST(:queues AS jsonb) IS NULL
+    UNION ALL
+    SELECT (SELECT min(h.queue) FROM jobs_hot h WHERE h.status = 0 AND h.queue > q.name)
+    FROM scanned q WHERE q.name IS NOT NULL
+),
+qs AS (
+    SELECT name FROM scanned WHERE name IS NOT NULL
+    UNION ALL
+    SELECT DISTINCT jsonb_array_elements_text(CAST(:queues AS jsonb))
+),
+ps (queue, priority) AS (
+    SELECT q.name, (SELECT max(h.priority) FROM jobs_hot h WHERE h.status = 0 AND h.queue = q.name) FROM qs q
+    UNION ALL
+    SELECT p.queue, (SELECT max(h.priority) FROM jobs_hot h
+                     WHERE h.status = 0 AND h.queue = p.queue AND h.priority < p.priority)
+    FROM ps p WHERE p.priority IS NOT NULL
+)
+SELECT 'lane' AS kind, queue, priority, CAST(NULL AS text) AS snap_xmax, CAST(NULL AS text) AS snap_xip
+FROM ps WHERE priority IS NOT NULL
+UNION ALL
+SELECT 'snap', NULL, NULL, CAST(pg_snapshot_xmax(pg_current_snapshot()) AS text),
+       (SELECT CAST(coalesce(json_agg(CAST(x AS text)), '[]') AS text) FROM pg_snapshot_xip(pg_current_snapshot()) x);
+
 
 -- name: mark_processing
 -- The lease gate before user code runs: only the owning worker, only from fetched.
@@ -611,7 +706,7 @@ SELECT m.id, (b.id IS NOT NULL) AS beat FROM mine m LEFT JOIN beat b ON b.id = m
 -- name: release
 -- Returns prefetched (never started) jobs to pending; attempts unchanged.
 WITH moved_rows AS (
-    UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = now()
+    UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = now(), ready_xid = pg_current_xact_id()
     WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
       AND worker_id = CAST(:worker_id AS text) AND status + 0 = 1
     RETURNING id
@@ -624,7 +719,7 @@ SELECT id FROM moved_rows WHERE (SELECT count(*) FROM signal) >= 0;
 -- pending, the attempt that start counted taken back.
 WITH moved_rows AS (
     UPDATE jobs_hot SET status = 0, worker_id = NULL, attempt_count = greatest(attempt_count - 1, 0),
-                        heartbeat_at = NULL, updated_at = now()
+                        heartbeat_at = NULL, updated_at = now(), ready_xid = pg_current_xact_id()
     WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
       AND worker_id = CAST(:worker_id AS text) AND status + 0 = 2
     RETURNING id
@@ -713,7 +808,7 @@ archived AS (
            (SELECT count(*) FROM job_failures f WHERE f.job_id = moved.id) FROM moved
     WHERE (SELECT count(*) FROM displaced) >= 0
 ),
-deltas (queue, ok, dead) AS (SELECT queue, 1, 0 FROM moved UNION ALL {{displaced_deltas}}),
+deltas (queue, enqueued, succeeded, failed, retried) AS (SELECT queue, 0, 1, 0, 0 FROM moved UNION ALL {{displaced_deltas}}),
 {{counters_deltas}},
 buckets AS (
     INSERT INTO metric_buckets AS b (bucket_start, queue, outcome, failure_reason, completed_count, duration_count,
@@ -790,7 +885,7 @@ WITH items AS (
 ),
 {{item_of}},
 moved AS (
-    UPDATE jobs_hot h SET status = 0, worker_id = NULL, heartbeat_at = NULL,
+    UPDATE jobs_hot h SET status = 0, worker_id = NULL, heartbeat_at = NULL, ready_xid = pg_current_xact_id(),
                           scheduled_at = now() + make_interval(secs => CAST((SELECT o FROM item_of) -> h.id ->> 'delay_s' AS double precision)),
                           due_at = now() + make_interval(secs => CAST((SELECT o FROM item_of) -> h.id ->> 'delay_s' AS double precision)),
                           last_error = (SELECT o FROM item_of) -> h.id ->> 'error', updated_at = now()
@@ -806,12 +901,8 @@ failures AS (
            CAST(:worker_id AS text), now()
     FROM moved
 ),
-counters AS (
-    INSERT INTO stats_summary (queue, retried_total, last_activity_at)
-    SELECT queue, count(*), now() FROM moved GROUP BY queue ORDER BY queue
-    ON CONFLICT (queue) DO UPDATE SET retried_total = stats_summary.retried_total + excluded.retried_total,
-                                      last_activity_at = excluded.last_activity_at
-),
+deltas (queue, enqueued, succeeded, failed, retried) AS (SELECT queue, 0, 0, 0, 1 FROM moved),
+counters AS ({{count_deltas}}),
 moved_rows AS (SELECT id FROM moved),
 {{wake_workers}}
 SELECT id, queue, scheduled_at FROM moved WHERE (SELECT count(*) FROM signal) >= 0;
@@ -831,7 +922,7 @@ WITH victims AS (
     ORDER BY updated_at LIMIT CAST(:batch AS integer) FOR UPDATE SKIP LOCKED
 ),
 moved AS (
-    UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = now()
+    UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = now(), ready_xid = pg_current_xact_id()
     WHERE id = ANY (ARRAY(SELECT id FROM victims)) AND status = 1
     RETURNING id, queue
 ),
@@ -916,7 +1007,7 @@ WITH before AS (
     SELECT id, payload, tags, priority FROM jobs_hot WHERE id = CAST(:id AS text) AND status = 0 FOR UPDATE
 ),
 moved AS (
-    UPDATE jobs_hot h SET payload = coalesce(CAST(:payload AS text), h.payload),
+    UPDATE jobs_hot h SET payload = coalesce(CAST(:payload AS text), h.payload), ready_xid = pg_current_xact_id(),
                           tags = coalesce(CAST(:tags AS text), h.tags),
                           priority = coalesce(CAST(:priority AS integer), h.priority),
                           last_modified_by = CAST(:actor AS text), updated_at = now()
@@ -998,7 +1089,7 @@ new_queues AS (
 ),
 moved_rows AS (SELECT id FROM revived),
 {{wake_workers}},
-counters AS ({{counters_failed_down}}),
+{{counters_failed_down}},
 audit AS (
     INSERT INTO audit_log (actor, action, job_id, plan_id, details)
     SELECT CAST(:actor AS text), 'resurrect', id, CAST(:plan_id AS text),
@@ -1095,7 +1186,7 @@ SELECT m.id, {{moved_twin}} FROM moved m;
 
 -- fragment: purge_dlq_rest
 -- What every DLQ purge does with the rows it deleted (`moved`): counters, audit per job, one event.
-counters AS ({{counters_failed_down}}),
+{{counters_failed_down}},
 audit AS ({{audit_moved}}),
 events AS (
     INSERT INTO events (kind, message, data)
@@ -1151,12 +1242,9 @@ moved AS (
     DELETE FROM jobs_archive a WHERE a.ctid = ANY (ARRAY(SELECT ctid FROM victims))
     RETURNING a.queue, a.finished_at, a.id
 ),
-per_queue AS (SELECT queue, count(*) AS n FROM moved GROUP BY queue),
-counters AS (
-    UPDATE stats_summary s SET succeeded_total = greatest(0, s.succeeded_total - p.n)
-    FROM per_queue p WHERE s.queue = p.queue
-),
-total AS (SELECT coalesce(sum(n), 0) AS n FROM per_queue),
+deltas (queue, enqueued, succeeded, failed, retried) AS (SELECT queue, 0, -1, 0, 0 FROM moved),
+counters AS ({{count_deltas}}),
+total AS (SELECT count(*) AS n FROM moved),
 audit AS (
     INSERT INTO audit_log (actor, action, count, details)
     SELECT CAST(:actor AS text), 'purge_archive', n, CAST(:details AS text) FROM total WHERE n > 0
@@ -1208,7 +1296,7 @@ SELECT name, paused, active, zombie_timeout_seconds, max_workers, updated_at FRO
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
 
 -- name: get_hot
-SELECT h.*, 'hot' AS location FROM jobs_hot h WHERE h.id = CAST(:id AS text);
+SELECT {{hot_columns}}, 'hot' AS location FROM jobs_hot h WHERE h.id = CAST(:id AS text);
 
 -- name: get_archive
 SELECT a.*, 'archive' AS location FROM jobs_archive a WHERE a.id = CAST(:id AS text);
@@ -1218,7 +1306,7 @@ SELECT d.*, 'dlq' AS location FROM jobs_dlq d WHERE d.id = CAST(:id AS text);
 
 -- name: list_hot
 -- order: created_at = h.created_at, h.id | priority = h.priority, h.due_at, h.id | due_at = h.due_at, h.id | id = h.id | queue = h.queue, h.created_at, h.id | type = h.type, h.created_at, h.id | status = h.status, h.created_at, h.id
-SELECT h.*, 'hot' AS location FROM jobs_hot h WHERE {{hot_where}}
+SELECT {{hot_columns}}, 'hot' AS location FROM jobs_hot h WHERE {{hot_where}}
 ORDER BY {{order}} LIMIT CAST(:limit AS integer) OFFSET CAST(:offset AS integer);
 
 -- name: count_hot
@@ -1322,11 +1410,11 @@ FROM jobs_hot h WHERE (h.status = 1 OR h.status = 2) AND h.worker_id IS NOT NULL
 GROUP BY h.worker_id ORDER BY h.worker_id;
 
 -- name: stats_totals
-SELECT CAST(coalesce(sum(enqueued_total), 0) + (SELECT coalesce(sum(n), 0) FROM enqueue_counts) AS bigint) AS enqueued_total,
-       coalesce(sum(succeeded_total), 0) AS succeeded_total,
-       coalesce(sum(failed_total), 0) AS failed_total, coalesce(sum(retried_total), 0) AS retried_total,
-       greatest(max(last_activity_at), (SELECT max(at) FROM enqueue_counts)) AS last_activity_at
-FROM stats_summary;
+SELECT CAST(coalesce(sum(t.enqueued_total), 0) AS bigint) AS enqueued_total,
+       CAST(coalesce(sum(t.succeeded_total), 0) AS bigint) AS succeeded_total,
+       CAST(coalesce(sum(t.failed_total), 0) AS bigint) AS failed_total,
+       CAST(coalesce(sum(t.retried_total), 0) AS bigint) AS retried_total, max(t.last_activity_at) AS last_activity_at
+FROM (SELECT {{queue_totals}} FROM queues q {{queue_totals_from}}) t;
 
 -- name: hot_status_counts
 SELECT queue, status, count(*) AS n FROM jobs_hot GROUP BY queue, status;
@@ -1340,13 +1428,8 @@ SELECT (SELECT count(*) FROM jobs_hot) AS hot, (SELECT count(*) FROM jobs_archiv
 SELECT count(*) AS n FROM audit_log;
 
 -- name: queue_rows
-SELECT q.name, q.paused, q.active, q.zombie_timeout_seconds, q.max_workers, q.updated_at,
-       CAST(coalesce(s.enqueued_total, 0) + coalesce(e.n, 0) AS bigint) AS enqueued_total,
-       coalesce(s.succeeded_total, 0) AS succeeded_total,
-       coalesce(s.failed_total, 0) AS failed_total, coalesce(s.retried_total, 0) AS retried_total,
-       greatest(s.last_activity_at, e.at) AS last_activity_at
-FROM queues q LEFT JOIN stats_summary s ON s.queue = q.name
-LEFT JOIN LATERAL (SELECT sum(c.n) AS n, max(c.at) AS at FROM enqueue_counts c WHERE c.queue = q.name) e ON true
+SELECT q.name, q.paused, q.active, q.zombie_timeout_seconds, q.max_workers, q.updated_at, {{queue_totals}}
+FROM queues q {{queue_totals_from}}
 WHERE CAST(:name AS text) IS NULL OR q.name = CAST(:name AS text)
 ORDER BY q.name;
 
@@ -1375,6 +1458,32 @@ SELECT coalesce(sum(completed_count) FILTER (WHERE bucket_start >= now() - inter
        coalesce(sum(completed_count), 0) AS processed_5m,
        coalesce(sum(completed_count) FILTER (WHERE outcome = 1), 0) AS failed_5m
 FROM metric_buckets WHERE bucket_start >= now() - interval '300 seconds';
+
+-- name: fold_counters
+-- Adds the counter deltas of finished transactions (count_deltas: buckets wholly below the oldest
+-- transaction id still running, so no delta can join them any more) into stats_summary, and deletes
+-- them. One statement: a reader sees the deltas or the totals that hold them, never both or neither.
+-- Run every few seconds by each serving process (engine/hosting.py); two at once are harmless (the
+-- second finds the rows gone).
+WITH safe AS (SELECT CAST(CAST(pg_snapshot_xmin(pg_current_snapshot()) AS text) AS bigint) >> 10 AS xb),
+gone AS (
+    DELETE FROM queue_counts c WHERE c.xb < (SELECT xb FROM safe)
+    RETURNING c.queue, c.enqueued, c.succeeded, c.failed, c.retried, c.at
+),
+sums AS (
+    SELECT queue, sum(enqueued) AS e, sum(succeeded) AS s, sum(failed) AS f, sum(retried) AS r, max(at) AS at
+    FROM gone GROUP BY queue
+)
+INSERT INTO stats_summary AS t (queue, enqueued_total, succeeded_total, failed_total, retried_total,
+                                last_activity_at, folded_xb)
+SELECT queue, e, greatest(0, s), greatest(0, f), r, at, (SELECT xb FROM safe) FROM sums ORDER BY queue
+ON CONFLICT (queue) DO UPDATE SET enqueued_total = t.enqueued_total + excluded.enqueued_total,
+    succeeded_total = greatest(0, t.succeeded_total + excluded.succeeded_total),
+    failed_total = greatest(0, t.failed_total + excluded.failed_total),
+    retried_total = t.retried_total + excluded.retried_total,
+    last_activity_at = greatest(t.last_activity_at, excluded.last_activity_at),
+    folded_xb = greatest(t.folded_xb, excluded.folded_xb)
+RETURNING t.queue;
 
 -- name: prune_buckets
 -- One batch of retention: the :batch oldest buckets older than :older_than_s, found through the primary
@@ -1933,7 +2042,7 @@ SELECT {{circuit_columns}} FROM circuits WHERE type = CAST(:type AS text);
 -- Jobs an open circuit met at their start: back to pending after :delay_s without the attempt the start
 -- counted (user code never ran). One event per type.
 WITH moved AS (
-    UPDATE jobs_hot SET status = 0, worker_id = NULL, heartbeat_at = NULL,
+    UPDATE jobs_hot SET status = 0, worker_id = NULL, heartbeat_at = NULL, ready_xid = pg_current_xact_id(),
                         attempt_count = greatest(attempt_count - 1, 0),
                         scheduled_at = now() + make_interval(secs => CAST(:delay_s AS double precision)),
                         due_at = now() + make_interval(secs => CAST(:delay_s AS double precision)),
@@ -2021,7 +2130,7 @@ WITH victims AS (
     LIMIT CAST(:batch AS integer) FOR UPDATE OF h SKIP LOCKED
 ),
 moved AS (
-    UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = now()
+    UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = now(), ready_xid = pg_current_xact_id()
     WHERE id = ANY (ARRAY(SELECT id FROM victims)) AND status = 1
     RETURNING id, queue
 )

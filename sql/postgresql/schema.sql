@@ -22,15 +22,18 @@ CREATE TABLE jobs_hot (
     created_by        varchar(100),
     last_modified_by  varchar(100),
     last_error        text,
+    -- The transaction that last made the row pending (insert, release, retry, resurrect, edit): a claim
+    -- reads the rows of transactions its previous claim could not see (docs/endurance.md).
+    ready_xid         xid8         NOT NULL DEFAULT pg_current_xact_id(),
     CONSTRAINT pk_jobs_hot PRIMARY KEY (id),
     CONSTRAINT ck_jobs_hot_status CHECK (status IN (0, 1, 2))
 ) WITH (fillfactor = 80, autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.02);
 
--- Fetch across queues: priority first, then due time.
-CREATE INDEX ix_jobs_hot_fetch ON jobs_hot (priority DESC, due_at) WHERE status = 0;
--- Fetch inside one queue (queue filters, max_workers) and per-queue lag (an index-only scan; a separate
--- (queue, due_at) index only added a write to every enqueue and resurrect).
-CREATE INDEX ix_jobs_hot_queue_fetch ON jobs_hot (queue, priority DESC, due_at) WHERE status = 0;
+-- The claim's lanes (queue, priority), each read from the worker's position on (docs/endurance.md), and
+-- per-queue lag.
+CREATE INDEX ix_jobs_hot_lane ON jobs_hot (queue, priority DESC, due_at, id) WHERE status = 0;
+-- Pending rows by the transaction that made them pending: the claim's guard for late commits.
+CREATE INDEX ix_jobs_hot_ready_xid ON jobs_hot (ready_xid) WHERE status = 0;
 -- Per-queue counts and the max_workers check (fetched + processing).
 CREATE INDEX ix_jobs_hot_queue_status ON jobs_hot (queue, status);
 -- Abandoned-fetch recovery.
@@ -208,7 +211,8 @@ CREATE TABLE queues (
 );
 INSERT INTO queues (name) VALUES ('default');
 
--- Per-queue counters, changed in the same transaction as the row moves they count.
+-- Per-queue counters: the totals of folded queue_counts deltas (below), which change in the same
+-- transaction as the row moves they count.
 CREATE TABLE stats_summary (
     queue             varchar(255) NOT NULL,
     enqueued_total    bigint       NOT NULL DEFAULT 0,
@@ -216,18 +220,25 @@ CREATE TABLE stats_summary (
     failed_total      bigint       NOT NULL DEFAULT 0,
     retried_total     bigint       NOT NULL DEFAULT 0,
     last_activity_at  timestamptz,
+    folded_xb         bigint       NOT NULL DEFAULT 0,  -- queue_counts buckets before this one are folded in
     CONSTRAINT pk_stats_summary PRIMARY KEY (queue)
 );
 INSERT INTO stats_summary (queue) VALUES ('default');
 
--- Enqueue counters sharded by server process (see migration 0005): no row every producer waits for.
-CREATE TABLE enqueue_counts (
-    queue  varchar(255) NOT NULL,
-    shard  smallint     NOT NULL,
-    n      bigint       NOT NULL DEFAULT 0,
-    at     timestamptz,
-    CONSTRAINT pk_enqueue_counts PRIMARY KEY (queue, shard)
-);
+-- Counter deltas (queries.sql, count_deltas): one row per queue, bucket of 1,024 transaction ids and slot
+-- (the id % 64), never written again once those transactions end; fold_counters adds finished buckets
+-- into stats_summary. No row every statement of a queue updates (docs/endurance.md).
+CREATE TABLE queue_counts (
+    queue      varchar(255) NOT NULL,
+    xb         bigint       NOT NULL,  -- transaction id >> 10
+    slot       smallint     NOT NULL,  -- transaction id % 64
+    enqueued   bigint       NOT NULL DEFAULT 0,
+    succeeded  bigint       NOT NULL DEFAULT 0,
+    failed     bigint       NOT NULL DEFAULT 0,
+    retried    bigint       NOT NULL DEFAULT 0,
+    at         timestamptz  NOT NULL,
+    CONSTRAINT pk_queue_counts PRIMARY KEY (queue, xb, slot)
+) WITH (fillfactor = 70);
 
 -- Workers waiting for work: enqueues NOTIFY only while one is marked (engine/wakeup.py).
 CREATE TABLE idle_workers (
@@ -235,6 +246,8 @@ CREATE TABLE idle_workers (
     seen_at    timestamptz  NOT NULL,
     CONSTRAINT pk_idle_workers PRIMARY KEY (worker_id)
 );
+-- Enqueues ask for marks of the last minute only: through this index they never read older versions.
+CREATE INDEX ix_idle_workers_seen ON idle_workers (seen_at);
 
 -- One-second outcome counts, written with every terminal move; never rewritten by resurrect/purge.
 CREATE TABLE metric_buckets (

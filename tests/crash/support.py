@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from chokaq_ops.storage import Store
-from tests.support.dbprobe import age, enqueue, events, fetched, is_pg, locations, processing, sql  # noqa: F401 (re-exported)
+from tests.support.dbprobe import age, counters, enqueue, events, fetched, is_pg, locations, processing, sql  # noqa: F401 (re-exported)
 
 
 def counts(store: Store) -> dict[str, int]:
@@ -14,19 +14,15 @@ def counts(store: Store) -> dict[str, int]:
     hot, archive, dlq = (
         sql(store, f"SELECT count(*) FROM {t}")[0][0] for t in ("jobs_hot", "jobs_archive", "jobs_dlq")
     )
-    shards = " + (SELECT coalesce(sum(n), 0) FROM enqueue_counts)" if is_pg(store) else ""
-    enq, ok, failed = sql(
-        store,
-        f"SELECT coalesce(sum(enqueued_total), 0){shards}, coalesce(sum(succeeded_total), 0),"
-        " coalesce(sum(failed_total), 0) FROM stats_summary",
-    )[0]
+    totals = counters(store)
     return {
         "hot": int(hot),
         "archive": int(archive),
         "dlq": int(dlq),
-        "enqueued_total": int(enq),
-        "succeeded_total": int(ok),
-        "failed_total": int(failed),
+        "enqueued_total": totals["enqueued"],
+        "succeeded_total": totals["succeeded"],
+        "failed_total": totals["failed"],
+        "retried_total": totals["retried"],
     }
 
 

@@ -22,6 +22,7 @@ from crash.test_faults_lost_reply import lose_next_reply, lose_reply_of, lost_re
 
 def test_a_claim_whose_reply_was_lost_is_recovered_not_left_to_become_zombies(store, lose_next_reply):  # noqa: F811
     ids = enqueue(store, 6)
+    assert store.fetch("w", 0) == []  # a worker's first claim finds its lanes first (PostgreSQL)
     lose_next_reply()
     rows = store.fetch("w", 3, start=2)  # attempt 1 commits and its reply is lost; attempt 2 claims again
     assert len(rows) == 3 and store.claims_uncertain("w")

@@ -15,6 +15,7 @@ from tests.support.dbprobe import (  # noqa: F401 (re-exported for the storage t
     JOB_TABLES,
     age,
     ago_expr,
+    counters,
     enqueue,
     events,
     fetched,
@@ -84,21 +85,6 @@ def dead_bulk(store: Store, n: int, *, prefix: str, queue: str = "bulk", **kw: A
 
 
 # ------------------------------------------------------------------------------------ probes
-
-
-def counters(store: Store, queue: str | None = None) -> dict[str, int]:
-    """The four counters summed over queues (or of one queue), read from stats_summary directly."""
-    where, params = ("WHERE queue = ?", (queue,)) if queue else ("", ())
-    # PostgreSQL adds enqueues to the shards of enqueue_counts instead of the queue's stats_summary row.
-    shards = f" + (SELECT coalesce(sum(n), 0) FROM enqueue_counts {where})" if is_pg(store) else ""
-    row = sql(
-        store,
-        f"SELECT coalesce(sum(enqueued_total), 0){shards}, coalesce(sum(succeeded_total), 0),"
-        f" coalesce(sum(failed_total), 0), coalesce(sum(retried_total), 0) FROM stats_summary {where}",
-        *params,
-        *(params if shards else ()),
-    )[0]
-    return dict(zip(("enqueued", "succeeded", "failed", "retried"), (int(v) for v in row), strict=True))
 
 
 def buckets(store: Store) -> dict[tuple[str, int, int], tuple[int, int, float]]:

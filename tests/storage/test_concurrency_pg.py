@@ -160,7 +160,8 @@ def test_concurrent_first_use_enqueues_create_one_queue_row_and_one_winner_per_k
     assert sum(r.created for r in results) == 1
     assert len({r.id for r in results}) == 1  # the losers get the winner's id
     assert scalar(pg, "SELECT count(*) FROM queues WHERE name = 'first-use'") == 1
-    # The counter is sharded by connection (enqueue_counts): no row all 16 producers waited for.
+    # The counter is a delta per transaction-id bucket and slot (queue_counts): no row all 16 producers
+    # waited for.
     assert scalar(pg, "SELECT count(*) FROM stats_summary WHERE queue = 'first-use'") == 0
     assert counters(pg, "first-use")["enqueued"] == 1
 

@@ -125,7 +125,7 @@ def test_single_enqueues_run_prepared_with_one_generic_plan_on_producer_connecti
                 ("x", "q", "t", None, None, 10, None, None, None, None),
             )
             plan = "\n".join(r[0] for r in cur.fetchall())
-        assert "Seq Scan on queues" not in plan and "Seq Scan on enqueue_counts" not in plan, plan
+        assert "Seq Scan on queues" not in plan and "Seq Scan on queue_counts" not in plan, plan
         assert "using pk_queues" in plan, plan
         assert counters(store, "prepared")["enqueued"] == 3
 

@@ -57,7 +57,32 @@ def age(store: Store, table: str, ids: Sequence[str] | None, seconds: float, *co
     for col in columns:
         assert col in _AGEABLE[table], (table, col)
         where = " WHERE id IN (" + ",".join("?" * len(ids)) + ")" if ids is not None else ""
-        sql(store, f"UPDATE {table} SET {col} = {ago_expr(store)}{where}", seconds, *(ids or []))
+        # A pending job moved earlier by hand lands behind the claims' lane positions: like every write
+        # that makes a job claimable it must name its transaction, or no claim looks there
+        # (docs/endurance.md).
+        ready = (
+            ", ready_xid = pg_current_xact_id()"
+            if table == "jobs_hot" and col == "due_at" and is_pg(store)
+            else ""
+        )
+        sql(store, f"UPDATE {table} SET {col} = {ago_expr(store)}{ready}{where}", seconds, *(ids or []))
+
+
+def counters(store: Store, queue: str | None = None) -> dict[str, int]:
+    """The four counters summed over queues (or of one queue), read from the tables directly. PostgreSQL
+    keeps the deltas of recent transactions in queue_counts until they are folded into stats_summary
+    (docs/endurance.md): a counter is the two added up."""
+    where, params = ("WHERE queue = ?", (queue,)) if queue else ("", ())
+    pairs = (("enqueued_total", "enqueued"), ("succeeded_total", "succeeded"), ("failed_total", "failed"),
+             ("retried_total", "retried"))  # fmt: skip
+    parts = [f"(SELECT coalesce(sum({total}), 0) FROM stats_summary {where})" for total, _ in pairs]
+    if is_pg(store):
+        parts = [
+            f"{p} + (SELECT coalesce(sum({d}), 0) FROM queue_counts {where})"
+            for p, (_, d) in zip(parts, pairs, strict=True)
+        ]
+    row = sql(store, "SELECT " + ", ".join(parts), *(params * (len(parts) * (2 if is_pg(store) else 1))))[0]
+    return {key: int(v) for (_, key), v in zip(pairs, row, strict=True)}
 
 
 def jobs(n: int, *, prefix: str = "j", queue: str = "default", type_: str = "t", **kw: Any) -> list[NewJob]:

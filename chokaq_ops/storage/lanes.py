@@ -1,0 +1,163 @@
+"""Where a PostgreSQL worker's claims find pending jobs: its lanes, their positions, its last snapshot.
+
+A lane is the pending jobs of one (queue, priority), in claim order (due_at, id). A worker remembers, per
+lane, the position where the jobs it has not claimed begin, and its claim reads each lane from there, so
+the index entries of jobs claimed earlier (dead, but kept as long as any session holds an old snapshot)
+are walked once, not by every claim. A job lands behind a position only through a transaction the
+previous claim could not see; the claim reads those through `ready_xid` (sql/postgresql/queries.sql,
+`fetch`). docs/endurance.md has the whole argument; this module keeps the worker's side of it.
+
+SQLite needs none of this: it removes a deleted row's index entries at once.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+# A due candidate among a claim's first `limit` that another session holds this long is passed: the lane
+# reads on after it, and the claim looks it up by id until it is claimed or gone. Holding the position
+# there instead would make every claim walk the entries of all jobs claimed after it.
+STUCK_S = 5.0
+MAX_STUCK = 1_000
+# A lane that held no pending job for this long is forgotten; a job that enters it later is made by a
+# transaction the worker's next claim reads anyway.
+FORGET_S = 60.0
+# The columns of a claim's rows that are not the job's (see `fetch`'s result).
+_EXTRA = ("kind", "cursor_due", "cursor_passed", "has_rows", "snap_xmax", "snap_xip")
+
+
+@dataclass(slots=True)
+class Position:
+    due: str  # due_at as the server wrote it (text: exact to the microsecond, no time zone round trip)
+    id: str
+    passed: bool  # the row at (due, id) itself is behind the position
+    empty_since: float | None = None
+
+
+class Lanes:
+    """One worker's claim state. Claims of one worker run one at a time (the fetch loop); the lock keeps
+    that true for any caller."""
+
+    def __init__(self, queues: Sequence[str] | None) -> None:
+        self.queues = list(queues) if queues else None
+        self.positions: dict[tuple[str, int], Position] = {}
+        self.xmax: str | None = None
+        self.xip: list[str] = []
+        self.known = False  # lanes discovered once (a worker's first claim)
+        self.closed: set[str] | None = None  # queues whose lanes the last claim left out
+        self.reopened: list[str] = []  # queues open again since the claim before the last
+        self.held_since: dict[str, float] = {}
+        self.stuck: set[str] = set()
+        self.lock = threading.Lock()
+
+    # ------------------------------------------------------------------ one claim
+
+    def claim(
+        self,
+        run: Callable[..., list[dict[str, Any]]],
+        discover: Callable[..., list[dict[str, Any]]],
+        params: dict[str, Any],
+    ) -> list[dict[str, Any]]:
+        """Run the claim (`run(**params)` with this worker's lanes added) and keep what it reports;
+        returns the claimed jobs' rows. `discover(queues=...)` lists lanes with pending jobs: run before
+        the first claim, and for a queue that opened again since the last one."""
+        with self.lock:
+            if not self.known:
+                self._discovered(discover(queues=self.queues), first=True)
+                self.known = True
+            rows = run(**params, **self._params(int(params["limit"])))
+            jobs = self._absorb(rows, time.monotonic())
+            if self.reopened:
+                self._discovered(discover(queues=self.reopened), first=False)
+            return jobs
+
+    def _params(self, limit: int) -> dict[str, Any]:
+        return {
+            "lanes": [
+                {"q": q, "p": p, "d": pos.due, "i": pos.id, "x": pos.passed}
+                for (q, p), pos in self.positions.items()
+            ],
+            "xmax": self.xmax,
+            "xip": self.xip,
+            "stuck": sorted(self.stuck),
+            # Rows read per lane: the claim's own, and as many again for rows other workers hold.
+            "window": max(8, 2 * limit),
+        }
+
+    def _absorb(self, rows: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
+        jobs: list[dict[str, Any]] = []
+        seen: dict[tuple[str, int], Position] = {}
+        held: set[str] = set()
+        stuck: set[str] = set()
+        closed: set[str] = set()
+        for r in rows:
+            kind = r["kind"]
+            if kind == "job":
+                for column in _EXTRA:
+                    del r[column]
+                jobs.append(r)
+            elif kind == "lane":
+                lane = (str(r["queue"]), int(r["priority"]))
+                old = self.positions.get(lane)
+                pos = Position(str(r["cursor_due"]), str(r["id"]), bool(r["cursor_passed"]))
+                if not r["has_rows"]:
+                    pos.empty_since = now if old is None or old.empty_since is None else old.empty_since
+                    if now - pos.empty_since > FORGET_S:
+                        continue
+                seen[lane] = pos
+            elif kind == "held":
+                held.add(str(r["id"]))
+            elif kind == "stuck":
+                stuck.add(str(r["id"]))
+            elif kind == "closed":
+                closed.add(str(r["queue"]))
+            elif kind == "snap":
+                self.xmax = str(r["snap_xmax"])
+                self.xip = json.loads(r["snap_xip"])
+        self.positions = seen
+        # Stuck jobs the claim still found pending stay stuck; newly held ones become stuck after STUCK_S.
+        self.held_since = {i: self.held_since.get(i, now) for i in held}
+        self.stuck = stuck
+        for job_id, since in self.held_since.items():
+            if now - since >= STUCK_S and len(self.stuck) < MAX_STUCK:
+                self.stuck.add(job_id)
+        reopened = [] if self.closed is None else sorted(self.closed - closed)
+        self.closed = closed
+        self.reopened = [q for q in reopened if self.queues is None or q in self.queues]
+        return jobs
+
+    def _discovered(self, rows: list[dict[str, Any]], *, first: bool) -> None:
+        """Lanes with pending jobs, read from their start by the next claim. A reopened queue's lanes
+        start there even if this claim met one of them (a job made while it was closed): its jobs from
+        before the pause lie behind that."""
+        for r in rows:
+            if r["kind"] == "lane":
+                self.positions[(r["queue"], int(r["priority"]))] = Position("-infinity", "", False)
+            elif r["kind"] == "snap" and first:
+                self.xmax = str(r["snap_xmax"])
+                self.xip = json.loads(r["snap_xip"])
+
+
+class LaneBook:
+    """The Lanes of every worker of one store, by worker id."""
+
+    def __init__(self) -> None:
+        self._by_worker: dict[str, Lanes] = {}
+        self._lock = threading.Lock()
+
+    def of(self, worker_id: str, queues: Sequence[str] | None) -> Lanes:
+        with self._lock:
+            lanes = self._by_worker.get(worker_id)
+            wanted = list(queues) if queues else None
+            if lanes is None or lanes.queues != wanted:
+                lanes = self._by_worker[worker_id] = Lanes(wanted)
+            return lanes
+
+    def forget(self, worker_id: str) -> None:
+        with self._lock:
+            self._by_worker.pop(worker_id, None)
