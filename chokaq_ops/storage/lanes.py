@@ -73,7 +73,14 @@ class Lanes:
             rows = run(**params, **self._params(int(params["limit"])))
             jobs = self._absorb(rows, time.monotonic())
             if self.reopened:
+                # A queue opened again (resumed, reactivated): its lanes were forgotten; find them and
+                # claim what is left of this call's limit from them at once.
                 self._discovered(discover(queues=self.reopened), first=False)
+                rest = int(params["limit"]) - len(jobs)
+                if rest > 0:
+                    started = sum(1 for j in jobs if int(j["status"]) == 2)
+                    more = dict(params, limit=rest, start=max(0, int(params["start"]) - started))
+                    jobs += self._absorb(run(**more, **self._params(rest)), time.monotonic())
             return jobs
 
     def _params(self, limit: int) -> dict[str, Any]:

@@ -19,8 +19,13 @@ from pathlib import Path
 
 # Named queries only one dialect defines, and which: every other name exists in both (the storage tests
 # check it). PostgreSQL claims by lanes (storage/lanes.py) and needs no head-of-index shortcut; SQLite
-# keeps no dead row versions and needs neither lanes nor counter deltas to fold.
-DIALECT_ONLY = {"fetch_head": "sqlite", "discover_lanes": "postgresql", "fold_counters": "postgresql"}
+# keeps no dead row versions and needs neither lanes, counter deltas to fold, nor marks for the sweep.
+DIALECT_ONLY = {
+    "fetch_head": "sqlite",
+    **dict.fromkeys(
+        ("discover_lanes", "fold_counters", "sweep_mark", "mark_abandoned", "mark_zombies"), "postgresql"
+    ),
+}
 
 _BLOCK = re.compile(r"^--\s*(name|fragment):\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)
 _ORDER = re.compile(r"^--\s*order:\s*(.+)$", re.MULTILINE)

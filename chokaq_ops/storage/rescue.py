@@ -30,14 +30,17 @@ class Rescue:
         """Fetched jobs untouched for `timeout_s` -> pending, oldest first, in CleanupBatchSize
         transactions. `audit`: an operator asked for this sweep; each batch's audit row (count and ids)
         commits in the same transaction as its moves."""
+        start = self._mark("abandoned")
         batches = self.db.run_batches(
             "recover_abandoned",
             cursor=_resume,
             each=self._audit_batches(audit),
             timeout_s=float(timeout_s),
-            after_at=None,
+            after_at=start,
         )
-        return [_moved(r) for rows in batches for r in rows]
+        moved = [_moved(r) for rows in batches for r in rows]
+        self._remark("mark_abandoned", from_at=start, timeout_s=float(timeout_s))
+        return moved
 
     def recover_orphaned(self, gone_s: float, *, audit: Audit | None = None) -> list[dict[str, Any]]:
         """Fetched jobs of workers whose registry row is older than `gone_s` -> pending at once (user
@@ -68,17 +71,37 @@ class Rescue:
         def decided() -> dict[str, Any]:
             return {"not_after": None if within is None else self.db.now() + timedelta(seconds=within)}
 
+        start = self._mark("zombies")
+        timeouts: dict[str, Any] = {
+            "global_s": float(global_timeout_s),
+            "overrides": {k: float(v) for k, v in (overrides or {}).items()},
+        }
         batches = self.db.run_batches(
             "archive_zombies",
             cursor=lambda rows: _resume(rows) | decided(),
             each=self._audit_batches(audit),
-            global_s=float(global_timeout_s),
-            overrides={k: float(v) for k, v in (overrides or {}).items()},
             fingerprint=fingerprint,
-            after_at=None,
+            after_at=start,
+            **timeouts,
             **decided(),
         )
-        return report_twins("archive_zombies", [_moved(r) for rows in batches for r in rows])
+        moved = report_twins("archive_zombies", [_moved(r) for rows in batches for r in rows])
+        self._remark("mark_zombies", from_at=start, **timeouts)
+        return moved
+
+    def _mark(self, phase: str) -> Any:
+        """Where this phase's scan starts (PostgreSQL; None: at the beginning). Each sweep leaves the
+        next one a mark after the rows it had to leave (mark_abandoned, mark_zombies): the index entries
+        before it belong to jobs that left long ago, dead but kept while any session holds an old
+        snapshot, and are walked once, not by every sweep (docs/endurance.md)."""
+        if "sweep_mark" not in self.db.queries:
+            return None
+        rows = self.db.run("sweep_mark", write=False, phase=phase)
+        return rows[0]["mark_at"] if rows else None
+
+    def _remark(self, query: str, **params: Any) -> None:
+        if query in self.db.queries:
+            self.db.run(query, **params)
 
     @staticmethod
     def _audit_batches(audit: Audit | None) -> Callable[[Tx, list[dict[str, Any]]], None] | None:

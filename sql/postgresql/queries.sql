@@ -105,26 +105,30 @@ displaced_events AS (
 -- fragment: displaced_deltas
 -- Per displaced copy, its `deltas` row (see count_deltas): taken off its table's counter, so the counters
 -- keep equal to the rows.
-SELECT queue, 0, -CAST(location = 'archive' AS integer), -CAST(location = 'dlq' AS integer), 0 FROM displaced
+SELECT queue, 0, -CAST(location = 'archive' AS integer), -CAST(location = 'dlq' AS integer), 0, 0, 0, 0 FROM displaced
 
 -- fragment: moved_twin
 -- The final column of a move out of hot: where an older copy of the id was displaced from, or null.
 (SELECT string_agg(x.location, ',') FROM displaced x WHERE x.id = m.id) AS twin
 
 -- fragment: count_deltas
--- Adds the rows of a CTE `deltas (queue, enqueued, succeeded, failed, retried)` to the queues' counters,
--- one upsert per queue. Counters never go through one row per queue, which every statement of the
+-- Adds the rows of a CTE `deltas (queue, enqueued, succeeded, failed, retried, pending, fetched,
+-- processing)` to the queues' counters, one upsert per queue: the totals, and the hot jobs per status
+-- (counted instead of read from jobs_hot, whose ranges hold the dead versions of finished work). Counters never go through one row per queue, which every statement of the
 -- queue would update: while a snapshot is held each update walks every version kept since, and a busy
 -- queue's row reached hundreds of thousands (docs/endurance.md). A delta row belongs to the transaction
 -- id's bucket (1,024 ids) and one of 64 slots by that id, so it takes at most 16 updates and is never
 -- written again once its ids are finished; fold_counters adds finished buckets into stats_summary.
-INSERT INTO queue_counts AS c (queue, xb, slot, enqueued, succeeded, failed, retried, at)
-SELECT d.queue, x.id >> 10, x.id % 64, sum(d.enqueued), sum(d.succeeded), sum(d.failed), sum(d.retried), now()
+INSERT INTO queue_counts AS c (queue, xb, slot, enqueued, succeeded, failed, retried, pending, fetched, processing, at)
+SELECT d.queue, x.id >> 10, x.id % 64, sum(d.enqueued), sum(d.succeeded), sum(d.failed), sum(d.retried),
+       sum(d.pending), sum(d.fetched), sum(d.processing), now()
 FROM deltas d CROSS JOIN (SELECT CAST(CAST(pg_current_xact_id() AS text) AS bigint) AS id) x
 GROUP BY d.queue, x.id ORDER BY d.queue
 ON CONFLICT (queue, xb, slot) DO UPDATE SET enqueued = c.enqueued + excluded.enqueued,
     succeeded = c.succeeded + excluded.succeeded, failed = c.failed + excluded.failed,
-    retried = c.retried + excluded.retried, at = greatest(c.at, excluded.at)
+    retried = c.retried + excluded.retried, pending = c.pending + excluded.pending,
+    fetched = c.fetched + excluded.fetched, processing = c.processing + excluded.processing,
+    at = greatest(c.at, excluded.at)
 
 -- fragment: counters_deltas
 -- The `counters` CTE of a move out of hot: adds `deltas` (one row per moved job and one per displaced
@@ -133,7 +137,7 @@ counters AS ({{count_deltas}})
 
 -- fragment: counters_failed
 -- Moves into the DLQ: FailedTotal + 1 per moved job, and each displaced copy taken off its counter.
-deltas (queue, enqueued, succeeded, failed, retried) AS (SELECT queue, 0, 0, 1, 0 FROM moved UNION ALL {{displaced_deltas}}),
+deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (SELECT queue, 0, 0, 1, 0, {{left_hot}} FROM moved UNION ALL {{displaced_deltas}}),
 {{counters_deltas}}
 
 -- fragment: buckets_failed
@@ -169,8 +173,12 @@ SELECT CAST(:actor AS text), CAST(:action AS text), id, CAST(:plan_id AS text), 
 
 -- fragment: counters_failed_down
 -- Jobs that left the DLQ (`moved`): FailedTotal - 1 each.
-deltas (queue, enqueued, succeeded, failed, retried) AS (SELECT queue, 0, 0, -1, 0 FROM moved),
+deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (SELECT queue, 0, 0, -1, 0, 0, 0, 0 FROM moved),
 counters AS ({{count_deltas}})
+
+-- fragment: left_hot
+-- The status columns of a `deltas` row for a hot row (with `status`) that leaves its status.
+-CAST(status = 0 AS integer), -CAST(status = 1 AS integer), -CAST(status = 2 AS integer)
 
 -- fragment: queue_totals_from
 -- The counters of each queue `q`: its folded totals (stats_summary s) and the deltas not folded yet (d),
@@ -178,7 +186,8 @@ counters AS ({{count_deltas}})
 LEFT JOIN stats_summary s ON s.queue = q.name
 LEFT JOIN LATERAL (
     SELECT sum(c.enqueued) AS enqueued, sum(c.succeeded) AS succeeded, sum(c.failed) AS failed,
-           sum(c.retried) AS retried, max(c.at) AS at
+           sum(c.retried) AS retried, sum(c.pending) AS pending, sum(c.fetched) AS fetched,
+           sum(c.processing) AS processing, max(c.at) AS at
     FROM queue_counts c WHERE c.queue = q.name AND c.xb >= coalesce(s.folded_xb, 0)) d ON true
 
 -- fragment: queue_totals
@@ -209,7 +218,7 @@ ORDER BY queue ON CONFLICT DO NOTHING
 -- fragment: count_enqueued
 -- Adds the new jobs of `ins` to their queues' enqueue counters (count_deltas: no row every producer of a
 -- queue waits for).
-deltas (queue, enqueued, succeeded, failed, retried) AS (SELECT queue, 1, 0, 0, 0 FROM ins),
+deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (SELECT queue, 1, 0, 0, 0, 1, 0, 0 FROM ins),
 counters AS ({{count_deltas}})
 
 -- fragment: one_job_columns
@@ -429,7 +438,7 @@ WITH raced AS (
 undone AS (
     DELETE FROM jobs_hot h WHERE h.id = ANY(ARRAY(SELECT id FROM raced)) RETURNING h.id, h.queue
 ),
-deltas (queue, enqueued, succeeded, failed, retried) AS (SELECT queue, -1, 0, 0, 0 FROM undone),
+deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (SELECT queue, -1, 0, 0, 0, -1, 0, 0 FROM undone),
 counters AS ({{count_deltas}})
 SELECT id FROM undone;
 
@@ -577,6 +586,10 @@ claimed AS (
     FROM picked WHERE h.id = picked.id
     RETURNING {{claimed_columns}}
 ),
+deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (
+    SELECT queue, 0, 0, 0, 0, -1, CAST(status = 1 AS integer), CAST(status = 2 AS integer) FROM claimed
+),
+counters AS ({{count_deltas}}),
 -- Candidates this claim did not take, stuck ones apart: a lane's position must not pass them.
 left_over AS (
     SELECT c.* FROM cand c
@@ -668,11 +681,16 @@ SELECT 'snap', NULL, NULL, CAST(pg_snapshot_xmax(pg_current_snapshot()) AS text)
 -- `id = ANY(ARRAY(...))` (as `id IN (SELECT ...)` the planner chose sequential scans right after a bulk
 -- enqueue), and `status + 0 = n` so the tiny-looking partial status indexes are not chosen instead (under
 -- heavy churn they hold thousands of dead entries until vacuum: 1-3 ms per call instead of 0.1 ms).
-UPDATE jobs_hot SET status = 2, attempt_count = attempt_count + 1, started_at = now(), heartbeat_at = now(),
-                    updated_at = now()
-WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
-  AND worker_id = CAST(:worker_id AS text) AND status + 0 = 1
-RETURNING id, attempt_count, started_at;
+WITH moved AS (
+    UPDATE jobs_hot SET status = 2, attempt_count = attempt_count + 1, started_at = now(), heartbeat_at = now(),
+                        updated_at = now()
+    WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+      AND worker_id = CAST(:worker_id AS text) AND status + 0 = 1
+    RETURNING id, queue, attempt_count, started_at
+),
+deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (SELECT queue, 0, 0, 0, 0, 0, -1, 1 FROM moved),
+counters AS ({{count_deltas}})
+SELECT id, attempt_count, started_at FROM moved;
 
 -- name: owned_processing
 -- Which of :ids this worker already runs: after a mark_processing whose reply was lost (the connection
@@ -709,8 +727,10 @@ WITH moved_rows AS (
     UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = now(), ready_xid = pg_current_xact_id()
     WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
       AND worker_id = CAST(:worker_id AS text) AND status + 0 = 1
-    RETURNING id
+    RETURNING id, queue
 ),
+deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (SELECT queue, 0, 0, 0, 0, 1, -1, 0 FROM moved_rows),
+counters AS ({{count_deltas}}),
 {{wake_workers}}
 SELECT id FROM moved_rows WHERE (SELECT count(*) FROM signal) >= 0;
 
@@ -722,8 +742,10 @@ WITH moved_rows AS (
                         heartbeat_at = NULL, updated_at = now(), ready_xid = pg_current_xact_id()
     WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
       AND worker_id = CAST(:worker_id AS text) AND status + 0 = 2
-    RETURNING id
+    RETURNING id, queue
 ),
+deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (SELECT queue, 0, 0, 0, 0, 1, 0, -1 FROM moved_rows),
+counters AS ({{count_deltas}}),
 {{wake_workers}}
 SELECT id FROM moved_rows WHERE (SELECT count(*) FROM signal) >= 0;
 
@@ -732,15 +754,25 @@ SELECT id FROM moved_rows WHERE (SELECT count(*) FROM signal) >= 0;
 -- processing) and not among :ids, everything the worker knows it holds. A started one never reached
 -- user code: back to fetched, the attempt its start counted taken back. The two partial indexes find
 -- the worker's rows without reading the pending backlog.
-UPDATE jobs_hot h SET status = 1, updated_at = now(),
-                      attempt_count = CASE WHEN h.status = 2 THEN greatest(h.attempt_count - 1, 0) ELSE h.attempt_count END,
-                      heartbeat_at = CASE WHEN h.status = 2 THEN NULL ELSE h.heartbeat_at END
-WHERE h.id IN (SELECT x.id FROM jobs_hot x WHERE x.status = 1 AND x.worker_id = CAST(:worker_id AS text)
-               UNION ALL
-               SELECT x.id FROM jobs_hot x WHERE x.status = 2 AND x.worker_id = CAST(:worker_id AS text))
-  AND h.worker_id = CAST(:worker_id AS text) AND h.status IN (1, 2)
-  AND NOT (h.id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)))))
-RETURNING {{claimed_columns}};
+WITH mine AS (
+    SELECT x.id, x.status AS was FROM jobs_hot x WHERE x.status = 1 AND x.worker_id = CAST(:worker_id AS text)
+    UNION ALL
+    SELECT x.id, x.status FROM jobs_hot x WHERE x.status = 2 AND x.worker_id = CAST(:worker_id AS text)
+),
+moved AS (
+    UPDATE jobs_hot h SET status = 1, updated_at = now(),
+                          attempt_count = CASE WHEN h.status = 2 THEN greatest(h.attempt_count - 1, 0) ELSE h.attempt_count END,
+                          heartbeat_at = CASE WHEN h.status = 2 THEN NULL ELSE h.heartbeat_at END
+    FROM mine m
+    WHERE h.id = m.id AND h.worker_id = CAST(:worker_id AS text) AND h.status IN (1, 2)
+      AND NOT (h.id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)))))
+    RETURNING {{claimed_columns}}, m.was
+),
+deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (SELECT queue, 0, 0, 0, 0, 0, CAST(was = 2 AS integer), -CAST(was = 2 AS integer) FROM moved),
+counters AS ({{count_deltas}})
+SELECT id, queue, type, payload, tags, priority, attempt_count, created_at, scheduled_at, due_at, idempotency_key,
+       created_by, status, started_at
+FROM moved;
 
 -- name: finished_unseen
 -- After a finishing write that failed transiently (it may have committed and lost its reply): which of
@@ -808,7 +840,7 @@ archived AS (
            (SELECT count(*) FROM job_failures f WHERE f.job_id = moved.id) FROM moved
     WHERE (SELECT count(*) FROM displaced) >= 0
 ),
-deltas (queue, enqueued, succeeded, failed, retried) AS (SELECT queue, 0, 1, 0, 0 FROM moved UNION ALL {{displaced_deltas}}),
+deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (SELECT queue, 0, 1, 0, 0, {{left_hot}} FROM moved UNION ALL {{displaced_deltas}}),
 {{counters_deltas}},
 buckets AS (
     INSERT INTO metric_buckets AS b (bucket_start, queue, outcome, failure_reason, completed_count, duration_count,
@@ -901,7 +933,7 @@ failures AS (
            CAST(:worker_id AS text), now()
     FROM moved
 ),
-deltas (queue, enqueued, succeeded, failed, retried) AS (SELECT queue, 0, 0, 0, 1 FROM moved),
+deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (SELECT queue, 0, 0, 0, 1, 1, 0, -1 FROM moved),
 counters AS ({{count_deltas}}),
 moved_rows AS (SELECT id FROM moved),
 {{wake_workers}}
@@ -926,6 +958,8 @@ moved AS (
     WHERE id = ANY (ARRAY(SELECT id FROM victims)) AND status = 1
     RETURNING id, queue
 ),
+deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (SELECT queue, 0, 0, 0, 0, 1, -1, 0 FROM moved),
+counters AS ({{count_deltas}}),
 moved_rows AS (SELECT id FROM moved),
 {{wake_workers}}
 SELECT id, queue, (SELECT max(updated_at) FROM victims) AS last_at FROM moved
@@ -983,6 +1017,44 @@ failures AS ({{failures_moved}}),
 {{counters_failed}},
 buckets AS ({{buckets_failed}})
 SELECT m.id, m.queue, m.worker_id, {{moved_twin}}, coalesce(m.heartbeat_at, m.updated_at) AS last_at FROM moved m;
+
+-- name: sweep_mark
+-- Where phase :phase of the rescue sweep starts its index scan (mark_abandoned, mark_zombies); no row at
+-- first, and the scan starts at the beginning once.
+SELECT at AS mark_at FROM sweep_marks WHERE phase = CAST(:phase AS text);
+
+-- name: mark_abandoned
+-- After phase 1, where the next sweep starts: every fetched row older than the timeout was moved unless
+-- another session held it, so the next scan starts at the oldest such row left in the range this sweep
+-- read ([:from_at, threshold)), else at this sweep's threshold. The entries before it (rows that left
+-- long ago, dead but kept while a snapshot is held) are never walked again (docs/endurance.md).
+INSERT INTO sweep_marks AS m (phase, at)
+SELECT 'abandoned', least(now() - make_interval(secs => CAST(:timeout_s AS double precision)), (
+    SELECT min(h.updated_at) FROM jobs_hot h
+    WHERE h.status = 1 AND h.updated_at >= coalesce(CAST(:from_at AS timestamptz), '-infinity')
+      AND h.updated_at < now() - make_interval(secs => CAST(:timeout_s AS double precision))))
+ON CONFLICT (phase) DO UPDATE SET at = excluded.at;
+
+-- name: mark_zombies
+-- After phase 2, where the next sweep starts (see mark_abandoned): the oldest processing row left in
+-- the range this sweep read (held by another session, or of a queue with a longer timeout), else this
+-- sweep's time minus the longest timeout any queue has.
+WITH overrides AS (
+    SELECT CAST(value AS double precision) AS secs FROM jsonb_each_text(CAST(:overrides AS jsonb))
+),
+bounds AS (
+    SELECT least(CAST(:global_s AS double precision), (SELECT min(secs) FROM overrides),
+                 (SELECT min(zombie_timeout_seconds) FROM queues)) AS shortest,
+           greatest(CAST(:global_s AS double precision), (SELECT max(secs) FROM overrides),
+                    (SELECT max(zombie_timeout_seconds) FROM queues)) AS longest
+)
+INSERT INTO sweep_marks AS m (phase, at)
+SELECT 'zombies', least(now() - make_interval(secs => (SELECT longest FROM bounds)), (
+    SELECT min(coalesce(h.heartbeat_at, h.updated_at)) FROM jobs_hot h
+    WHERE h.status = 2
+      AND coalesce(h.heartbeat_at, h.updated_at) >= coalesce(CAST(:from_at AS timestamptz), '-infinity')
+      AND coalesce(h.heartbeat_at, h.updated_at) < now() - make_interval(secs => (SELECT shortest FROM bounds))))
+ON CONFLICT (phase) DO UPDATE SET at = excluded.at;
 
 -- name: try_lease
 -- Takes or renews a named lease; returns a row only to the holder.
@@ -1089,7 +1161,10 @@ new_queues AS (
 ),
 moved_rows AS (SELECT id FROM revived),
 {{wake_workers}},
-{{counters_failed_down}},
+deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (
+    SELECT queue, 0, 0, -1, 0, 0, 0, 0 FROM moved UNION ALL SELECT queue, 0, 0, 0, 0, 1, 0, 0 FROM revived
+),
+counters AS ({{count_deltas}}),
 audit AS (
     INSERT INTO audit_log (actor, action, job_id, plan_id, details)
     SELECT CAST(:actor AS text), 'resurrect', id, CAST(:plan_id AS text),
@@ -1242,7 +1317,7 @@ moved AS (
     DELETE FROM jobs_archive a WHERE a.ctid = ANY (ARRAY(SELECT ctid FROM victims))
     RETURNING a.queue, a.finished_at, a.id
 ),
-deltas (queue, enqueued, succeeded, failed, retried) AS (SELECT queue, 0, -1, 0, 0 FROM moved),
+deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (SELECT queue, 0, -1, 0, 0, 0, 0, 0 FROM moved),
 counters AS ({{count_deltas}}),
 total AS (SELECT count(*) AS n FROM moved),
 audit AS (
@@ -1416,12 +1491,24 @@ SELECT CAST(coalesce(sum(t.enqueued_total), 0) AS bigint) AS enqueued_total,
        CAST(coalesce(sum(t.retried_total), 0) AS bigint) AS retried_total, max(t.last_activity_at) AS last_activity_at
 FROM (SELECT {{queue_totals}} FROM queues q {{queue_totals_from}}) t;
 
+-- fragment: hot_counts
+-- Hot jobs per queue and status, from the counters (count_deltas): counting jobs_hot would walk the dead
+-- versions of every job finished since the oldest snapshot some session holds.
+SELECT q.name AS queue, v.status, v.n FROM queues q {{queue_totals_from}}
+CROSS JOIN LATERAL (VALUES (0, coalesce(s.pending, 0) + coalesce(d.pending, 0)),
+                           (1, coalesce(s.fetched, 0) + coalesce(d.fetched, 0)),
+                           (2, coalesce(s.processing, 0) + coalesce(d.processing, 0))) v (status, n)
+WHERE v.n <> 0
+
 -- name: hot_status_counts
-SELECT queue, status, count(*) AS n FROM jobs_hot GROUP BY queue, status;
+{{hot_counts}};
 
 -- name: table_counts
-SELECT (SELECT count(*) FROM jobs_hot) AS hot, (SELECT count(*) FROM jobs_archive) AS archive,
-       (SELECT count(*) FROM jobs_dlq) AS dlq;
+-- Jobs per table: hot from the counters (see hot_status_counts), the DLQ from its trigger-kept counts, the
+-- archive (insert-only but for purges) counted.
+SELECT (SELECT CAST(coalesce(sum(n), 0) AS bigint) FROM ({{hot_counts}}) h) AS hot,
+       (SELECT count(*) FROM jobs_archive) AS archive,
+       (SELECT CAST(coalesce(sum(n), 0) AS bigint) FROM dlq_counts) AS dlq;
 
 -- name: audit_rows
 -- `chokaq bench` refuses a database whose audit log holds rows (its reset would delete them).
@@ -1468,16 +1555,19 @@ FROM metric_buckets WHERE bucket_start >= now() - interval '300 seconds';
 WITH safe AS (SELECT CAST(CAST(pg_snapshot_xmin(pg_current_snapshot()) AS text) AS bigint) >> 10 AS xb),
 gone AS (
     DELETE FROM queue_counts c WHERE c.xb < (SELECT xb FROM safe)
-    RETURNING c.queue, c.enqueued, c.succeeded, c.failed, c.retried, c.at
+    RETURNING c.queue, c.enqueued, c.succeeded, c.failed, c.retried, c.pending, c.fetched, c.processing, c.at
 ),
 sums AS (
-    SELECT queue, sum(enqueued) AS e, sum(succeeded) AS s, sum(failed) AS f, sum(retried) AS r, max(at) AS at
+    SELECT queue, sum(enqueued) AS e, sum(succeeded) AS s, sum(failed) AS f, sum(retried) AS r,
+           sum(pending) AS p, sum(fetched) AS fe, sum(processing) AS pr, max(at) AS at
     FROM gone GROUP BY queue
 )
-INSERT INTO stats_summary AS t (queue, enqueued_total, succeeded_total, failed_total, retried_total,
-                                last_activity_at, folded_xb)
-SELECT queue, e, greatest(0, s), greatest(0, f), r, at, (SELECT xb FROM safe) FROM sums ORDER BY queue
+INSERT INTO stats_summary AS t (queue, enqueued_total, succeeded_total, failed_total, retried_total, pending,
+                                fetched, processing, last_activity_at, folded_xb)
+SELECT queue, e, greatest(0, s), greatest(0, f), r, p, fe, pr, at, (SELECT xb FROM safe) FROM sums ORDER BY queue
 ON CONFLICT (queue) DO UPDATE SET enqueued_total = t.enqueued_total + excluded.enqueued_total,
+    pending = t.pending + excluded.pending, fetched = t.fetched + excluded.fetched,
+    processing = t.processing + excluded.processing,
     succeeded_total = greatest(0, t.succeeded_total + excluded.succeeded_total),
     failed_total = greatest(0, t.failed_total + excluded.failed_total),
     retried_total = t.retried_total + excluded.retried_total,
@@ -2049,8 +2139,10 @@ WITH moved AS (
                         updated_at = now()
     WHERE id = ANY(ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
       AND worker_id = CAST(:worker_id AS text) AND status + 0 = 2
-    RETURNING id, type
+    RETURNING id, type, queue
 ),
+deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (SELECT queue, 0, 0, 0, 0, 1, 0, -1 FROM moved),
+counters AS ({{count_deltas}}),
 events AS (
     INSERT INTO events (kind, message, data)
     SELECT 'circuit', count(*) || ' jobs of ' || type || ' deferred: its circuit is open',
@@ -2122,18 +2214,22 @@ SELECT count(*) AS n FROM gone;
 -- name: recover_orphaned
 -- Rescue phase 1b, one batch: fetched rows of workers whose registry row was not refreshed for :gone_s
 -- (Health.WorkerHeartbeatTimeout: the worker died) go back to pending at once; user code never ran.
-WITH victims AS (
+WITH gone AS (
+    SELECT id FROM workers WHERE last_seen_at < now() - make_interval(secs => CAST(:gone_s AS double precision))
+),
+victims AS (
+    -- Read only while a worker is gone: the fetched rows' index holds the dead entries of every fetch.
     SELECT h.id FROM jobs_hot h
-    WHERE h.status = 1 AND h.worker_id IN (
-        SELECT id FROM workers
-        WHERE last_seen_at < now() - make_interval(secs => CAST(:gone_s AS double precision)))
+    WHERE EXISTS (SELECT 1 FROM gone) AND h.status = 1 AND h.worker_id IN (SELECT id FROM gone)
     LIMIT CAST(:batch AS integer) FOR UPDATE OF h SKIP LOCKED
 ),
 moved AS (
     UPDATE jobs_hot SET status = 0, worker_id = NULL, updated_at = now(), ready_xid = pg_current_xact_id()
     WHERE id = ANY (ARRAY(SELECT id FROM victims)) AND status = 1
     RETURNING id, queue
-)
+),
+deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (SELECT queue, 0, 0, 0, 0, 1, -1, 0 FROM moved),
+counters AS ({{count_deltas}})
 SELECT id, queue FROM moved;
 
 -- name: gone_workers

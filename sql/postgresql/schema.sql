@@ -27,7 +27,11 @@ CREATE TABLE jobs_hot (
     ready_xid         xid8         NOT NULL DEFAULT pg_current_xact_id(),
     CONSTRAINT pk_jobs_hot PRIMARY KEY (id),
     CONSTRAINT ck_jobs_hot_status CHECK (status IN (0, 1, 2))
-) WITH (fillfactor = 80, autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.02);
+) WITH (fillfactor = 80, autovacuum_analyze_scale_factor = 0.02,
+        -- Vacuumed once a few thousand versions are dead, without a cost delay (docs/endurance.md).
+        autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 5000,
+        autovacuum_vacuum_insert_scale_factor = 0, autovacuum_vacuum_insert_threshold = 10000,
+        autovacuum_vacuum_cost_delay = 0);
 
 -- The claim's lanes (queue, priority), each read from the worker's position on (docs/endurance.md), and
 -- per-queue lag.
@@ -221,8 +225,11 @@ CREATE TABLE stats_summary (
     retried_total     bigint       NOT NULL DEFAULT 0,
     last_activity_at  timestamptz,
     folded_xb         bigint       NOT NULL DEFAULT 0,  -- queue_counts buckets before this one are folded in
+    pending           bigint       NOT NULL DEFAULT 0,  -- hot jobs per status, folded like the totals
+    fetched           bigint       NOT NULL DEFAULT 0,
+    processing        bigint       NOT NULL DEFAULT 0,
     CONSTRAINT pk_stats_summary PRIMARY KEY (queue)
-);
+) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 200, autovacuum_vacuum_cost_delay = 0);
 INSERT INTO stats_summary (queue) VALUES ('default');
 
 -- Counter deltas (queries.sql, count_deltas): one row per queue, bucket of 1,024 transaction ids and slot
@@ -237,15 +244,19 @@ CREATE TABLE queue_counts (
     failed     bigint       NOT NULL DEFAULT 0,
     retried    bigint       NOT NULL DEFAULT 0,
     at         timestamptz  NOT NULL,
+    pending    bigint       NOT NULL DEFAULT 0,  -- hot jobs per status (hot_status_counts)
+    fetched    bigint       NOT NULL DEFAULT 0,
+    processing bigint       NOT NULL DEFAULT 0,
     CONSTRAINT pk_queue_counts PRIMARY KEY (queue, xb, slot)
-) WITH (fillfactor = 70);
+) WITH (fillfactor = 70, autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000,
+        autovacuum_vacuum_cost_delay = 0);
 
 -- Workers waiting for work: enqueues NOTIFY only while one is marked (engine/wakeup.py).
 CREATE TABLE idle_workers (
     worker_id  varchar(100) NOT NULL,
     seen_at    timestamptz  NOT NULL,
     CONSTRAINT pk_idle_workers PRIMARY KEY (worker_id)
-);
+) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 200, autovacuum_vacuum_cost_delay = 0);
 -- Enqueues ask for marks of the last minute only: through this index they never read older versions.
 CREATE INDEX ix_idle_workers_seen ON idle_workers (seen_at);
 
@@ -261,7 +272,7 @@ CREATE TABLE metric_buckets (
     max_duration_ms    double precision,
     CONSTRAINT pk_metric_buckets PRIMARY KEY (bucket_start, queue, outcome, failure_reason),
     CONSTRAINT ck_metric_buckets_outcome CHECK (outcome IN (0, 1))
-);
+) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 2000, autovacuum_vacuum_cost_delay = 0);
 
 -- Who changed what. One row per job for job-level actions; one per batch for archive purges.
 CREATE TABLE audit_log (
@@ -312,7 +323,14 @@ CREATE TABLE leases (
     holder      varchar(100) NOT NULL,
     expires_at  timestamptz  NOT NULL,
     CONSTRAINT pk_leases PRIMARY KEY (name)
-);
+) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 100, autovacuum_vacuum_cost_delay = 0);
+
+-- Where each phase of the rescue sweep starts its next index scan (engine/rescue.py, docs/endurance.md).
+CREATE TABLE sweep_marks (
+    phase  varchar(30)  NOT NULL,
+    at     timestamptz  NOT NULL,
+    CONSTRAINT pk_sweep_marks PRIMARY KEY (phase)
+) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 100, autovacuum_vacuum_cost_delay = 0);
 
 -- Bulk-decision plans (chokaq_ops.storage.plan_ops): the frozen set of jobs a resurrect / purge / cancel
 -- acts on, and how far its execution got. A chunk's items are marked done in the same transaction as the
@@ -421,7 +439,7 @@ CREATE TABLE workers (
     last_seen_at         timestamptz  NOT NULL DEFAULT now(),
     CONSTRAINT pk_workers PRIMARY KEY (id),
     CONSTRAINT ck_workers_desired CHECK (desired_concurrency IS NULL OR desired_concurrency >= 1)
-);
+) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 200, autovacuum_vacuum_cost_delay = 0);
 CREATE INDEX ix_workers_seen ON workers (last_seen_at);
 
 -- What workers declared per job type when they started (@job(idempotent=True)): --idempotent-only.

@@ -66,6 +66,10 @@ def age(store: Store, table: str, ids: Sequence[str] | None, seconds: float, *co
             else ""
         )
         sql(store, f"UPDATE {table} SET {col} = {ago_expr(store)}{ready}{where}", seconds, *(ids or []))
+    if table == "jobs_hot" and {"heartbeat_at", "updated_at"} & set(columns) and is_pg(store):
+        # Rows aged by hand may land before where the rescue sweep starts its scans (sweep_marks), which
+        # real time never does: the next sweep starts at the beginning.
+        sql(store, "DELETE FROM sweep_marks")
 
 
 def counters(store: Store, queue: str | None = None) -> dict[str, int]:
