@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from chokaq_ops import errors, ids, validation
+from chokaq_ops import errors, ids, tracing, validation
 from chokaq_ops.models import Actor, EnqueueResult, NewJob
 from chokaq_ops.storage import signals
 from chokaq_ops.storage.audit import audit_in, person
@@ -297,6 +297,14 @@ class Producer:
             "scheduled_at": self.db.format_time(job.scheduled_at) if job.scheduled_at else None,
             "created_by": validation.text(
                 job.created_by, "created_by", max_len=validation.MAX_ACTOR, required=False
+            ),
+            # Without OpenTelemetry a constant None: the flag is the whole cost (docs/tracing.md).
+            "trace_context": (
+                validation.text(job.trace_context, "trace_context", max_len=tracing.MAX_CONTEXT_CHARS)
+                if job.trace_context is not None
+                else tracing.current_context()
+                if tracing.ENABLED
+                else None
             ),
         }
 

@@ -22,6 +22,7 @@ CREATE TABLE jobs_hot (
     created_by        varchar(100),
     last_modified_by  varchar(100),
     last_error        text,
+    trace_context     text,  -- the producer's W3C trace context, JSON (docs/tracing.md)
     CONSTRAINT pk_jobs_hot PRIMARY KEY (id),
     CONSTRAINT ck_jobs_hot_status CHECK (status IN (0, 1, 2))
 ) WITH (fillfactor = 80, autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.02);
@@ -61,6 +62,7 @@ CREATE TABLE jobs_archive (
     created_by        varchar(100),
     last_modified_by  varchar(100),
     failure_count     integer      NOT NULL DEFAULT 0,
+    trace_context     text,
     CONSTRAINT pk_jobs_archive PRIMARY KEY (id)
 );
 CREATE INDEX ix_jobs_archive_finished ON jobs_archive (finished_at, id);
@@ -108,6 +110,7 @@ CREATE TABLE jobs_dlq (
     duration_ms       double precision,
     created_by        varchar(100),
     last_modified_by  varchar(100),
+    trace_context     text,
     CONSTRAINT pk_jobs_dlq PRIMARY KEY (id),
     CONSTRAINT ck_jobs_dlq_reason CHECK (failure_reason BETWEEN 0 AND 10)
 );

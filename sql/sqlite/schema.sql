@@ -22,7 +22,8 @@ CREATE TABLE jobs_hot (
     updated_at        TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')),
     created_by        TEXT,
     last_modified_by  TEXT,
-    last_error        TEXT
+    last_error        TEXT,
+    trace_context     TEXT  -- the producer's W3C trace context, JSON (docs/tracing.md)
 );
 CREATE INDEX ix_jobs_hot_fetch ON jobs_hot (priority DESC, due_at) WHERE status = 0;
 CREATE INDEX ix_jobs_hot_queue_fetch ON jobs_hot (queue, priority DESC, due_at) WHERE status = 0;
@@ -49,7 +50,8 @@ CREATE TABLE jobs_archive (
     duration_ms       REAL,
     created_by        TEXT,
     last_modified_by  TEXT,
-    failure_count     INTEGER NOT NULL DEFAULT 0
+    failure_count     INTEGER NOT NULL DEFAULT 0,
+    trace_context     TEXT
 );
 CREATE INDEX ix_jobs_archive_finished ON jobs_archive (finished_at, id);
 CREATE INDEX ix_jobs_archive_queue ON jobs_archive (queue, finished_at, id);
@@ -93,7 +95,8 @@ CREATE TABLE jobs_dlq (
     failed_at         TEXT    NOT NULL,
     duration_ms       REAL,
     created_by        TEXT,
-    last_modified_by  TEXT
+    last_modified_by  TEXT,
+    trace_context     TEXT
 );
 CREATE INDEX ix_jobs_dlq_failed ON jobs_dlq (failed_at, id);
 CREATE INDEX ix_jobs_dlq_reason ON jobs_dlq (failure_reason, failed_at, id);
