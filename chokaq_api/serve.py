@@ -50,6 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-worker", action="store_true", help="do not run a worker in this process")
     p.add_argument("--no-rescue", action="store_true", help="do not run the rescue sweep in this process")
     p.add_argument("--no-retention", action="store_true", help="do not run retention in this process")
+    p.add_argument("--no-alerts", action="store_true", help="do not evaluate alert rules in this process")
     p.add_argument("--migrate", action="store_true", help="create or upgrade the schema first (PostgreSQL)")
     p.set_defaults(handler=run)
 
@@ -123,6 +124,7 @@ def _engine_roles(args: argparse.Namespace) -> list[tuple[str, bool]]:
         ("worker", not args.no_worker),
         ("rescue", not args.no_rescue),
         ("retention", not args.no_retention),
+        ("alerts", not args.no_alerts),
     ]
 
 
@@ -143,6 +145,7 @@ def build_engine(settings: Settings, args: argparse.Namespace) -> Any:
             run_worker=not args.no_worker,
             run_rescue=not args.no_rescue,
             run_retention=not args.no_retention,
+            run_alerts=not args.no_alerts,
         )
     except BaseException:
         store.close()

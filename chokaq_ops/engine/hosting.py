@@ -4,7 +4,9 @@
   (HeartbeatIntervalMin + HeartbeatIntervalMax) / 2 seconds with a jitter of half their difference
   (8-12 s by default), refreshing every job the worker owns in one statement;
 - the rescue sweep every Recovery.ScanInterval (first run at start: a restarted fleet cleans up at once);
-- retention every Retention.Interval (first run a minute after start, or sooner for short intervals).
+- retention every Retention.Interval (first run a minute after start, or sooner for short intervals);
+- with `run_alerts` (`chokaq serve`), the alert rule loop every Alerts.EvaluationInterval
+  (engine/alerting.py); every worker a Host runs also delivers notifications (engine/alert_delivery.py).
 
 `chokaq worker` runs a Host blocking (`run_forever`, stopping gracefully on SIGTERM/SIGINT); `chokaq serve`
 starts one in the background next to the API. Nothing starts at import time: only `start()` does.
@@ -20,6 +22,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from chokaq_ops.engine import alert_delivery
+from chokaq_ops.engine.alerting import Alerter
 from chokaq_ops.engine.handlers import Registry, load_handler_modules
 from chokaq_ops.engine.metrics import Metrics
 from chokaq_ops.engine.rescue import PROBE_INTERVAL_S, DbWatch, Rescuer, default_holder
@@ -51,6 +55,7 @@ class Host:
         run_worker: bool = True,
         run_rescue: bool = True,
         run_retention: bool = True,
+        run_alerts: bool = False,
         metrics: Metrics | None = None,
         worker_id: str | None = None,
         queues: list[str] | tuple[str, ...] | None = None,
@@ -78,6 +83,8 @@ class Host:
                 queues=queues,
                 concurrency=concurrency,
             )
+        if self.worker is not None:
+            alert_delivery.register(self.worker.registry, store, settings, self.metrics)
         holder_base = self.worker.worker_id if self.worker else None
         self.rescuer: Rescuer | None = None
         self.retention: Retention | None = None
@@ -88,6 +95,9 @@ class Host:
             self.rescuer = Rescuer(store, settings, self.metrics, holder=holder, watch=self.watch)
         if run_retention:
             self.retention = Retention(store, settings, self.metrics, holder=holder)
+        self.alerter: Alerter | None = None
+        if run_alerts and settings.alerts.enabled:
+            self.alerter = Alerter(store, settings, self.metrics, holder=holder)
         self._scheduler: Any = None
         self._stop = threading.Event()
         self._signals = 0
@@ -148,6 +158,16 @@ class Host:
                 id="retention",
                 name="retention",
                 next_run_time=now + timedelta(seconds=min(interval, 60.0)),
+            )
+        if self.alerter is not None:
+            # Its own thread of the scheduler's pool: an evaluation never waits on the worker, nor the
+            # worker on it, and it never waits on HTTP (deliveries are jobs).
+            scheduler.add_job(
+                self.alerter.run,
+                IntervalTrigger(seconds=self.settings.alerts.evaluation_interval),
+                id="alerts",
+                name="alert rules",
+                next_run_time=now + timedelta(seconds=min(self.settings.alerts.evaluation_interval, 5.0)),
             )
         scheduler.start()
         self._scheduler = scheduler
@@ -213,6 +233,8 @@ class Host:
             out["prefetched_jobs"] = out["worker"]["prefetched_jobs"]
         else:
             out["worker_running"] = False
+        if self.alerter is not None:
+            out["alerts"] = {"evaluations": self.alerter.evaluations, "last_error": self.alerter.last_error}
         if self.rescuer is not None:
             watch = self.rescuer.watch
             out["rescue"] = {

@@ -144,11 +144,15 @@ class Producer:
         back with the caller's transaction, which this call neither commits nor rolls back. The same
         named statements as `enqueue`; nothing is retried here (a failure fails the caller's
         transaction, which the caller retries whole)."""
+        self.db.dialect.join_transaction(conn)
+        return self.enqueue_in(Tx(self.db, conn), jobs)
+
+    def enqueue_in(self, tx: Tx, jobs: Iterable[NewJob]) -> list[EnqueueResult]:
+        """Enqueue inside a transaction already open on this store (`Database.transaction`), with the other
+        writes of that transaction (the alert loop's deliveries commit with its group state)."""
         items, explicit = self._enqueue_items(jobs)
         if not items:
             return []
-        self.db.dialect.join_transaction(conn)
-        tx = Tx(self.db, conn)
         # Always NOTIFY: the application's transaction may have begun before a worker went idle, so the
         # idle-worker gate (see the enqueue SQL) could miss that worker.
         return self._results(tx.run, items, self._enqueue_in(tx, items, explicit, notify=True))
