@@ -4,15 +4,15 @@ start, so a bad entry stops the process with the key named."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 from chokaq_ops.alert_model import Receiver, Rule, make_receiver, make_rule
 
-if TYPE_CHECKING:
-    from chokaq_ops.settings import AlertReceiverSettings, AlertRuleSettings, Settings
+# Settings types are not named here: settings.py imports this module to validate its sections.
 
 
-def config_receiver(name: str, item: AlertReceiverSettings) -> Receiver:
+def config_receiver(name: str, item: Any) -> Receiver:
+    """From an AlertReceiverSettings."""
     return make_receiver(
         {
             "name": name,
@@ -27,7 +27,8 @@ def config_receiver(name: str, item: AlertReceiverSettings) -> Receiver:
     )
 
 
-def config_rule(name: str, item: AlertRuleSettings) -> Rule:
+def config_rule(name: str, item: Any) -> Rule:
+    """From an AlertRuleSettings."""
     return make_rule(
         {
             "name": name,
@@ -49,7 +50,7 @@ def config_rule(name: str, item: AlertRuleSettings) -> Rule:
     )
 
 
-def configured(settings: Settings) -> tuple[dict[str, Receiver], dict[str, Rule]]:
+def configured(settings: Any) -> tuple[dict[str, Receiver], dict[str, Rule]]:
     """The file's receivers and rules by name."""
     receivers = {n: config_receiver(n, r) for n, r in settings.alert_receivers.items()}
     rules = {n: config_rule(n, r) for n, r in settings.alert_rules.items()}

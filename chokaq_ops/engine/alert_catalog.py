@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from chokaq_ops import errors, redact
 from chokaq_ops.alert_config import configured
 from chokaq_ops.alert_model import Receiver, Rule, check_name, make_rule
+from chokaq_ops.engine.alert_jobs import test_job
 from chokaq_ops.models import Actor
 
 if TYPE_CHECKING:
@@ -99,7 +100,5 @@ class AlertCatalog:
 
     def test(self, name: str, *, actor: Actor) -> str:
         """Enqueue one test notification to receiver `name` (audited `alert_test`); the delivery job id."""
-        from chokaq_ops.engine.alert_delivery import test_job
-
         receiver = self.receiver(name)
         return self.store.send_alert_test(receiver, test_job(receiver.name, self.settings), actor=actor)

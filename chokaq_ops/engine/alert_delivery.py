@@ -11,7 +11,6 @@ holds the URL or the secret."""
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -19,17 +18,10 @@ from typing import TYPE_CHECKING, Any
 import requests
 
 from chokaq_ops import errors
-from chokaq_ops.alert_payloads import (
-    DELIVERY_HEADER,
-    NEVER,
-    SIGNATURE_HEADER,
-    TIMESTAMP_HEADER,
-    body_bytes,
-    notification,
-    sign,
-)
+from chokaq_ops.alert_payloads import DELIVERY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, body_bytes, sign
+from chokaq_ops.engine.alert_catalog import AlertCatalog
+from chokaq_ops.engine.alert_jobs import TYPE
 from chokaq_ops.engine.handlers import Handler, JobContext, Registry
-from chokaq_ops.models import NewJob
 
 if TYPE_CHECKING:
     from chokaq_ops.engine.metrics import Metrics
@@ -38,8 +30,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("chokaq.alerts")
 
-TYPE = "chokaq.alert.deliver.v1"
-PRIORITY = 100  # ahead of a backlog: a queue-lag alert must not wait behind the lag it reports
 USER_AGENT = "chokaq-alerts/1"
 
 
@@ -47,53 +37,10 @@ class DeliveryFailed(errors.ChokaqError):
     """A notification could not be delivered this time; the job is retried."""
 
 
-def delivery_job(receiver: str, note: dict[str, Any], key: str, queue: str) -> NewJob:
-    """The job that delivers `note` to `receiver`; `key` makes a repeated enqueue of the same message (a
-    second evaluator after a lost reply) a duplicate while the first is still hot."""
-    return NewJob(
-        type=TYPE,
-        queue=queue,
-        payload=json.dumps({"receiver": receiver, "notification": note}, separators=(",", ":")),
-        priority=PRIORITY,
-        tags="alert",
-        idempotency_key=f"alert:{receiver}:{key}"[:255],
-    )
-
-
-def test_job(receiver: str, settings: Settings) -> NewJob:
-    """One firing test alert for `chokaq alerts test` / POST /alerts/receivers/{name}/test."""
-    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    alert = {
-        "status": "firing",
-        "labels": {"alertname": "chokaq_test", "severity": "info"},
-        "annotations": {"summary": f"a test notification to receiver {receiver}"},
-        "startsAt": now,
-        "endsAt": NEVER,
-        "generatorURL": "",
-        "fingerprint": "0000000000000000",
-    }
-    note = notification(
-        receiver=receiver,
-        group_key="test",
-        group_labels={"alertname": "chokaq_test"},
-        alerts=[alert],
-        external_url=settings.alerts.external_url,
-    )
-    return NewJob(
-        type=TYPE,
-        queue=settings.alerts.queue,
-        payload=json.dumps({"receiver": receiver, "notification": note}, separators=(",", ":")),
-        priority=PRIORITY,
-        tags="alert,test",
-    )
-
-
 class Deliverer:
     """The handler of TYPE: looks the receiver up, signs and posts the body."""
 
     def __init__(self, store: Store, settings: Settings, metrics: Metrics | None = None) -> None:
-        from chokaq_ops.engine.alert_catalog import AlertCatalog
-
         self.catalog = AlertCatalog(settings, store)
         self.metrics = metrics
 

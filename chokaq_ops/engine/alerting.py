@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from chokaq_ops.alert_model import Receiver, Rule
 from chokaq_ops.alert_payloads import NEVER, notification
 from chokaq_ops.engine.alert_catalog import AlertCatalog
-from chokaq_ops.engine.alert_delivery import delivery_job
+from chokaq_ops.engine.alert_jobs import delivery_job
 from chokaq_ops.engine.alert_rules import Active, evaluate
 from chokaq_ops.engine.rescue import default_holder, lease_ttl
 
