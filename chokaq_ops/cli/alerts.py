@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 from chokaq_ops import errors
+from chokaq_ops.alert_model import KINDS
 from chokaq_ops.cli import common
 from chokaq_ops.cli.dlq import actor_of, add_actor
 from chokaq_ops.engine.alert_catalog import AlertCatalog
@@ -97,8 +98,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         c = rules.add_parser(name, help=help_text)
         _common(c)
         c.add_argument("name")
-        c.add_argument("--kind", help="dlq_growth, zombies, circuit_open, queue_lag, queue_depth, worker_lost, "
-                       "horizon_held, plan_halted")  # fmt: skip
+        c.add_argument("--kind", choices=sorted(KINDS), help="what the rule watches (docs/alerts.md)")
         c.add_argument("--receivers", metavar="R1,R2")
         c.add_argument("--severity", choices=("info", "warning", "critical"))
         c.add_argument("--threshold", type=float)
