@@ -202,7 +202,7 @@ def test_grouping_by_label_and_inhibition(store, hook):
     for error in ("KeyError: a", "TimeoutError: b", "OSError: c"):
         dead_jobs(store, 1, error)
     assert Alerter(store, settings).evaluate() == 1 + 3
-    notes = [j for j in deliveries(store)]
+    notes = list(deliveries(store))
     sizes = sorted(len(json.loads(j.payload)["notification"]["alerts"]) for j in notes)
     assert sizes == [1, 1, 1, 3]
 
