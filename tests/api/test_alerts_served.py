@@ -35,11 +35,16 @@ Severity = "critical"
         )
         served = serve("alerts")
         admin = tokens["admin"]
-        assert served.call("PATCH", "/api/v1/circuits/pay.v1", admin, json={"state": "open"}).status_code == 200
+        assert (
+            served.call("PATCH", "/api/v1/circuits/pay.v1", admin, json={"state": "open"}).status_code == 200
+        )
         from tests.support.polling import wait_for
 
         wait_for(lambda: len(hook.requests) >= 1, 20, "the firing notification")
-        assert served.call("PATCH", "/api/v1/circuits/pay.v1", admin, json={"state": "closed"}).status_code == 200
+        assert (
+            served.call("PATCH", "/api/v1/circuits/pay.v1", admin, json={"state": "closed"}).status_code
+            == 200
+        )
         wait_for(lambda: any(r.json["status"] == "resolved" for r in hook.requests), 20, "the resolve")
         firing, resolved = hook.requests[0].json, hook.requests[-1].json
         assert firing["status"] == "firing" and firing["alerts"][0]["labels"] == {
