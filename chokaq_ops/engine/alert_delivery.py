@@ -102,13 +102,13 @@ def register(registry: Registry, store: Store, settings: Settings, metrics: Metr
     quiet = logging.getLogger("urllib3.connectionpool")
     if quiet.level == logging.NOTSET:
         quiet.setLevel(logging.INFO)
-    registry.remove(TYPE)  # a Host built again in this process replaces the last one's
-    registry.add(
+    registry.add_builtin(  # a Host built again in this process replaces the last one's
         Handler(
             TYPE,
             Deliverer(store, settings, metrics),
             timeout=150.0,  # above the longest receiver timeout (120 s)
             max_attempts=settings.alerts.delivery_max_attempts,
             circuit=False,  # one dead receiver must not stop the others' deliveries
-        )
+        ),
+        settings.alerts.queue,
     )

@@ -74,6 +74,10 @@ class Host:
             # caller imported them already), so Host(settings, store).run_forever() is a whole worker.
             load_handler_modules(settings.worker.handlers)
         if run_worker:
+            # A worker limited to some queues still delivers alerts (docs/alerts.md, "Delivery").
+            wanted = tuple(queues if queues is not None else settings.worker.queues)
+            if wanted and settings.alerts.queue not in wanted:
+                queues = (*wanted, settings.alerts.queue)
             self.worker = Worker(
                 store,
                 settings,

@@ -170,6 +170,7 @@ class Store:
     enqueue = forward("producer", producer.Producer.enqueue)
     next_due = forward("producer", producer.Producer.next_due)
     enqueue_on = forward("producer", producer.Producer.enqueue_on)
+    enqueue_in = forward("producer", producer.Producer.enqueue_in)
     enqueue_audited = forward("producer", producer.Producer.enqueue_audited)
 
     # ------------------------------------------------------------------ worker (WorkerOps)

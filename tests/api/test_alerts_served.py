@@ -15,7 +15,7 @@ SECRET = "whsec-served-5a6b7c8d9e0f"
 
 
 def test_serve_notifies_a_circuit_opening_and_its_resolve(e2e):
-    store, tokens, serve, workdir = e2e
+    _, tokens, serve, workdir = e2e
     with webhook() as hook:
         (workdir / "chokaq.toml").write_text(
             FAST_TOML

@@ -94,7 +94,7 @@ def test_alerts_test_goes_through_the_queue_to_a_real_receiver(capsys, db_url, s
                         chokaq(capsys, db_url, "alerts", "test", "ops", "--wait", "20", "--format", "json"),
                         strict=True,
                     )
-                )  # fmt: skip
+                )
             )
             t.start()
             t.join(30)
