@@ -69,6 +69,14 @@ KINDS: Mapping[str, Kind] = {
 }
 
 
+STAMPS = ("created_at", "created_by", "updated_at", "updated_by")
+
+
+def _stamps(item: Any) -> dict[str, Any]:
+    """Where an entry comes from and who made and last changed it (the end of every view)."""
+    return {"source": item.source, **{k: getattr(item, k) for k in STAMPS}}
+
+
 def url_hint(url: str | None) -> str | None:
     """What may be shown of a receiver's URL: scheme and host (a path or query may be the secret)."""
     if not url:
@@ -105,11 +113,7 @@ class Receiver:
             "send_resolved": self.send_resolved,
             "timeout_s": self.timeout_s,
             "max_alerts": self.max_alerts,
-            "source": self.source,
-            "created_at": self.created_at,
-            "created_by": self.created_by,
-            "updated_at": self.updated_at,
-            "updated_by": self.updated_by,
+            **_stamps(self),
         }
 
 
@@ -151,11 +155,7 @@ class Rule:
             "inhibited_by": list(self.inhibited_by),
             "inhibit_equal": list(self.inhibit_equal),
             "enabled": self.enabled,
-            "source": self.source,
-            "created_at": self.created_at,
-            "created_by": self.created_by,
-            "updated_at": self.updated_at,
-            "updated_by": self.updated_by,
+            **_stamps(self),
         }
 
     def labels_of(self) -> tuple[str, ...]:
@@ -252,10 +252,7 @@ def make_receiver(values: Mapping[str, Any], *, source: str = "api") -> Receiver
         timeout_s=_seconds(values.get("timeout_s", 10.0), "timeout_s", low=0.5, high=120),
         max_alerts=max_alerts,
         source=source,
-        created_at=values.get("created_at"),
-        created_by=values.get("created_by"),
-        updated_at=values.get("updated_at"),
-        updated_by=values.get("updated_by"),
+        **{k: values.get(k) for k in STAMPS},
     )
 
 
@@ -311,10 +308,7 @@ def make_rule(values: Mapping[str, Any], *, source: str = "api") -> Rule:
         inhibit_equal=_names(values.get("inhibit_equal"), "inhibit_equal", LABEL),
         enabled=enabled,
         source=source,
-        created_at=values.get("created_at"),
-        created_by=values.get("created_by"),
-        updated_at=values.get("updated_at"),
-        updated_by=values.get("updated_by"),
+        **{k: values.get(k) for k in STAMPS},
     )
 
 

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from chokaq_ops import errors
-from chokaq_ops.alert_model import Receiver, Rule, check_name, joined, make_receiver, make_rule
+from chokaq_ops.alert_model import STAMPS, Receiver, Rule, check_name, joined, make_receiver, make_rule
 from chokaq_ops.models import Actor, NewJob
 from chokaq_ops.storage.audit import audit_in, person
 from chokaq_ops.storage.database import Database, Tx
@@ -35,13 +35,10 @@ RULE_FIELDS = (
 )
 
 
-def _audit_view(receiver: Receiver) -> dict[str, Any]:
-    """A receiver in an audit row: its view without timestamps (no URL path, no secret)."""
-    return {k: v for k, v in receiver.view().items() if not k.endswith(("_at", "_by"))}
-
-
-def _rule_audit_view(rule: Rule) -> dict[str, Any]:
-    return {k: v for k, v in rule.view().items() if not k.endswith(("_at", "_by"))}
+def _audit_view(item: Receiver | Rule) -> dict[str, Any]:
+    """A receiver or rule in an audit row: its view without the stamps (a receiver's has no URL path and
+    no secret)."""
+    return {k: v for k, v in item.view().items() if k not in STAMPS}
 
 
 class AlertOps:
@@ -127,7 +124,7 @@ class AlertOps:
         def create(tx: Tx) -> None:
             if not tx.run("alert_rule_insert", actor=actor.name, **_rule_params(rule)):
                 raise errors.Conflict(f"a rule named {rule.name} exists already", field="name")
-            audit_in(tx, actor, "alert_rule_create", details={"after": _rule_audit_view(rule)})
+            audit_in(tx, actor, "alert_rule_create", details={"after": _audit_view(rule)})
 
         self.db.transaction(create)
         return self._stored_rule(rule.name)
@@ -143,7 +140,7 @@ class AlertOps:
             before = _rule(rows[0])
             after = make_rule({**_fields(before, RULE_FIELDS), **changes, "name": name})
             tx.run("alert_rule_write", actor=actor.name, **_rule_params(after))
-            details = {"before": _rule_audit_view(before), "after": _rule_audit_view(after)}
+            details = {"before": _audit_view(before), "after": _audit_view(after)}
             audit_in(tx, actor, "alert_rule_update", details=details)
 
         self.db.transaction(update)
@@ -158,7 +155,7 @@ class AlertOps:
             if not rows:
                 raise errors.JobNotFound(f"no rule named {name}")
             tx.run("alert_rule_delete", name=name)
-            audit_in(tx, actor, "alert_rule_delete", details={"before": _rule_audit_view(_rule(rows[0]))})
+            audit_in(tx, actor, "alert_rule_delete", details={"before": _audit_view(_rule(rows[0]))})
 
         self.db.transaction(delete)
 
