@@ -84,13 +84,14 @@ def run(args: argparse.Namespace) -> int:
         host = build_engine(settings, args)
         app = create_app(settings, store=api_store, host=host)
         server = listen(app, settings)  # before the engine starts: a taken port starts no worker
-        if host is not None:
-            host.start()
         where = f"http://{server.effective_host}:{server.effective_port}"
         parts = ", ".join(name for name, on in _engine_roles(args) if on) or "no engine"
+        # The first line on stdout says where it serves (scripts read it), before any log line of the engine.
         print(f"chokaq: serving {where}/api/v1 on {api_store.dialect.redacted_url()} ({parts})", flush=True)
         if settings.deck.enabled:
             print(f"chokaq: The Deck (web console) at {where}{settings.deck.route_prefix}/", flush=True)
+        if host is not None:
+            host.start()
         _install_signals()
         try:
             server.run()

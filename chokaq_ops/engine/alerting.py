@@ -80,8 +80,11 @@ class Alerter:
 
     def run(self) -> int | None:
         """One evaluation unless another process holds the lease (then None); the number of notifications
-        enqueued. Never raises: the schedule goes on."""
+        enqueued. Without rules (and no alert state left from deleted ones) it writes nothing at all.
+        Never raises: the schedule goes on."""
         try:
+            if not self.catalog.rules() and not self.store.alert_states() and not self.store.alert_groups():
+                return 0  # nothing configured, nothing left over: no lease, no write
             ttl = lease_ttl(self.settings.alerts.evaluation_interval)
             if not self.store.try_lease(LEASE, self.holder, ttl):
                 return None

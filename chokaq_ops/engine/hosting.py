@@ -177,10 +177,11 @@ class Host:
         self._scheduler = scheduler
         self._started_at = time.monotonic()
         log.info(
-            "host started: worker=%s rescue=%s retention=%s",
+            "host started: worker=%s rescue=%s retention=%s alerts=%s",
             self.worker.worker_id if self.worker else "off",
             f"every {self.settings.recovery.scan_interval:g}s" if self.rescuer else "off",
             f"every {self.settings.retention.interval:g}s" if self.retention else "off",
+            f"every {self.settings.alerts.evaluation_interval:g}s" if self.alerter else "off",
         )
 
     def shutdown(self, wait: bool = True, grace: float | None = None) -> None:

@@ -224,3 +224,11 @@ def test_grouping_by_label_and_inhibition(store, hook):
         "zombies": "firing",
         "reasons": "firing",
     }
+
+
+def test_without_rules_the_loop_writes_nothing(store):
+    """A `chokaq serve` nobody configured alerts for takes no lease and writes no row every interval."""
+    from tests.support.dbprobe import scalar
+
+    assert Alerter(store, alert_settings(store)).run() == 0
+    assert scalar(store, "SELECT count(*) FROM leases") == 0
