@@ -28,10 +28,11 @@ MIN_SECRET_CHARS = 8  # shorter values would mask ordinary words
 
 
 def register_secret(value: str | None) -> None:
-    """Mask `value` in every text `redact` cleans from now on (error messages, log lines)."""
+    """Mask `value` in every text `redact` cleans from now on (error messages, log lines). The list is
+    replaced, never changed in place: a thread masking a line meanwhile reads a whole old or new list."""
+    global _SECRETS
     if value and len(value) >= MIN_SECRET_CHARS and value not in _SECRETS:
-        _SECRETS.append(value)
-        _SECRETS.sort(key=len, reverse=True)
+        _SECRETS = sorted([*_SECRETS, value], key=len, reverse=True)
 
 
 def redact(text: object) -> str:

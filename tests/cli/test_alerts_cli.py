@@ -40,6 +40,8 @@ def test_receivers_and_rules_from_the_command_line(capsys, db_url, store, tmp_pa
     assert code == 0, err
     [rule] = json.loads(out)
     assert (rule["window_s"], rule["for_s"], rule["threshold"]) == (900, 60, 5)
+    code, out, _ = chokaq(capsys, db_url, "alerts", "ls", "--format", "json")
+    assert code == 0 and json.loads(out) == []
     code, _, _ = chokaq(capsys, db_url, "alerts", "rules", "set", "dead", "--no-enabled")
     assert code == 0 and not store.alert_rules()[0].enabled
     actors = {a["actor"] for a in store.list_audit().items if a["action"].startswith("alert_")}
