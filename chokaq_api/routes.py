@@ -97,6 +97,20 @@ ROUTES: Mapping[tuple[str, str], Rule] = {
     ("GET", "/circuits"): READER,
     ("GET", "/circuits/<path:type_key>"): READER,
     ("PATCH", "/circuits/<path:type_key>"): ADMIN,
+    # Alerts (docs/alerts.md): anyone may see what fires and what is configured (no URL path, no secret);
+    # only admins change where alerts go and when.
+    ("GET", "/alerts"): READER,
+    ("GET", "/alerts/receivers"): READER,
+    ("POST", "/alerts/receivers"): ADMIN,
+    ("GET", "/alerts/receivers/<name>"): READER,
+    ("PATCH", "/alerts/receivers/<name>"): ADMIN,
+    ("DELETE", "/alerts/receivers/<name>"): ADMIN,
+    ("POST", "/alerts/receivers/<name>/test"): ADMIN,
+    ("GET", "/alerts/rules"): READER,
+    ("POST", "/alerts/rules"): ADMIN,
+    ("GET", "/alerts/rules/<name>"): READER,
+    ("PATCH", "/alerts/rules/<name>"): ADMIN,
+    ("DELETE", "/alerts/rules/<name>"): ADMIN,
 }
 
 

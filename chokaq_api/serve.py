@@ -50,6 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-worker", action="store_true", help="do not run a worker in this process")
     p.add_argument("--no-rescue", action="store_true", help="do not run the rescue sweep in this process")
     p.add_argument("--no-retention", action="store_true", help="do not run retention in this process")
+    p.add_argument("--no-alerts", action="store_true", help="do not evaluate alert rules in this process")
     p.add_argument("--migrate", action="store_true", help="create or upgrade the schema first (PostgreSQL)")
     p.set_defaults(handler=run)
 
@@ -83,13 +84,14 @@ def run(args: argparse.Namespace) -> int:
         host = build_engine(settings, args)
         app = create_app(settings, store=api_store, host=host)
         server = listen(app, settings)  # before the engine starts: a taken port starts no worker
-        if host is not None:
-            host.start()
         where = f"http://{server.effective_host}:{server.effective_port}"
         parts = ", ".join(name for name, on in _engine_roles(args) if on) or "no engine"
+        # The first line on stdout says where it serves (scripts read it), before any log line of the engine.
         print(f"chokaq: serving {where}/api/v1 on {api_store.dialect.redacted_url()} ({parts})", flush=True)
         if settings.deck.enabled:
             print(f"chokaq: The Deck (web console) at {where}{settings.deck.route_prefix}/", flush=True)
+        if host is not None:
+            host.start()
         _install_signals()
         try:
             server.run()
@@ -123,6 +125,7 @@ def _engine_roles(args: argparse.Namespace) -> list[tuple[str, bool]]:
         ("worker", not args.no_worker),
         ("rescue", not args.no_rescue),
         ("retention", not args.no_retention),
+        ("alerts", not args.no_alerts),
     ]
 
 
@@ -143,6 +146,7 @@ def build_engine(settings: Settings, args: argparse.Namespace) -> Any:
             run_worker=not args.no_worker,
             run_rescue=not args.no_rescue,
             run_retention=not args.no_retention,
+            run_alerts=not args.no_alerts,
         )
     except BaseException:
         store.close()

@@ -78,6 +78,9 @@ class NewJob:
     delay_seconds: float | None = None
     scheduled_at: datetime | None = None
     created_by: str | None = None
+    # The W3C trace context to store (docs/tracing.md); None: the producer's current span, when
+    # OpenTelemetry is installed. The API passes the one its request's headers carried.
+    trace_context: str | None = None
 
 
 @dataclass(frozen=True)

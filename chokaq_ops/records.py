@@ -96,6 +96,9 @@ class JobRecord(Record):
     started_at: datetime | None = None
     created_by: str | None = None
     last_modified_by: str | None = None
+    # The producer's W3C trace context (JSON: traceparent, tracestate), kept through every move
+    # (docs/tracing.md); None when it was enqueued outside a trace.
+    trace_context: str | None = None
 
     @classmethod
     def from_stored(cls, row: Mapping[str, Any]) -> Self:
@@ -196,6 +199,7 @@ class ClaimedJob(Record):
     idempotency_key: str | None = None
     created_by: str | None = None
     started_at: datetime | None = None
+    trace_context: str | None = None  # the producer's trace (docs/tracing.md), for the consumer span's link
 
     def sort_key(self) -> tuple[int, datetime, str]:
         """Claim order: priority first, then due time, then id."""

@@ -21,10 +21,28 @@ _KEYWORD = re.compile(
 )
 
 
+# Secrets the process knows by value (alert receivers' URLs and signing secrets, docs/alerts.md): masked
+# wherever they appear. Longest first, so a URL is masked whole before a secret inside it.
+_SECRETS: list[str] = []
+MIN_SECRET_CHARS = 8  # shorter values would mask ordinary words
+
+
+def register_secret(value: str | None) -> None:
+    """Mask `value` in every text `redact` cleans from now on (error messages, log lines). The list is
+    replaced, never changed in place: a thread masking a line meanwhile reads a whole old or new list."""
+    global _SECRETS
+    if value and len(value) >= MIN_SECRET_CHARS and value not in _SECRETS:
+        _SECRETS = sorted([*_SECRETS, value], key=len, reverse=True)
+
+
 def redact(text: object) -> str:
     """`text` as a string with every credential field masked."""
     out = _USERINFO.sub(lambda m: f"{m['head']}:{MASK}@", str(text))
-    return _KEYWORD.sub(lambda m: f"{m['key']}{MASK}", out)
+    out = _KEYWORD.sub(lambda m: f"{m['key']}{MASK}", out)
+    for secret in _SECRETS:
+        if secret in out:
+            out = out.replace(secret, MASK)
+    return out
 
 
 class RedactingFilter(logging.Filter):

@@ -150,6 +150,54 @@ class ApiSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class AlertSettings:
+    """The rule loop of `chokaq serve` and the delivery of notifications (docs/alerts.md). Timings are
+    Alertmanager's: group_wait before a new group's first message, group_interval between messages about
+    a changed group, repeat_interval between repeats of an unchanged one (a rule may set its own)."""
+
+    enabled: bool = True
+    evaluation_interval: float = 30.0
+    group_wait: float = field(default=30.0, metadata=_limit(0, _DAY))
+    group_interval: float = 300.0
+    repeat_interval: float = 4 * 3600.0
+    queue: str = "chokaq.alerts"  # the deliveries' queue (jobs of type chokaq.alert.deliver.v1)
+    delivery_max_attempts: int = field(default=8, metadata=_limit(1, 100))
+    external_url: str = ""  # shown as externalURL in notifications (e.g. the Deck's address)
+
+
+@dataclass(frozen=True, slots=True)
+class AlertReceiverSettings:
+    """`AlertReceivers.<name>.*`: a receiver of the configuration file (read-only over the API). The URL
+    and secret are credentials: no repr, no message quotes them."""
+
+    kind: str = "webhook"
+    url: str | None = field(default=None, repr=False)
+    secret: str | None = field(default=None, repr=False)
+    send_resolved: bool = True
+    timeout: float = 10.0
+    max_alerts: int = field(default=0, metadata=_limit(0, 10_000))
+
+
+@dataclass(frozen=True, slots=True)
+class AlertRuleSettings:
+    """`AlertRules.<name>.*`: a rule of the configuration file (read-only over the API)."""
+
+    kind: str = ""
+    receivers: tuple[str, ...] = ()
+    severity: str = "warning"
+    threshold: float | None = field(default=None, metadata={"kind": "optional_number"})
+    window: float | None = None
+    pending_for: float | None = None  # Prometheus' `for`: the condition holds this long before firing
+    repeat_interval: float | None = None
+    group_by: tuple[str, ...] = ()
+    queues: tuple[str, ...] = ()
+    by: str | None = None
+    inhibited_by: tuple[str, ...] = ()
+    inhibit_equal: tuple[str, ...] = ()
+    enabled: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class DeckSettings:
     """The web console (chokaq_api/deck). It is a client of the REST API, so it has no security knobs."""
 
@@ -195,8 +243,11 @@ class Settings:
     api: ApiSettings = field(default_factory=ApiSettings)
     serialization: SerializationSettings = field(default_factory=SerializationSettings)
     deck: DeckSettings = field(default_factory=DeckSettings)
+    alerts: AlertSettings = field(default_factory=AlertSettings)
     circuits: Mapping[str, CircuitOverride] = field(default_factory=lambda: MappingProxyType({}))
     queues: Mapping[str, QueueSettings] = field(default_factory=lambda: MappingProxyType({}))
+    alert_receivers: Mapping[str, AlertReceiverSettings] = field(default_factory=lambda: MappingProxyType({}))
+    alert_rules: Mapping[str, AlertRuleSettings] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
         for name in _MAPS:
@@ -280,7 +331,32 @@ class Settings:
                 f"({_fmt(value)}) must exceed {times} Execution.HeartbeatIntervalMax "
                 f"({times} {_fmt(hb)} = {_fmt(self.min_zombie_timeout())})",
             )
+        self._validate_alerts()
         return self
+
+    def _validate_alerts(self) -> None:
+        """Receivers and rules of the file pass the checks the API applies (chokaq_ops/alert_model.py)."""
+        from chokaq_ops import alert_model
+        from chokaq_ops.alert_config import config_receiver, config_rule
+
+        checks: list[tuple[str, str, Any]] = [
+            *(
+                ("AlertReceivers", n, lambda n=n, r=r: config_receiver(n, r))
+                for n, r in self.alert_receivers.items()
+            ),
+            *(("AlertRules", n, lambda n=n, r=r: config_rule(n, r)) for n, r in self.alert_rules.items()),
+        ]
+        for section, name, build in checks:
+            try:
+                build()
+            except errors.ValidationError as exc:
+                key = f"{section}.{name}.{_pascal(exc.field or 'name')}"
+                raise errors.ConfigError(f"{key}: {exc}", field=key) from None
+        _require(
+            bool(alert_model.NAME.fullmatch(self.alerts.queue)),
+            "Alerts.Queue",
+            "must be 1-100 letters, digits, '.', '_' or '-'",
+        )
 
 
 _URL_SCHEMES = ("sqlite://", "postgresql://", "postgres://")
@@ -417,13 +493,19 @@ _CONVERTERS = {
     "str | None": _optional(_string),
     "int | None": _optional(_integer),
     "tuple[str, ...]": _names,
+    "optional_number": _optional(_number),
 }
 
 # ---------------------------------------------------------------------------------------------- keys
 
 _Key = tuple[str, ...]  # ("recovery", "scan_interval") or ("queues", "<name>", "zombie_timeout_seconds")
 # Sections that are maps of a name (a queue, a job type) to a table of settings.
-_MAPS: dict[str, type] = {"queues": QueueSettings, "circuits": CircuitOverride}
+_MAPS: dict[str, type] = {
+    "queues": QueueSettings,
+    "circuits": CircuitOverride,
+    "alert_receivers": AlertReceiverSettings,
+    "alert_rules": AlertRuleSettings,
+}
 
 _SECTION_CLASSES: dict[str, type] = {
     name: cls for name, cls in get_type_hints(Settings).items() if name not in _MAPS
@@ -453,6 +535,7 @@ _NAMES["circuit"]["HalfOpenProbeTimeoutSeconds"] = ("circuit", "half_open_probe_
 _NAMES["circuits"]["FailureWindowSeconds"] = ("circuits", "failure_window")
 _NAMES["circuits"]["BreakDurationSeconds"] = ("circuits", "break_duration")
 _NAMES["circuits"]["HalfOpenProbeTimeoutSeconds"] = ("circuits", "half_open_probe_timeout")
+_NAMES["alert_rules"]["For"] = ("alert_rules", "pending_for")
 _NAMES["sqlserver"] = {
     "CleanupBatchSize": ("storage", "cleanup_batch_size"),
     "MaxTransientRetries": ("storage", "max_transient_retries"),
@@ -462,6 +545,14 @@ _NAMES["sqlserver"] = {
 }
 _FIELDS = {s: {_norm(n): key for n, key in names.items()} for s, names in _NAMES.items()}
 _SECTION_NAMES = {s: _pascal(s) for s in _SECTION_CLASSES} | {"sqlserver": "SqlServer"}
+# A written section name (any case, `_` or `-` ignored) -> the section: `AlertRules` is `alert_rules`.
+_SECTION_OF = {_norm(s): s for s in _SECTION_NAMES}
+
+
+def _section_of(written: str) -> str:
+    return _SECTION_OF.get(_norm(written), _norm(written))
+
+
 _TOP_ALIASES = {  # legacy flat names (file top level, CHOKAQ_<NAME>)
     "FetchedJobTimeoutSeconds": ("recovery", "fetched_job_timeout"),
     "ZombieTimeoutSeconds": ("recovery", "processing_zombie_timeout"),
@@ -489,7 +580,7 @@ def _unknown(written: list[str], candidates: list[str]) -> errors.ConfigError:
 
 def _resolve(parts: list[str]) -> tuple[_Key, bool] | None:
     """The field a written key names and whether the name is an alias; None if the key is not ours."""
-    head = _norm(parts[0])
+    head = _section_of(parts[0])
     if len(parts) == 1:
         return (_TOP_FIELDS[head], True) if head in _TOP_FIELDS else None
     if head not in _FIELDS:
@@ -545,7 +636,7 @@ def _file_layer(path: Path) -> _Layer:
     items += [(k, v) for w in wrappers for k, v in data[w].items()]
     layer: _Layer = {}
     for top, value in items:
-        head = _norm(top)
+        head = _section_of(top)
         if head not in _FIELDS:
             _add(layer, [top], value, f"{path}: {top}", strict=True)
             continue

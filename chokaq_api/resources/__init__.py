@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from chokaq_api.extensions import Api
 from chokaq_api.resources import (
+    alerts,
     archive,
     audit,
     circuits,
@@ -36,6 +37,7 @@ MODULES = (
     plans,
     workers,
     circuits,
+    alerts,
     failures,
     whoami,
 )

@@ -60,6 +60,7 @@ JOB_FIELDS = (
     "last_modified_by",
     "failure_reason",
     "fingerprint",
+    "trace_context",
     "error_details",
 )
 LS_COLUMNS = ("id", "queue", "type", "failure_reason", "attempt_count", "failed_at", "error")

@@ -25,6 +25,7 @@ SHOW_ORDER = [
     "id", "location", "status", "queue", "type", "priority", "attempt_count", "tags", "idempotency_key",
     "worker_id", "created_at", "scheduled_at", "started_at", "heartbeat_at", "finished_at", "failed_at",
     "duration_ms", "created_by", "last_modified_by", "failure_reason", "fingerprint", "payload",
+    "trace_context",
 ]  # fmt: skip
 
 

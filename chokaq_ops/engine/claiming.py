@@ -88,11 +88,13 @@ class Fetcher:
             if all_paused:
                 self._idle(w.no_queues_sleep_interval)
                 continue
-            if not len(self.registry):
+            queues = self._claim_queues()
+            if queues is not self.queues and not warned:
                 # Claiming with no handlers would dead-letter every job as an unknown type.
-                if not warned:
-                    log.warning("no job handlers registered: this worker claims nothing until some are")
-                    warned = True
+                log.warning("no job handlers registered: this worker claims no jobs (but built-in ones, "
+                            "such as alert deliveries) until some are")  # fmt: skip
+                warned = True
+            if queues == ():
                 self._idle(w.polling_interval)
                 continue
             with st.lock:
@@ -109,7 +111,7 @@ class Fetcher:
             began = time.perf_counter()
             try:
                 rows = self.db.call(
-                    self.store.fetch, self.worker_id, limit, self.queues, exact_caps=exact_caps, start=start
+                    self.store.fetch, self.worker_id, limit, queues, exact_caps=exact_caps, start=start
                 )
                 seconds = time.perf_counter() - began
                 if self.claim_seconds is not None:
@@ -162,13 +164,20 @@ class Fetcher:
         except Exception as exc:
             log.warning("cannot unmark the worker idle (enqueues keep notifying): %s", exc)
 
+    def _claim_queues(self) -> tuple[str, ...] | None:
+        """This worker's queues (None: every queue) while a handler of the user's is registered; else only
+        the queues of the built-in handlers among them (alert deliveries, docs/alerts.md), () for none."""
+        if self.registry.has_user_handlers():
+            return self.queues
+        return tuple(q for q in self.registry.builtin_queues() if self.queues is None or q in self.queues)
+
     def _until_due(self, polling: float) -> float:
         """How long an idle loop waits: the polling interval, or less when a delayed job of this worker's
         queues falls due sooner (woken a millisecond after, so that the claim finds it due)."""
         if self.watcher is None:
             return polling
         try:
-            wait = self.db.call(self.store.next_due, self.queues)
+            wait = self.db.call(self.store.next_due, self._claim_queues() or None)
         except Exception as exc:
             log.warning("cannot read the next due time (polling instead): %s", exc)
             return polling

@@ -11,6 +11,7 @@ import time
 import traceback
 from datetime import datetime, timedelta
 
+from chokaq_ops import tracing
 from chokaq_ops.engine import retry
 from chokaq_ops.engine.handlers import Handler, JobContext
 from chokaq_ops.fingerprint import fingerprint_text
@@ -54,6 +55,7 @@ class Run:
         "state",
         "timeout",
         "timeout_source",
+        "trace_context",
         "type",
     )
 
@@ -74,6 +76,7 @@ class Run:
         self.type: str = row.type
         self.payload: str | None = row.payload
         self.created_at: datetime | None = row.created_at
+        self.trace_context: str | None = row.trace_context  # the producer's, for the consumer span's link
         self.attempt: int = marked.attempt_count
         self.started_at: datetime | None = marked.started_at  # database clock
         self.handler = handler
@@ -144,7 +147,31 @@ class Outcome:
 
 
 def execute(run: Run, policy: RetrySettings) -> Outcome:
-    """Parse the payload, call the handler, classify what happened. Never raises."""
+    """Parse the payload, call the handler, classify what happened. Never raises. With OpenTelemetry
+    (chokaq_ops/tracing.py) all of it runs inside the job's consumer span, which ends with the outcome."""
+    if not tracing.ENABLED:
+        return _execute(run, policy, None)
+    span = tracing.ConsumerSpan(
+        queue=run.queue,
+        job_id=run.id,
+        job_type=run.type,
+        attempt=run.attempt,
+        worker_id=run.ctx.worker_id,
+        trace_context=run.trace_context,
+    )
+    outcome = None
+    try:
+        outcome = _execute(run, policy, span)
+        return outcome
+    finally:
+        if outcome is None:
+            span.finish("dead", error="the execution thread failed")
+        else:
+            reason = outcome.reason.name if outcome.reason is not None else None
+            span.finish(outcome.kind, reason, outcome.error)
+
+
+def _execute(run: Run, policy: RetrySettings, span: tracing.ConsumerSpan | None) -> Outcome:
     handler = run.handler
     start = time.perf_counter()
     try:
@@ -158,6 +185,8 @@ def execute(run: Run, policy: RetrySettings) -> Outcome:
         handler.fn(payload, run.ctx)
         return Outcome(run, OK, (time.perf_counter() - start) * 1000.0)
     except BaseException as exc:  # a handler may raise anything, SystemExit included; the thread survives
+        if span is not None:
+            span.exception(exc)
         return failed(run, exc, (time.perf_counter() - start) * 1000.0, policy)
 
 

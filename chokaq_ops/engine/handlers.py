@@ -175,6 +175,7 @@ class Registry:
 
     def __init__(self) -> None:
         self._handlers: dict[str, Handler] = {}
+        self._builtin: dict[str, str] = {}  # type -> queue of chokaq's own handlers (alert deliveries)
         self._lock = threading.Lock()
 
     def job(
@@ -220,6 +221,19 @@ class Registry:
                 )
             self._handlers[handler.type] = handler
 
+    def add_builtin(self, handler: Handler, queue: str) -> None:
+        """One of chokaq's own handlers, whose jobs live in `queue`: a worker with no handler of the user's
+        claims from those queues only (engine/claiming.py)."""
+        with self._lock:
+            self._handlers[handler.type] = handler
+            self._builtin[handler.type] = queue
+
+    def has_user_handlers(self) -> bool:
+        return len(self._handlers) > len(self._builtin)
+
+    def builtin_queues(self) -> tuple[str, ...]:
+        return tuple(sorted(set(self._builtin.values())))
+
     def get(self, type_key: str) -> Handler | None:
         return self._handlers.get(type_key)
 
@@ -238,6 +252,7 @@ class Registry:
     def remove(self, type_key: str) -> None:
         with self._lock:
             self._handlers.pop(type_key, None)
+            self._builtin.pop(type_key, None)
 
 
 def _origin(fn: Any) -> tuple[str, str]:

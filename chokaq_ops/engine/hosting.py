@@ -6,7 +6,9 @@
 - the rescue sweep every Recovery.ScanInterval (first run at start: a restarted fleet cleans up at once);
 - retention every Retention.Interval (first run a minute after start, or sooner for short intervals);
 - with the rescue sweep, on PostgreSQL: the counter deltas of finished transactions folded into the
-  queues' totals every COUNTER_FOLD_S (docs/endurance.md).
+  queues' totals every COUNTER_FOLD_S (docs/endurance.md);
+- with `run_alerts` (`chokaq serve`), the alert rule loop every Alerts.EvaluationInterval
+  (engine/alerting.py); every worker a Host runs also delivers notifications (engine/alert_delivery.py).
 
 `chokaq worker` runs a Host blocking (`run_forever`, stopping gracefully on SIGTERM/SIGINT); `chokaq serve`
 starts one in the background next to the API. Nothing starts at import time: only `start()` does.
@@ -22,6 +24,8 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from chokaq_ops.engine import alert_delivery
+from chokaq_ops.engine.alerting import Alerter
 from chokaq_ops.engine.handlers import Registry, load_handler_modules
 from chokaq_ops.engine.metrics import Metrics
 from chokaq_ops.engine.rescue import PROBE_INTERVAL_S, DbWatch, Rescuer, default_holder
@@ -57,6 +61,7 @@ class Host:
         run_worker: bool = True,
         run_rescue: bool = True,
         run_retention: bool = True,
+        run_alerts: bool = False,
         metrics: Metrics | None = None,
         worker_id: str | None = None,
         queues: list[str] | tuple[str, ...] | None = None,
@@ -75,6 +80,10 @@ class Host:
             # caller imported them already), so Host(settings, store).run_forever() is a whole worker.
             load_handler_modules(settings.worker.handlers)
         if run_worker:
+            # A worker limited to some queues still delivers alerts (docs/alerts.md, "Delivery").
+            wanted = tuple(queues if queues is not None else settings.worker.queues)
+            if wanted and settings.alerts.queue not in wanted:
+                queues = (*wanted, settings.alerts.queue)
             self.worker = Worker(
                 store,
                 settings,
@@ -84,6 +93,8 @@ class Host:
                 queues=queues,
                 concurrency=concurrency,
             )
+        if self.worker is not None:
+            alert_delivery.register(self.worker.registry, store, settings, self.metrics)
         holder_base = self.worker.worker_id if self.worker else None
         self.rescuer: Rescuer | None = None
         self.retention: Retention | None = None
@@ -94,6 +105,9 @@ class Host:
             self.rescuer = Rescuer(store, settings, self.metrics, holder=holder, watch=self.watch)
         if run_retention:
             self.retention = Retention(store, settings, self.metrics, holder=holder)
+        self.alerter: Alerter | None = None
+        if run_alerts and settings.alerts.enabled:
+            self.alerter = Alerter(store, settings, self.metrics, holder=holder)
         self._scheduler: Any = None
         self._stop = threading.Event()
         self._signals = 0
@@ -162,14 +176,25 @@ class Host:
                 name="retention",
                 next_run_time=now + timedelta(seconds=min(interval, 60.0)),
             )
+        if self.alerter is not None:
+            # Its own thread of the scheduler's pool: an evaluation never waits on the worker, nor the
+            # worker on it, and it never waits on HTTP (deliveries are jobs).
+            scheduler.add_job(
+                self.alerter.run,
+                IntervalTrigger(seconds=self.settings.alerts.evaluation_interval),
+                id="alerts",
+                name="alert rules",
+                next_run_time=now + timedelta(seconds=min(self.settings.alerts.evaluation_interval, 5.0)),
+            )
         scheduler.start()
         self._scheduler = scheduler
         self._started_at = time.monotonic()
         log.info(
-            "host started: worker=%s rescue=%s retention=%s",
+            "host started: worker=%s rescue=%s retention=%s alerts=%s",
             self.worker.worker_id if self.worker else "off",
             f"every {self.settings.recovery.scan_interval:g}s" if self.rescuer else "off",
             f"every {self.settings.retention.interval:g}s" if self.retention else "off",
+            f"every {self.settings.alerts.evaluation_interval:g}s" if self.alerter else "off",
         )
 
     def shutdown(self, wait: bool = True, grace: float | None = None) -> None:
@@ -226,6 +251,8 @@ class Host:
             out["prefetched_jobs"] = out["worker"]["prefetched_jobs"]
         else:
             out["worker_running"] = False
+        if self.alerter is not None:
+            out["alerts"] = {"evaluations": self.alerter.evaluations, "last_error": self.alerter.last_error}
         if self.rescuer is not None:
             watch = self.rescuer.watch
             out["rescue"] = {

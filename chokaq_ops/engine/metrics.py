@@ -134,6 +134,30 @@ class Metrics:
             "Sweeps whose zombie phase waited for the database to be in sight long enough after an outage.",
             registry=r,
         )
+        self.alerts_firing = Gauge(
+            "chokaq_alerts_firing",
+            "Firing alerts per rule, as this process's rule loop last saw them.",
+            ["rule"],
+            registry=r,
+        )
+        self.alert_evaluation_failures = Counter(
+            "chokaq_alert_evaluation_failures",
+            "Alert rule evaluations that failed (rule '-': the whole evaluation).",
+            ["rule"],
+            registry=r,
+        )
+        self.alert_notifications = Counter(
+            "chokaq_alert_notifications",
+            "Notifications the rule loop enqueued for delivery, by receiver and status (firing, resolved).",
+            ["receiver", "status"],
+            registry=r,
+        )
+        self.alert_deliveries = Counter(
+            "chokaq_alert_deliveries",
+            "Delivery attempts of notifications by this process's workers, by outcome (delivered, failed).",
+            ["receiver", "outcome"],
+            registry=r,
+        )
         self.duration = Histogram(
             "chokaq_job_duration_seconds",
             "Handler wall time.",
@@ -217,3 +241,16 @@ class QueueCollector(Collector):
             dead.add_metric([q["name"]], q["failed_total"])
             paused.add_metric([q["name"]], 1 if q["paused"] else 0)
         yield from (depth, lag, dead, paused)
+        try:
+            workers = self.store.list_registry()
+        except Exception as exc:
+            log.warning("metrics: cannot read the worker registry: %s", exc)
+            return
+        lost = GaugeMetricFamily(
+            "chokaq_workers_lost",
+            "Registered workers whose row is older than Health.WorkerHeartbeatTimeout (they died).",
+        )
+        lost.add_metric([], sum(1 for w in workers if w["seen_s"] >= self.worker_gone_s))
+        live = GaugeMetricFamily("chokaq_workers_registered", "Workers with a registry row.")
+        live.add_metric([], len(workers))
+        yield from (lost, live)

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from chokaq_ops import errors, ids, validation
+from chokaq_ops import errors, ids, tracing, validation
 from chokaq_ops.models import Actor, EnqueueResult, NewJob
 from chokaq_ops.storage import signals
 from chokaq_ops.storage.audit import audit_in, person
@@ -144,11 +144,15 @@ class Producer:
         back with the caller's transaction, which this call neither commits nor rolls back. The same
         named statements as `enqueue`; nothing is retried here (a failure fails the caller's
         transaction, which the caller retries whole)."""
+        self.db.dialect.join_transaction(conn)
+        return self.enqueue_in(Tx(self.db, conn), jobs)
+
+    def enqueue_in(self, tx: Tx, jobs: Iterable[NewJob]) -> list[EnqueueResult]:
+        """Enqueue inside a transaction already open on this store (`Database.transaction`), with the other
+        writes of that transaction (the alert loop's deliveries commit with its group state)."""
         items, explicit = self._enqueue_items(jobs)
         if not items:
             return []
-        self.db.dialect.join_transaction(conn)
-        tx = Tx(self.db, conn)
         # Always NOTIFY: the application's transaction may have begun before a worker went idle, so the
         # idle-worker gate (see the enqueue SQL) could miss that worker.
         return self._results(tx.run, items, self._enqueue_in(tx, items, explicit, notify=True))
@@ -297,6 +301,14 @@ class Producer:
             "scheduled_at": self.db.format_time(job.scheduled_at) if job.scheduled_at else None,
             "created_by": validation.text(
                 job.created_by, "created_by", max_len=validation.MAX_ACTOR, required=False
+            ),
+            # Without OpenTelemetry a constant None: the flag is the whole cost (docs/tracing.md).
+            "trace_context": (
+                validation.text(job.trace_context, "trace_context", max_len=tracing.MAX_CONTEXT_CHARS)
+                if job.trace_context is not None
+                else tracing.current_context()
+                if tracing.ENABLED
+                else None
             ),
         }
 

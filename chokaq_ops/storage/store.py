@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from chokaq_ops.models import DlqFilter
 from chokaq_ops.storage import filters, producer, queries, worker_ops
 from chokaq_ops.storage.admin_ops import AdminOps
+from chokaq_ops.storage.alert_ops import AlertOps
 from chokaq_ops.storage.circuit_ops import CircuitOps
 from chokaq_ops.storage.database import Database
 from chokaq_ops.storage.dialects import Dialect
@@ -71,6 +72,7 @@ class Store:
         self.registry = RegistryOps(self.db)
         self.failures = FailureOps(self.db)
         self.events = Events(self.db)
+        self.alerts = AlertOps(self.db, self.producer)
 
     @classmethod
     def from_settings(cls, settings: Settings, url: str | None = None) -> Store:
@@ -167,6 +169,7 @@ class Store:
     enqueue = forward("producer", producer.Producer.enqueue)
     next_due = forward("producer", producer.Producer.next_due)
     enqueue_on = forward("producer", producer.Producer.enqueue_on)
+    enqueue_in = forward("producer", producer.Producer.enqueue_in)
     enqueue_audited = forward("producer", producer.Producer.enqueue_audited)
 
     # ------------------------------------------------------------------ worker (WorkerOps)
@@ -279,3 +282,20 @@ class Store:
     last_event_id = forward("events", Events.last_event_id)
     prune = forward("events", Events.prune)
     fold_counters = forward("events", Events.fold_counters)
+
+    # ------------------------------------------------------------------ alerts (AlertOps)
+
+    alert_receivers = forward("alerts", AlertOps.alert_receivers)
+    create_alert_receiver = forward("alerts", AlertOps.create_alert_receiver)
+    update_alert_receiver = forward("alerts", AlertOps.update_alert_receiver)
+    delete_alert_receiver = forward("alerts", AlertOps.delete_alert_receiver)
+    alert_rules = forward("alerts", AlertOps.alert_rules)
+    create_alert_rule = forward("alerts", AlertOps.create_alert_rule)
+    update_alert_rule = forward("alerts", AlertOps.update_alert_rule)
+    delete_alert_rule = forward("alerts", AlertOps.delete_alert_rule)
+    send_alert_test = forward("alerts", AlertOps.send_alert_test)
+    alert_states = forward("alerts", AlertOps.alert_states)
+    alert_groups = forward("alerts", AlertOps.alert_groups)
+    save_alert_cycle = forward("alerts", AlertOps.save_alert_cycle)
+    dead_groups = forward("alerts", AlertOps.dead_groups)
+    halted_plans = forward("alerts", AlertOps.halted_plans)

@@ -8,13 +8,13 @@
 -- fragment: claimed_columns
 -- What a claim returns per row (fetch, fetch_head, recover_claims): the job, its status and start.
 h.id, h.queue, h.type, h.payload, h.tags, h.priority, h.attempt_count, h.created_at, h.scheduled_at,
-h.due_at, h.idempotency_key, h.created_by, h.status, h.started_at
+h.due_at, h.idempotency_key, h.created_by, h.status, h.started_at, h.trace_context
 
 -- fragment: hot_columns
 -- A hot job as the store returns it: every column but ready_xid (the claim's bookkeeping).
 h.id, h.queue, h.type, h.payload, h.tags, h.idempotency_key, h.priority, h.status, h.attempt_count, h.worker_id,
 h.heartbeat_at, h.scheduled_at, h.due_at, h.created_at, h.started_at, h.updated_at, h.created_by, h.last_modified_by,
-h.last_error
+h.last_error, h.trace_context
 
 -- fragment: list_where
 -- The filter grammar's lists and exclusions over rows aliased d (JSON arrays or null): DLQ and failure history.
@@ -154,9 +154,10 @@ ON CONFLICT (bucket_start, queue, outcome, failure_reason) DO UPDATE SET
 -- fragment: dlq_insert_moved
 INSERT INTO jobs_dlq (id, queue, type, payload, tags, idempotency_key, priority, failure_reason, error_details,
                       fingerprint, attempt_count, worker_id, heartbeat_at, created_at, started_at, failed_at,
-                      duration_ms, created_by, last_modified_by)
+                      duration_ms, created_by, last_modified_by, trace_context)
 SELECT id, queue, type, payload, tags, idempotency_key, priority, failure_reason, error_details, fingerprint,
-       attempt_count, worker_id, heartbeat_at, created_at, started_at, now(), run_ms, created_by, last_modified_by
+       attempt_count, worker_id, heartbeat_at, created_at, started_at, now(), run_ms, created_by, last_modified_by,
+       trace_context
 FROM moved WHERE (SELECT count(*) FROM displaced) >= 0
 
 -- fragment: failures_moved
@@ -224,15 +225,16 @@ counters AS ({{count_deltas}})
 -- fragment: one_job_columns
 -- The columns of enqueue_one's job row, in the order one_job_row gives them.
 jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count, scheduled_at, due_at,
-          created_at, updated_at, created_by)
+          created_at, updated_at, created_by, trace_context)
 
 -- fragment: one_job_row
 -- enqueue_one's job as one row of one_job_columns.
 SELECT v.id, v.queue, v.type, v.payload, v.tags, NULL, v.priority, 0, 0, v.sched, coalesce(v.sched, now()),
-       now(), now(), v.created_by
+       now(), now(), v.created_by, v.trace_context
 FROM (SELECT CAST(:id AS text) AS id, CAST(:queue AS text) AS queue, CAST(:type AS text) AS type,
              CAST(:payload AS text) AS payload, CAST(:tags AS text) AS tags,
              CAST(:priority AS integer) AS priority, CAST(:created_by AS text) AS created_by,
+             CAST(:trace_context AS text) AS trace_context,
              coalesce(CAST(:scheduled_at AS timestamptz),
                       now() + make_interval(secs => CAST(:delay_s AS double precision))) AS sched) v
 
@@ -323,13 +325,13 @@ WITH items AS (
            row_number() OVER (PARTITION BY i.idempotency_key ORDER BY i.ord) AS key_rank
     FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(ord integer, id text, queue text, type text, payload text,
         tags text, idempotency_key text, priority integer, delay_s double precision, scheduled_at timestamptz,
-        created_by text)
+        created_by text, trace_context text)
 ),
 ins AS (
     INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
-                          scheduled_at, due_at, created_at, updated_at, created_by)
+                          scheduled_at, due_at, created_at, updated_at, created_by, trace_context)
     SELECT i.id, i.queue, i.type, i.payload, i.tags, i.idempotency_key, i.priority, 0, 0, i.sched,
-           coalesce(i.sched, now()), now(), now(), i.created_by
+           coalesce(i.sched, now()), now(), now(), i.created_by, i.trace_context
     FROM items i
     WHERE NOT EXISTS (SELECT 1 FROM jobs_archive a WHERE a.id = i.id)
       AND NOT EXISTS (SELECT 1 FROM jobs_dlq d WHERE d.id = i.id)
@@ -405,13 +407,13 @@ audited AS (
 -- Returns the ids it inserted.
 WITH ins AS (
     INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
-                          scheduled_at, due_at, created_at, updated_at, created_by)
+                          scheduled_at, due_at, created_at, updated_at, created_by, trace_context)
     SELECT i.id, i.queue, i.type, i.payload, i.tags, NULL, i.priority, 0, 0, i.sched, coalesce(i.sched, now()),
-           now(), now(), i.created_by
+           now(), now(), i.created_by, i.trace_context
     FROM (SELECT j.*, coalesce(j.scheduled_at, now() + make_interval(secs => j.delay_s)) AS sched
           FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS j(id text, queue text, type text, payload text,
               tags text, priority integer, delay_s double precision, scheduled_at timestamptz,
-              created_by text)) i
+              created_by text, trace_context text)) i
     -- Rows in id order, as enqueue's: concurrent groups never wait for each other in a cycle.
     ORDER BY i.id
     ON CONFLICT DO NOTHING
@@ -641,7 +643,7 @@ SELECT 'job' AS kind, k.*, CAST(NULL AS text) AS cursor_due, CAST(NULL AS boolea
 FROM claimed k
 UNION ALL
 SELECT m.kind, m.id, m.queue, NULL, NULL, NULL, m.priority, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       m.cursor_due, m.cursor_passed, m.has_rows, m.snap_xmax, m.snap_xip
+       NULL, m.cursor_due, m.cursor_passed, m.has_rows, m.snap_xmax, m.snap_xip
 FROM meta m;
 
 -- name: discover_lanes
@@ -771,7 +773,7 @@ moved AS (
 deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (SELECT queue, 0, 0, 0, 0, 0, CAST(was = 2 AS integer), -CAST(was = 2 AS integer) FROM moved),
 counters AS ({{count_deltas}})
 SELECT id, queue, type, payload, tags, priority, attempt_count, created_at, scheduled_at, due_at, idempotency_key,
-       created_by, status, started_at
+       created_by, status, started_at, trace_context
 FROM moved;
 
 -- name: finished_unseen
@@ -834,10 +836,10 @@ moved AS (
 archived AS (
     INSERT INTO jobs_archive (id, queue, type, payload, tags, idempotency_key, priority, attempt_count, worker_id,
                               created_at, started_at, finished_at, duration_ms, created_by, last_modified_by,
-                              failure_count)
+                              failure_count, trace_context)
     SELECT id, queue, type, payload, tags, idempotency_key, priority, attempt_count, worker_id, created_at,
            started_at, now(), run_ms, created_by, last_modified_by,
-           (SELECT count(*) FROM job_failures f WHERE f.job_id = moved.id) FROM moved
+           (SELECT count(*) FROM job_failures f WHERE f.job_id = moved.id), trace_context FROM moved
     WHERE (SELECT count(*) FROM displaced) >= 0
 ),
 deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (SELECT queue, 0, 1, 0, 0, {{left_hot}} FROM moved UNION ALL {{displaced_deltas}}),
@@ -1145,14 +1147,15 @@ displaced AS (
 ),
 {{displaced_report}},
 revived AS (
+    -- trace_context: a resurrected job keeps its producer's trace, so its next run links to it.
     INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
-                          due_at, created_at, updated_at, created_by, last_modified_by)
+                          due_at, created_at, updated_at, created_by, last_modified_by, trace_context)
     SELECT id, queue, type, coalesce(new_payload, payload), coalesce(new_tags, tags), NULL,
            coalesce(new_priority, 10), 0, 0,
            -- :spread_s: due times jittered uniformly over that window (0: due now), so a bulk resurrect
            -- of still-failing jobs does not come back as one synchronized wave (docs/api.md "spread").
            now() + make_interval(secs => random() * CAST(:spread_s AS double precision)),
-           created_at, now(), created_by, CAST(:actor AS text)
+           created_at, now(), created_by, CAST(:actor AS text), trace_context
     FROM moved m WHERE NOT EXISTS (SELECT 1 FROM hot_twins t WHERE t.id = m.id)
     RETURNING id, queue
 ),
@@ -1241,10 +1244,10 @@ WITH moved AS (
 dead AS (
     INSERT INTO jobs_dlq (id, queue, type, payload, tags, idempotency_key, priority, failure_reason, error_details,
                           fingerprint, attempt_count, worker_id, heartbeat_at, created_at, started_at, failed_at,
-                          duration_ms, created_by, last_modified_by)
+                          duration_ms, created_by, last_modified_by, trace_context)
     SELECT id, queue, type, payload, tags, idempotency_key, priority, failure_reason, error_details, fingerprint,
            attempt_count, worker_id, heartbeat_at, created_at, started_at, now(), run_ms, created_by,
-           CAST(:actor AS text)
+           CAST(:actor AS text), trace_context
     FROM moved WHERE (SELECT count(*) FROM displaced) >= 0
 ),
 failures AS ({{failures_moved}}),

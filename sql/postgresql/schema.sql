@@ -25,6 +25,7 @@ CREATE TABLE jobs_hot (
     -- The transaction that last made the row pending (insert, release, retry, resurrect, edit): a claim
     -- reads the rows of transactions its previous claim could not see (docs/endurance.md).
     ready_xid         xid8         NOT NULL DEFAULT pg_current_xact_id(),
+    trace_context     text,  -- the producer's W3C trace context, JSON (docs/tracing.md)
     CONSTRAINT pk_jobs_hot PRIMARY KEY (id),
     CONSTRAINT ck_jobs_hot_status CHECK (status IN (0, 1, 2))
 ) WITH (fillfactor = 80, autovacuum_analyze_scale_factor = 0.02,
@@ -68,6 +69,7 @@ CREATE TABLE jobs_archive (
     created_by        varchar(100),
     last_modified_by  varchar(100),
     failure_count     integer      NOT NULL DEFAULT 0,
+    trace_context     text,
     CONSTRAINT pk_jobs_archive PRIMARY KEY (id)
 );
 CREATE INDEX ix_jobs_archive_finished ON jobs_archive (finished_at, id);
@@ -115,6 +117,7 @@ CREATE TABLE jobs_dlq (
     duration_ms       double precision,
     created_by        varchar(100),
     last_modified_by  varchar(100),
+    trace_context     text,
     CONSTRAINT pk_jobs_dlq PRIMARY KEY (id),
     CONSTRAINT ck_jobs_dlq_reason CHECK (failure_reason BETWEEN 0 AND 10)
 );
@@ -447,4 +450,69 @@ CREATE TABLE job_types (
     type        varchar(255) NOT NULL PRIMARY KEY,
     idempotent  boolean NOT NULL,
     updated_at  timestamptz NOT NULL DEFAULT now()
+);
+
+-- Alerts (docs/alerts.md): receivers and rules made over the API or the CLI, and the rule loop's state.
+CREATE TABLE alert_receivers (
+    name           varchar(100) NOT NULL,
+    kind           varchar(20)  NOT NULL,
+    url            text         NOT NULL,
+    secret         text,
+    send_resolved  boolean      NOT NULL DEFAULT true,
+    timeout_s      double precision NOT NULL DEFAULT 10,
+    max_alerts     integer      NOT NULL DEFAULT 0,
+    created_at     timestamptz  NOT NULL DEFAULT now(),
+    created_by     varchar(100),
+    updated_at     timestamptz  NOT NULL DEFAULT now(),
+    updated_by     varchar(100),
+    CONSTRAINT pk_alert_receivers PRIMARY KEY (name),
+    CONSTRAINT ck_alert_receivers_kind CHECK (kind IN ('webhook', 'slack'))
+);
+CREATE TABLE alert_rules (
+    name               varchar(100) NOT NULL,
+    kind               varchar(30)  NOT NULL,
+    receivers          text         NOT NULL,
+    severity           varchar(20)  NOT NULL DEFAULT 'warning',
+    threshold          double precision,
+    window_s           double precision,
+    for_s              double precision NOT NULL DEFAULT 0,
+    repeat_interval_s  double precision,
+    group_by           text,
+    queues             text,
+    by_label           varchar(20),
+    inhibited_by       text,
+    inhibit_equal      text,
+    enabled            boolean      NOT NULL DEFAULT true,
+    created_at         timestamptz  NOT NULL DEFAULT now(),
+    created_by         varchar(100),
+    updated_at         timestamptz  NOT NULL DEFAULT now(),
+    updated_by         varchar(100),
+    CONSTRAINT pk_alert_rules PRIMARY KEY (name)
+);
+-- One row per active (pending or firing) alert, and per resolved one until its resolve is sent.
+CREATE TABLE alert_state (
+    rule           varchar(100) NOT NULL,
+    alert_key      varchar(40)  NOT NULL,
+    labels         text         NOT NULL,
+    annotations    text         NOT NULL,
+    value          double precision,
+    status         varchar(10)  NOT NULL,
+    active_at   timestamptz  NOT NULL,
+    firing_at   timestamptz,
+    resolved_at    timestamptz,
+    updated_at     timestamptz  NOT NULL DEFAULT now(),
+    CONSTRAINT pk_alert_state PRIMARY KEY (rule, alert_key),
+    CONSTRAINT ck_alert_state_status CHECK (status IN ('pending', 'firing', 'resolved'))
+);
+-- One row per notification group (receiver, rule, values of the rule's group_by labels).
+CREATE TABLE alert_groups (
+    receiver       varchar(100) NOT NULL,
+    group_key      varchar(40)  NOT NULL,
+    rule           varchar(100) NOT NULL,
+    group_labels   text         NOT NULL,
+    sent_keys      text         NOT NULL DEFAULT '[]',
+    seq            integer      NOT NULL DEFAULT 0,
+    created_at     timestamptz  NOT NULL,
+    last_sent_at   timestamptz,
+    CONSTRAINT pk_alert_groups PRIMARY KEY (receiver, group_key)
 );

@@ -22,7 +22,7 @@ CREATE TEMP TABLE IF NOT EXISTS displaced (id TEXT, queue TEXT, location TEXT, c
 -- fragment: claimed_columns
 -- What a claim returns per row (fetch, fetch_head, recover_claims): the job, its status and start.
 id, queue, type, payload, tags, priority, attempt_count, created_at, scheduled_at, due_at, idempotency_key,
-created_by, status, started_at
+created_by, status, started_at, trace_context
 
 -- fragment: claim_and_start
 -- The end of a claim (fetch, fetch_head): the rows of `picked` marked `go` are started (processing,
@@ -82,10 +82,10 @@ AND (:search_like IS NULL OR h.id LIKE :search_like ESCAPE '\' OR h.type LIKE :s
 -- fragment: staged_to_dlq
 INSERT INTO jobs_dlq (id, queue, type, payload, tags, idempotency_key, priority, failure_reason, error_details,
                       fingerprint, attempt_count, worker_id, heartbeat_at, created_at, started_at, failed_at,
-                      duration_ms, created_by, last_modified_by)
+                      duration_ms, created_by, last_modified_by, trace_context)
 SELECT h.id, h.queue, h.type, h.payload, h.tags, h.idempotency_key, h.priority, s.reason, s.error, s.fingerprint,
        h.attempt_count, h.worker_id, h.heartbeat_at, h.created_at, h.started_at, {{now}}, s.num, h.created_by,
-       coalesce(s.payload, h.last_modified_by)
+       coalesce(s.payload, h.last_modified_by), h.trace_context
 FROM staged s JOIN jobs_hot h ON h.id = s.id;
 {{failures_dead}}
 
@@ -130,7 +130,7 @@ json_object('id', d.id, 'queue', d.queue, 'type', d.type, 'payload', d.payload, 
             'error_details', d.error_details, 'fingerprint', d.fingerprint, 'attempt_count', d.attempt_count,
             'worker_id', d.worker_id, 'heartbeat_at', d.heartbeat_at, 'created_at', d.created_at,
             'started_at', d.started_at, 'failed_at', d.failed_at, 'duration_ms', d.duration_ms,
-            'created_by', d.created_by, 'last_modified_by', d.last_modified_by)
+            'created_by', d.created_by, 'last_modified_by', d.last_modified_by, 'trace_context', d.trace_context)
 
 -- fragment: displaced_event
 -- The event of one displaced copy (`id`, `queue`, `location`); see staged_displace_twins.
@@ -157,7 +157,7 @@ SELECT a.id, a.queue, 'archive', json_object('id', a.id, 'queue', a.queue, 'type
                    'idempotency_key', a.idempotency_key, 'priority', a.priority, 'attempt_count', a.attempt_count,
                    'worker_id', a.worker_id, 'created_at', a.created_at, 'started_at', a.started_at,
                    'finished_at', a.finished_at, 'duration_ms', a.duration_ms, 'created_by', a.created_by,
-                   'last_modified_by', a.last_modified_by)
+                   'last_modified_by', a.last_modified_by, 'trace_context', a.trace_context)
 FROM jobs_archive a WHERE a.id IN (SELECT id FROM staged WHERE ref IS NOT NULL)
 UNION ALL
 SELECT d.id, d.queue, 'dlq', {{dlq_copy}}
@@ -201,11 +201,11 @@ coalesce(json_extract(j.value, '$.scheduled_at'),
 -- fragment: one_job_select
 -- enqueue_one's INSERT of the job row from its parameters, up to the conflict clause.
 INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
-                      scheduled_at, due_at, created_at, updated_at, created_by)
+                      scheduled_at, due_at, created_at, updated_at, created_by, trace_context)
 SELECT :id, :queue, :type, :payload, :tags, NULL, :priority, 0, 0,
        coalesce(:scheduled_at, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds')),
        coalesce(:scheduled_at, strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :delay_s || ' seconds'), {{now}}),
-       {{now}}, {{now}}, :created_by
+       {{now}}, {{now}}, :created_by, :trace_context
 
 -- fragment: one_job_counter
 -- The queue's enqueue counter, counted only when the statement just before changed a row (the job's
@@ -286,11 +286,11 @@ WHERE status = 'new' AND (EXISTS (SELECT 1 FROM jobs_hot h WHERE h.id = staged.i
                           OR EXISTS (SELECT 1 FROM jobs_archive a WHERE a.id = staged.id)
                           OR EXISTS (SELECT 1 FROM jobs_dlq d WHERE d.id = staged.id));
 INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
-                      scheduled_at, due_at, created_at, updated_at, created_by)
+                      scheduled_at, due_at, created_at, updated_at, created_by, trace_context)
 SELECT s.id, json_extract(j.value, '$.queue'), json_extract(j.value, '$.type'), json_extract(j.value, '$.payload'),
        json_extract(j.value, '$.tags'), s.key, json_extract(j.value, '$.priority'), 0, 0,
        {{item_times}},
-       {{now}}, {{now}}, json_extract(j.value, '$.created_by')
+       {{now}}, {{now}}, json_extract(j.value, '$.created_by'), json_extract(j.value, '$.trace_context')
 FROM json_each(:items) j JOIN staged s ON s.id = json_extract(j.value, '$.id')
 WHERE s.status = 'new'
 ORDER BY s.ord;
@@ -342,12 +342,12 @@ GROUP BY json_extract(j.value, '$.queue')
 ON CONFLICT (queue) DO UPDATE SET enqueued_total = enqueued_total + excluded.enqueued_total,
                                   last_activity_at = excluded.last_activity_at;
 INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
-                      scheduled_at, due_at, created_at, updated_at, created_by)
+                      scheduled_at, due_at, created_at, updated_at, created_by, trace_context)
 SELECT json_extract(j.value, '$.id'), json_extract(j.value, '$.queue'), json_extract(j.value, '$.type'),
        json_extract(j.value, '$.payload'), json_extract(j.value, '$.tags'), NULL,
        json_extract(j.value, '$.priority'), 0, 0,
        {{item_times}},
-       {{now}}, {{now}}, json_extract(j.value, '$.created_by')
+       {{now}}, {{now}}, json_extract(j.value, '$.created_by'), json_extract(j.value, '$.trace_context')
 FROM json_each(:items) j
 -- `WHERE true`: SQLite's parser needs it between a SELECT and ON CONFLICT.
 WHERE true
@@ -562,10 +562,10 @@ WHERE h.worker_id = :worker_id AND h.status = 2
 -- fragment: archive_rest
 INSERT INTO jobs_archive (id, queue, type, payload, tags, idempotency_key, priority, attempt_count, worker_id,
                           created_at, started_at, finished_at, duration_ms, created_by, last_modified_by,
-                          failure_count)
+                          failure_count, trace_context)
 SELECT h.id, h.queue, h.type, h.payload, h.tags, h.idempotency_key, h.priority, h.attempt_count, h.worker_id,
        h.created_at, h.started_at, {{now}}, s.num, h.created_by, h.last_modified_by,
-       (SELECT count(*) FROM job_failures f WHERE f.job_id = h.id)
+       (SELECT count(*) FROM job_failures f WHERE f.job_id = h.id), h.trace_context
 FROM staged s JOIN jobs_hot h ON h.id = s.id;
 INSERT INTO stats_summary (queue, succeeded_total, last_activity_at)
 SELECT queue, count(*), {{now}} FROM staged WHERE true GROUP BY queue
@@ -756,14 +756,15 @@ INSERT INTO displaced (id, queue, location, copy)
 SELECT d.id, d.queue, 'dlq', {{dlq_copy}}
 FROM jobs_dlq d WHERE d.id IN (SELECT id FROM staged WHERE key = 'hot');
 {{displaced_report}};
+-- trace_context: a resurrected job keeps its producer's trace, so its next run links to it.
 INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
-                      due_at, created_at, updated_at, created_by, last_modified_by)
+                      due_at, created_at, updated_at, created_by, last_modified_by, trace_context)
 SELECT d.id, d.queue, d.type, coalesce(s.payload, d.payload), coalesce(s.tags, d.tags), NULL,
        coalesce(s.priority, 10), 0, 0,
        -- :spread_s: due times jittered uniformly over that window (0: due now), so a bulk resurrect of
        -- still-failing jobs does not come back as one synchronized wave (docs/api.md "spread").
        strftime('%Y-%m-%d %H:%M:%f', julianday('now') + (abs(random()) % 1000000) / 1000000.0 * :spread_s / 86400.0),
-       d.created_at, {{now}}, d.created_by, :actor
+       d.created_at, {{now}}, d.created_by, :actor, d.trace_context
 FROM staged s JOIN jobs_dlq d ON d.id = s.id WHERE s.key IS NULL;
 INSERT INTO queues (name) SELECT DISTINCT queue FROM staged WHERE true ON CONFLICT DO NOTHING;
 {{staged_counters_failed_down}};

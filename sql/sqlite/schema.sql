@@ -22,7 +22,8 @@ CREATE TABLE jobs_hot (
     updated_at        TEXT    NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')),
     created_by        TEXT,
     last_modified_by  TEXT,
-    last_error        TEXT
+    last_error        TEXT,
+    trace_context     TEXT  -- the producer's W3C trace context, JSON (docs/tracing.md)
 );
 CREATE INDEX ix_jobs_hot_fetch ON jobs_hot (priority DESC, due_at) WHERE status = 0;
 CREATE INDEX ix_jobs_hot_queue_fetch ON jobs_hot (queue, priority DESC, due_at) WHERE status = 0;
@@ -49,7 +50,8 @@ CREATE TABLE jobs_archive (
     duration_ms       REAL,
     created_by        TEXT,
     last_modified_by  TEXT,
-    failure_count     INTEGER NOT NULL DEFAULT 0
+    failure_count     INTEGER NOT NULL DEFAULT 0,
+    trace_context     TEXT
 );
 CREATE INDEX ix_jobs_archive_finished ON jobs_archive (finished_at, id);
 CREATE INDEX ix_jobs_archive_queue ON jobs_archive (queue, finished_at, id);
@@ -93,7 +95,8 @@ CREATE TABLE jobs_dlq (
     failed_at         TEXT    NOT NULL,
     duration_ms       REAL,
     created_by        TEXT,
-    last_modified_by  TEXT
+    last_modified_by  TEXT,
+    trace_context     TEXT
 );
 CREATE INDEX ix_jobs_dlq_failed ON jobs_dlq (failed_at, id);
 CREATE INDEX ix_jobs_dlq_reason ON jobs_dlq (failure_reason, failed_at, id);
@@ -309,4 +312,69 @@ CREATE TABLE job_types (
     type        TEXT NOT NULL PRIMARY KEY,
     idempotent  INTEGER NOT NULL,
     updated_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now'))
+);
+
+-- Alerts (docs/alerts.md): receivers and rules made over the API or the CLI, and the rule loop's state.
+CREATE TABLE alert_receivers (
+    name           TEXT NOT NULL,
+    kind           TEXT  NOT NULL,
+    url            TEXT         NOT NULL,
+    secret         TEXT,
+    send_resolved  INTEGER NOT NULL DEFAULT 1,
+    timeout_s      REAL NOT NULL DEFAULT 10,
+    max_alerts     INTEGER      NOT NULL DEFAULT 0,
+    created_at     TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')),
+    created_by     TEXT,
+    updated_at     TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')),
+    updated_by     TEXT,
+    CONSTRAINT pk_alert_receivers PRIMARY KEY (name),
+    CONSTRAINT ck_alert_receivers_kind CHECK (kind IN ('webhook', 'slack'))
+);
+CREATE TABLE alert_rules (
+    name               TEXT NOT NULL,
+    kind               TEXT  NOT NULL,
+    receivers          TEXT         NOT NULL,
+    severity           TEXT  NOT NULL DEFAULT 'warning',
+    threshold          REAL,
+    window_s           REAL,
+    for_s              REAL NOT NULL DEFAULT 0,
+    repeat_interval_s  REAL,
+    group_by           TEXT,
+    queues             TEXT,
+    by_label           TEXT,
+    inhibited_by       TEXT,
+    inhibit_equal      TEXT,
+    enabled            INTEGER NOT NULL DEFAULT 1,
+    created_at         TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')),
+    created_by         TEXT,
+    updated_at         TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')),
+    updated_by         TEXT,
+    CONSTRAINT pk_alert_rules PRIMARY KEY (name)
+);
+-- One row per active (pending or firing) alert, and per resolved one until its resolve is sent.
+CREATE TABLE alert_state (
+    rule           TEXT NOT NULL,
+    alert_key      TEXT  NOT NULL,
+    labels         TEXT         NOT NULL,
+    annotations    TEXT         NOT NULL,
+    value          REAL,
+    status         TEXT  NOT NULL,
+    active_at   TEXT  NOT NULL,
+    firing_at   TEXT,
+    resolved_at    TEXT,
+    updated_at     TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')),
+    CONSTRAINT pk_alert_state PRIMARY KEY (rule, alert_key),
+    CONSTRAINT ck_alert_state_status CHECK (status IN ('pending', 'firing', 'resolved'))
+);
+-- One row per notification group (receiver, rule, values of the rule's group_by labels).
+CREATE TABLE alert_groups (
+    receiver       TEXT NOT NULL,
+    group_key      TEXT  NOT NULL,
+    rule           TEXT NOT NULL,
+    group_labels   TEXT         NOT NULL,
+    sent_keys      TEXT         NOT NULL DEFAULT '[]',
+    seq            INTEGER      NOT NULL DEFAULT 0,
+    created_at     TEXT  NOT NULL,
+    last_sent_at   TEXT,
+    CONSTRAINT pk_alert_groups PRIMARY KEY (receiver, group_key)
 );

@@ -54,6 +54,9 @@ class ApiClient:
     def patch(self, path: str, **kw: Any) -> Any:
         return self.request("PATCH", path, **kw)
 
+    def delete(self, path: str, **kw: Any) -> Any:
+        return self.request("DELETE", path, **kw)
+
 
 @pytest.fixture
 def settings(db_url: str) -> Settings:

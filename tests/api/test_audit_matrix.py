@@ -56,6 +56,20 @@ def _old_archive(store: Store) -> str:
     return job
 
 
+def _receiver(store: Store, name: str = "matrix-r") -> str:
+    values = {"name": name, "url": "http://127.0.0.1:9/hook", "secret": "s" * 20}
+    return store.create_alert_receiver(values, actor=Actor("creator")).name
+
+
+def _rule(store: Store) -> str:
+    values = {"name": "matrix-rule", "kind": "zombies", "receivers": [_receiver(store)]}
+    return store.create_alert_rule(values, actor=Actor("creator")).name
+
+
+def _count(store: Store, table: str) -> int:
+    return scalar(store, f"SELECT count(*) FROM {table}")
+
+
 def _fetched_abandoned(store: Store) -> str:
     job = enqueue(store, queue="rescued")[0]
     store.fetch(WORKER, 1, queues=["rescued"])
@@ -149,6 +163,50 @@ CASES: dict[tuple[str, str], Case] = {
         lambda s, plan: s.get_plan(plan)["state"] == "discarded",
         ("plan_discard",),
     ),
+    ("POST", "/alerts/receivers"): Case(
+        lambda s: (
+            "/alerts/receivers",
+            {"name": "m", "url": "http://127.0.0.1:9/h", "secret": "t" * 20},
+            None,
+        ),
+        lambda s, _: _count(s, "alert_receivers") == 1,
+        ("alert_receiver_create",),
+        ok=201,
+    ),
+    ("PATCH", "/alerts/receivers/<name>"): Case(
+        lambda s: (f"/alerts/receivers/{_receiver(s)}", {"send_resolved": False}, None),
+        lambda s, _: not s.alert_receivers()[0].send_resolved,
+        ("alert_receiver_update",),
+    ),
+    ("DELETE", "/alerts/receivers/<name>"): Case(
+        lambda s: (f"/alerts/receivers/{_receiver(s)}", None, None),
+        lambda s, _: _count(s, "alert_receivers") == 0,
+        ("alert_receiver_delete",),
+        ok=204,
+    ),
+    ("POST", "/alerts/receivers/<name>/test"): Case(
+        lambda s: (f"/alerts/receivers/{_receiver(s)}/test", None, None),
+        lambda s, _: _count(s, "jobs_hot") == 1,
+        ("alert_test",),
+        ok=202,
+    ),
+    ("POST", "/alerts/rules"): Case(
+        lambda s: ("/alerts/rules", {"name": "m", "kind": "zombies", "receivers": [_receiver(s)]}, None),
+        lambda s, _: _count(s, "alert_rules") == 1,
+        ("alert_rule_create",),
+        ok=201,
+    ),
+    ("PATCH", "/alerts/rules/<name>"): Case(
+        lambda s: (f"/alerts/rules/{_rule(s)}", {"enabled": False}, None),
+        lambda s, _: not s.alert_rules()[0].enabled,
+        ("alert_rule_update",),
+    ),
+    ("DELETE", "/alerts/rules/<name>"): Case(
+        lambda s: (f"/alerts/rules/{_rule(s)}", None, None),
+        lambda s, _: _count(s, "alert_rules") == 0,
+        ("alert_rule_delete",),
+        ok=204,
+    ),
     ("POST", "/plans/<plan_id>/approve"): Case(
         lambda s: (f"/plans/{(p := _plan(s))[0]}/approve", None, p[0]),
         lambda s, plan: s.get_plan(plan)["approved_by"] is not None,
@@ -193,7 +251,8 @@ def audit_rows(store: Store) -> list[tuple[Any, ...]]:
 
 
 def reset(store: Store) -> None:
-    for table in ("audit_log", "plan_items", "plans", "jobs_hot", "jobs_dlq", "jobs_archive", "events"):
+    for table in ("audit_log", "plan_items", "plans", "jobs_hot", "jobs_dlq", "jobs_archive", "events",
+                  "alert_rules", "alert_receivers"):  # fmt: skip
         sql(store, f"DELETE FROM {table}")
     sql(store, "UPDATE queues SET paused = ? WHERE name = 'default'", False)
 

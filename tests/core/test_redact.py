@@ -98,3 +98,16 @@ def test_a_new_sqlite_database_and_its_wal_files_are_private(tmp_path):
         assert all(f.exists() for f in files), files
         modes = {f.name: stat.S_IMODE(f.stat().st_mode) for f in files}
     assert set(modes.values()) == {0o600}, {k: oct(v) for k, v in modes.items()}
+
+
+def test_registered_secrets_are_masked_wherever_they_appear():
+    """Alert receivers' URLs and secrets (docs/alerts.md) are masked by value once a process read them."""
+    from chokaq_ops.redact import register_secret
+
+    url = "https://hooks.slack.com/services/T1/B2/registered-token-xyz"
+    register_secret(url)
+    register_secret("whsec-registered-0123456789")
+    register_secret("short")  # too short to mask safely: ignored
+    text = redact(f"POST {url} failed; signed with whsec-registered-0123456789; a short word stays")
+    assert "registered-token-xyz" not in text and "whsec-registered" not in text
+    assert "short word" in text and text.count("***") == 2

@@ -121,8 +121,8 @@ def test_single_enqueues_run_prepared_with_one_generic_plan_on_producer_connecti
                 ("chokaq_enqueue_one_known", 2, 0),
             ]
             cur.execute(
-                "EXPLAIN EXECUTE chokaq_enqueue_one(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                ("x", "q", "t", None, None, 10, None, None, None, None),
+                "EXPLAIN EXECUTE chokaq_enqueue_one(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                ("x", "q", "t", None, None, 10, None, None, None, None, None),
             )
             plan = "\n".join(r[0] for r in cur.fetchall())
         assert "Seq Scan on queues" not in plan and "Seq Scan on queue_counts" not in plan, plan

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
+from flask import request
 from flask.views import MethodView
 
 from chokaq_api.auth import actor, require_plan_below_threshold
@@ -18,7 +20,7 @@ from chokaq_api.resources.jobs.schemas import (
     JobListQuery,
     JobSchema,
 )
-from chokaq_ops import errors
+from chokaq_ops import errors, tracing
 from chokaq_ops.models import FailureFilter, NewJob
 from chokaq_ops.records import JobRecord
 
@@ -27,7 +29,11 @@ blp = Blueprint("jobs", __name__, description="Enqueue jobs, find any job by id,
 
 
 def submit(job: NewJob) -> tuple[JobRecord, int]:
-    """Enqueue one job as the token's name: 201 new, 200 an active duplicate of its idempotency key."""
+    """Enqueue one job as the token's name: 201 new, 200 an active duplicate of its idempotency key. With
+    OpenTelemetry, the request's W3C `traceparent`/`tracestate` headers are the job's producer context
+    when no span is current in this thread (an instrumented app's server span wins: docs/tracing.md)."""
+    if tracing.ENABLED and tracing.current_context() is None:
+        job = replace(job, trace_context=tracing.from_headers(request.headers))
     result = store().enqueue_audited(job, actor=actor(), max_queues=ctx().settings.api.max_queues)
     if result.status == "conflict":
         raise errors.Conflict(f"a job with id {result.id} exists already", field="id")

@@ -81,6 +81,12 @@ class JobSchema(ma.Schema):
             "description": "Archive: failed attempts before the success (see GET /jobs/{id}/failures)."
         },
     )
+    trace_context = _str(
+        metadata={
+            "description": "The producer's W3C trace context as JSON (traceparent, tracestate), kept through "
+            "archive, DLQ and resurrect; null outside a trace or without OpenTelemetry (docs/tracing.md)."
+        }
+    )
 
     @ma.pre_dump
     def every_field(self, job: Mapping[str, Any], **kwargs: Any) -> dict[str, Any]:
