@@ -74,6 +74,8 @@ ROUTES: Mapping[tuple[str, str], Rule] = {
         "operator", admin_fields=("active", "zombie_timeout_seconds", "max_workers")
     ),
     ("GET", "/stats"): READER,
+    ("GET", "/horizon"): READER,
+    ("POST", "/horizon/cancel"): ADMIN,  # ends another session of the database
     # Operator, not admin: a sweep applies the configured timeouts, exactly what the scheduled sweep does
     # a minute later; changing those timeouts is the admin part (PATCH /queues/{name}).
     ("POST", "/rescue"): OPERATOR,

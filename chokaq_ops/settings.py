@@ -42,6 +42,8 @@ class StorageSettings:
     lock_timeout: float = field(default=5.0, metadata=_limit(0, 3_600))
     connect_timeout: float = field(default=10.0, metadata=_limit(0, 600))
     pool_size: int = field(default=16, metadata=_limit(1))
+    # SQLite: the write-ahead log is cut back to this once no reader needs it (storage/wal.py).
+    wal_limit_mb: int = field(default=64, metadata=_limit(1, 1_000_000))
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +123,9 @@ class HealthSettings:
     worker_heartbeat_timeout: float = 30.0
     queue_lag_degraded: float = 5.0
     queue_lag_unhealthy: float = 10.0
+    # /health/ready's `horizon` check turns degraded (a warning: the queue still works) once a snapshot,
+    # a prepared transaction or a pinned SQLite log has been held this long (docs/endurance.md).
+    horizon_degraded: float = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -528,6 +533,7 @@ _NAMES: dict[str, dict[str, _Key]] = {
 _NAMES["storage"]["Database"] = ("storage", "url")
 _NAMES["health"]["QueueLagDegradedThreshold"] = ("health", "queue_lag_degraded")
 _NAMES["health"]["QueueLagUnhealthyThreshold"] = ("health", "queue_lag_unhealthy")
+_NAMES["health"]["HorizonDegradedThreshold"] = ("health", "horizon_degraded")
 # The original's CircuitPolicy spells its durations in seconds.
 _NAMES["circuit"]["FailureWindowSeconds"] = ("circuit", "failure_window")
 _NAMES["circuit"]["BreakDurationSeconds"] = ("circuit", "break_duration")

@@ -12,6 +12,7 @@ from chokaq_api.resources import (
     events,
     failures,
     health,
+    horizon,
     index,
     jobs,
     plans,
@@ -39,6 +40,7 @@ MODULES = (
     circuits,
     alerts,
     failures,
+    horizon,
     whoami,
 )
 URL_PREFIX = "/api/v1"

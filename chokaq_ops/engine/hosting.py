@@ -6,7 +6,8 @@
 - the rescue sweep every Recovery.ScanInterval (first run at start: a restarted fleet cleans up at once);
 - retention every Retention.Interval (first run a minute after start, or sooner for short intervals);
 - with the rescue sweep, on PostgreSQL: the counter deltas of finished transactions folded into the
-  queues' totals every COUNTER_FOLD_S (docs/endurance.md);
+  queues' totals every COUNTER_FOLD_S; on SQLite the write-ahead log kept small every KEEP_INTERVAL_S
+  (storage/wal.py; docs/endurance.md);
 - with `run_alerts` (`chokaq serve`), the alert rule loop every Alerts.EvaluationInterval
   (engine/alerting.py); every worker a Host runs also delivers notifications (engine/alert_delivery.py).
 
@@ -32,6 +33,7 @@ from chokaq_ops.engine.rescue import PROBE_INTERVAL_S, DbWatch, Rescuer, default
 from chokaq_ops.engine.retention import Retention
 from chokaq_ops.engine.worker import Worker
 from chokaq_ops.settings import Settings
+from chokaq_ops.storage.wal import KEEP_INTERVAL_S
 
 if TYPE_CHECKING:
     from chokaq_ops.storage import Store
@@ -160,6 +162,13 @@ class Host:
                 name="rescue sweep",
                 next_run_time=now,
             )
+            if self.store.wal.path is not None:
+                scheduler.add_job(
+                    self.store.wal.keep,
+                    IntervalTrigger(seconds=KEEP_INTERVAL_S),
+                    id="wal",
+                    name="keep the SQLite write-ahead log small",
+                )
             if "fold_counters" in self.store.queries:
                 scheduler.add_job(
                     self.store.fold_counters,

@@ -174,6 +174,7 @@ class Metrics:
         )
         if store is not None:
             r.register(QueueCollector(store, worker_gone_s))
+            r.register(HorizonCollector(store))
 
     def labels(self, queue: str | None, job_type: str | None) -> dict[str, str]:
         return {"queue": self.queue_label(queue), "type": self.type_label(job_type)}
@@ -254,3 +255,42 @@ class QueueCollector(Collector):
         live = GaugeMetricFamily("chokaq_workers_registered", "Workers with a registry row.")
         live.add_metric([], len(workers))
         yield from (lost, live)
+
+
+class HorizonCollector(Collector):
+    """What a held snapshot makes grow, read at scrape time (docs/endurance.md): the oldest snapshot's age
+    and the churning tables' dead versions and size (PostgreSQL), the write-ahead log (SQLite)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        try:
+            report = self.store.horizon()
+            tables = self.store.run("queue_tables", write=False)
+        except Exception as exc:  # a scrape must never fail because the database is down
+            log.warning("metrics: cannot read the snapshot horizon: %s", exc)
+            return
+        held = GaugeMetricFamily(
+            "chokaq_db_oldest_snapshot_seconds",
+            "Age of the oldest snapshot or prepared transaction holding back vacuum (0: none).",
+        )
+        held.add_metric([], report.age_s())
+        yield held
+        dead = GaugeMetricFamily(
+            "chokaq_db_table_dead_tuples", "Dead row versions per queue table.", labels=["table"]
+        )
+        size = GaugeMetricFamily("chokaq_db_table_bytes", "Size of each queue table.", labels=["table"])
+        for t in tables:
+            dead.add_metric([t["name"]], int(t["dead"] or 0))
+            size.add_metric([t["name"]], int(t["bytes"] or 0))
+        yield from (dead, size)
+        if report.wal is not None:
+            wal = GaugeMetricFamily("chokaq_sqlite_wal_bytes", "Size of the SQLite write-ahead log.")
+            wal.add_metric([], report.wal["size_bytes"] or 0)
+            pinned = GaugeMetricFamily(
+                "chokaq_sqlite_wal_pinned_seconds",
+                "How long a reader has kept the write-ahead log from being checkpointed (0: none).",
+            )
+            pinned.add_metric([], report.wal["pinned_seconds"])
+            yield from (wal, pinned)

@@ -64,6 +64,7 @@ class Database:
         command_timeout: float = 30.0,
         lock_timeout: float = 5.0,
         connect_timeout: float = 10.0,
+        wal_limit_bytes: int = 64 * 2**20,
         prepared: Sequence[str] = (),
         producer_prepared: Sequence[str] = (),
     ) -> None:
@@ -72,7 +73,11 @@ class Database:
         define are left out. `producer_prepared`: the producer's, prepared on connections of their own
         whose generic plans need no statistics."""
         self.dialect = dialects.from_url(
-            url, command_timeout=command_timeout, lock_timeout=lock_timeout, connect_timeout=connect_timeout
+            url,
+            command_timeout=command_timeout,
+            lock_timeout=lock_timeout,
+            connect_timeout=connect_timeout,
+            wal_limit_bytes=wal_limit_bytes,
         )
         # Every call's bound (docs/configuration.md, Storage.CommandTimeout); None: unbounded.
         self.command_timeout: float | None = command_timeout if command_timeout > 0 else None

@@ -135,6 +135,8 @@ class SqliteDialect(Dialect):
     url: str
     path: str
     busy_timeout_ms: int = 30000
+    # A log that restarts is cut back to this (PRAGMA journal_size_limit; Storage.WalLimitMb, storage/wal.py).
+    wal_limit_bytes: int = 64 * 2**20
     name: str = "sqlite"
     # id(connection) -> the busy timeout (ms) it has now: a bounded call lowers it for its own duration.
     _busy: dict[int, int] = field(default_factory=dict, repr=False)
@@ -148,6 +150,7 @@ class SqliteDialect(Dialect):
         conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_ms)}")
         self._busy[id(conn)] = int(self.busy_timeout_ms)
         conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute(f"PRAGMA journal_size_limit = {int(self.wal_limit_bytes)}")
         # NORMAL is durable across application crashes in WAL mode; only an OS crash can lose the
         # last commits, which is the usual trade for an embedded queue.
         conn.execute("PRAGMA synchronous = NORMAL")
@@ -556,6 +559,7 @@ def from_url(
     command_timeout: float = 30.0,
     lock_timeout: float = 5.0,
     connect_timeout: float = 10.0,
+    wal_limit_bytes: int = 64 * 2**20,
 ) -> Dialect:
     """Build a dialect from a database URL (docs/configuration.md). The timeouts are Storage.*'s; on
     SQLite the command timeout is also the busy timeout."""
@@ -565,7 +569,9 @@ def from_url(
         if not path:
             raise errors.ConfigError(f"no file in SQLite URL {url!r}", field="Storage.Url")
         busy = int(command_timeout * 1000) if command_timeout > 0 else busy_timeout_ms
-        return SqliteDialect(url=url, path=unquote(path), busy_timeout_ms=busy)
+        return SqliteDialect(
+            url=url, path=unquote(path), busy_timeout_ms=busy, wal_limit_bytes=wal_limit_bytes
+        )
     if url.startswith(("postgresql://", "postgres://")):
         parts = urlsplit(url)
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}

@@ -18,6 +18,7 @@ from chokaq_ops.storage.dialects import Dialect
 from chokaq_ops.storage.events import Events
 from chokaq_ops.storage.failure_ops import FailureOps
 from chokaq_ops.storage.forward import forward
+from chokaq_ops.storage.horizon import HorizonOps
 from chokaq_ops.storage.leases import Leases
 from chokaq_ops.storage.plan_ops import PlanOps
 from chokaq_ops.storage.pool import Pool
@@ -25,6 +26,7 @@ from chokaq_ops.storage.read_ops import ReadOps
 from chokaq_ops.storage.registry_ops import RegistryOps
 from chokaq_ops.storage.rescue import Rescue
 from chokaq_ops.storage.tokens import Tokens
+from chokaq_ops.storage.wal import Wal
 from chokaq_ops.storage.worker_ops import WorkerOps
 
 if TYPE_CHECKING:
@@ -46,6 +48,7 @@ class Store:
         command_timeout: float = 30.0,
         lock_timeout: float = 5.0,
         connect_timeout: float = 10.0,
+        wal_limit_bytes: int = 64 * 2**20,
     ) -> None:
         self.db = Database(
             url,
@@ -57,12 +60,15 @@ class Store:
             command_timeout=command_timeout,
             lock_timeout=lock_timeout,
             connect_timeout=connect_timeout,
+            wal_limit_bytes=wal_limit_bytes,
             prepared=worker_ops.PREPARED,
             producer_prepared=producer.PREPARED,
         )
         self.producer = producer.Producer(self.db)
         self.worker = WorkerOps(self.db)
         self.rescue = Rescue(self.db)
+        self.wal = Wal(self.db, wal_limit_bytes)
+        self.horizons = HorizonOps(self.db, self.wal)
         self.leases = Leases(self.db)
         self.reads = ReadOps(self.db)
         self.admin = AdminOps(self.db, self.reads)
@@ -87,6 +93,7 @@ class Store:
             command_timeout=s.command_timeout,
             lock_timeout=s.lock_timeout,
             connect_timeout=s.connect_timeout,
+            wal_limit_bytes=s.wal_limit_mb * 2**20,
         )
 
     # ------------------------------------------------------------------ the database (Database)
@@ -140,7 +147,9 @@ class Store:
     def retries_done(self) -> int:
         return self.db.retries_done
 
-    close = forward("db", Database.close)
+    def close(self) -> None:
+        self.wal.close()
+        self.db.close()
 
     def __enter__(self) -> Store:
         return self
@@ -282,6 +291,12 @@ class Store:
     last_event_id = forward("events", Events.last_event_id)
     prune = forward("events", Events.prune)
     fold_counters = forward("events", Events.fold_counters)
+
+    # ------------------------------------------------------------------ the snapshot horizon (HorizonOps)
+
+    horizon = forward("horizons", HorizonOps.horizon)
+    session = forward("horizons", HorizonOps.session)
+    end_session = forward("horizons", HorizonOps.end_session)
 
     # ------------------------------------------------------------------ alerts (AlertOps)
 

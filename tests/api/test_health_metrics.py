@@ -21,6 +21,7 @@ def test_liveness_and_readiness_are_open_and_the_detail_needs_a_reader(client):
         "schema": "ok",
         "worker": "skipped",
         "queue_lag": "ok",
+        "horizon": "ok",
     }
 
 

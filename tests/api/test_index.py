@@ -69,5 +69,5 @@ def test_health_is_the_readiness_answer(client):
     assert (
         set(summary.json["checks"])
         == set(ready.json["checks"])
-        == {"storage", "schema", "worker", "queue_lag"}
+        == {"storage", "schema", "worker", "queue_lag", "horizon"}
     )

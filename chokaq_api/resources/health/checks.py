@@ -1,4 +1,5 @@
-"""Readiness checks: storage reachable, schema current, hosted worker alive, queue lag within bounds."""
+"""Readiness checks: storage reachable, schema current, hosted worker alive, queue lag within bounds, and
+what holds back vacuum (the snapshot horizon; a warning only)."""
 
 from __future__ import annotations
 
@@ -92,6 +93,52 @@ def queue_lag(c: Context) -> dict[str, Any]:
     return check(OK, f"worst lag {lag:.1f}s{where}", **data)
 
 
+def horizon(c: Context) -> dict[str, Any]:
+    """What holds back vacuum (PostgreSQL: the oldest snapshot's session, replication slots, prepared
+    transactions) or the write-ahead log (SQLite: a reader that pins it). A warning, never a failure: the
+    queue keeps its speed beside a held snapshot (docs/endurance.md); the tables grow until it ends."""
+    limit = c.settings.health.horizon_degraded
+    try:
+        report = c.store.horizon()
+    except Exception as exc:
+        return check(DEGRADED, f"cannot read the snapshot horizon ({type(exc).__name__})")
+    data = report.to_dict() | {"degraded_after_seconds": limit}
+    wal = report.wal
+    if wal is not None:
+        pinned, size = wal["pinned_seconds"], wal["size_bytes"] or 0
+        if pinned >= limit:
+            return check(
+                DEGRADED,
+                f"a reader has pinned the write-ahead log for {pinned:.0f}s ({size / 2**20:.0f} MB): "
+                "a long read transaction on the database file",
+                **data,
+            )
+        return check(OK, f"write-ahead log {size / 2**20:.1f} MB", **data)
+    forgotten = [s["slot_name"] for s in report.slots if not s["active"]]
+    if forgotten:
+        return check(
+            DEGRADED, f"inactive replication slot(s) {', '.join(forgotten)} hold the horizon back", **data
+        )
+    held = report.age_s()
+    if held < limit:
+        return check(OK, f"oldest snapshot {held:.0f}s", **data)
+    holder = report.holder
+    if holder is not None and holder.age_s >= limit:
+        who = " ".join(
+            part
+            for part in (
+                f"pid {holder.pid}",
+                f"application {holder.application!r}" if holder.application else "",
+                f"user {holder.user}" if holder.user else "",
+                f"from {holder.client}" if holder.client else "",
+                f"({holder.state})" if holder.state else "",
+            )
+            if part
+        )
+        return check(DEGRADED, f"session {who} has held a snapshot for {holder.age_s:.0f}s", **data)
+    return check(DEGRADED, f"a prepared transaction has held the horizon for {held:.0f}s", **data)
+
+
 def readiness(c: Context) -> dict[str, dict[str, Any]]:
     results = {"storage": storage(c)}
     if results["storage"]["status"] == UNHEALTHY:
@@ -101,4 +148,9 @@ def readiness(c: Context) -> dict[str, dict[str, Any]]:
             | {name: check(UNHEALTHY, reason) for name in ("schema", "queue_lag")}
             | {"worker": worker(c)}
         )
-    return results | {"schema": schema(c), "worker": worker(c), "queue_lag": queue_lag(c)}
+    return results | {
+        "schema": schema(c),
+        "worker": worker(c),
+        "queue_lag": queue_lag(c),
+        "horizon": horizon(c),
+    }
