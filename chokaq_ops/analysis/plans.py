@@ -236,7 +236,7 @@ class Plan:
             acted = acted[acted["chunk"] >= from_chunk]
         if to_chunk is not None:
             acted = acted[acted["chunk"] <= to_chunk]
-        where = self._backend.locate(acted["job_id"].tolist())
+        where = self._backend.locate(acted["id"].tolist())
         where["chunk"] = acted["chunk"].to_numpy()
         return where
 
@@ -254,12 +254,13 @@ class Plan:
         return self
 
     def items(self) -> pd.DataFrame:
-        """The frozen jobs in plan order. Columns: ``job_id`` (str), ``chunk`` (int64), ``ord`` (int64),
-        ``done_at`` (datetime64[us, UTC], NaT until its chunk ran), ``outcome`` (done, skipped or NaN),
-        ``payload``, ``tags`` (str), ``priority`` (float64): the edits of a resurrect plan."""
+        """The frozen jobs in plan order. Columns: ``id`` (str, the job's id: the same column as every
+        other frame, so it joins them), ``chunk`` (int64), ``ord`` (int64), ``done_at`` (datetime64[us,
+        UTC], NaT until its chunk ran), ``outcome`` (done, skipped or NaN), ``payload``, ``tags`` (str),
+        ``priority`` (float64): the edits of a resurrect plan."""
         frame = pd.DataFrame(
             self._backend._plan_items(self.id),
-            columns=["job_id", "chunk", "ord", "done_at", "outcome", "payload", "tags", "priority"],
+            columns=["id", "chunk", "ord", "done_at", "outcome", "payload", "tags", "priority"],
         )
         frame["done_at"] = pd.to_datetime(frame["done_at"], utc=True, format="ISO8601").astype(C.TIME_DTYPE)
         frame["priority"] = pd.to_numeric(frame["priority"]).astype("float64")

@@ -373,7 +373,7 @@ class HttpClient(BaseClient):
 
     def _plan_items(self, plan_id: str) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
-        for items in self.api.pages(f"/plans/{quote(plan_id)}/items", {}, None, "job_id"):
+        for items in self.api.pages(f"/plans/{quote(plan_id)}/items", {}, None):
             rows.extend(items)
         return rows
 

@@ -20,9 +20,10 @@ CREATE INDEX IF NOT EXISTS temp.ix_staged_key ON staged (key) WHERE key IS NOT N
 CREATE TEMP TABLE IF NOT EXISTS displaced (id TEXT, queue TEXT, location TEXT, copy TEXT)
 
 -- fragment: claimed_columns
--- What a claim returns per row (fetch, fetch_head, recover_claims): the job, its status and start.
+-- What a claim returns per row (fetch, fetch_head, recover_claims): the job, its status and start, and
+-- renewed_at (the lifetime clock's restart by a renewing resurrect: the retry decision reads it).
 id, queue, type, payload, tags, priority, attempt_count, created_at, scheduled_at, due_at, idempotency_key,
-created_by, status, started_at
+created_by, status, started_at, renewed_at
 
 -- fragment: claim_and_start
 -- The end of a claim (fetch, fetch_head): the rows of `picked` marked `go` are started (processing,
@@ -757,13 +758,16 @@ SELECT d.id, d.queue, 'dlq', {{dlq_copy}}
 FROM jobs_dlq d WHERE d.id IN (SELECT id FROM staged WHERE key = 'hot');
 {{displaced_report}};
 INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
-                      due_at, created_at, updated_at, created_by, last_modified_by)
+                      due_at, created_at, updated_at, created_by, last_modified_by, renewed_at)
 SELECT d.id, d.queue, d.type, coalesce(s.payload, d.payload), coalesce(s.tags, d.tags), NULL,
        coalesce(s.priority, 10), 0, 0,
        -- :spread_s: due times jittered uniformly over that window (0: due now), so a bulk resurrect of
        -- still-failing jobs does not come back as one synchronized wave (docs/api.md "spread").
        strftime('%Y-%m-%d %H:%M:%f', julianday('now') + (abs(random()) % 1000000) / 1000000.0 * :spread_s / 86400.0),
-       d.created_at, {{now}}, d.created_by, :actor
+       d.created_at, {{now}}, d.created_by, :actor,
+       -- :renew = 1: the retry budget is renewed, the lifetime clock (Retry.MaxJobAge) restarts now
+       -- (attempts restart at 0 either way); 0 keeps the clock at created_at.
+       CASE WHEN :renew = 1 THEN {{now}} END
 FROM staged s JOIN jobs_dlq d ON d.id = s.id WHERE s.key IS NULL;
 INSERT INTO queues (name) SELECT DISTINCT queue FROM staged WHERE true ON CONFLICT DO NOTHING;
 {{staged_counters_failed_down}};
@@ -777,7 +781,7 @@ SELECT :actor, 'resurrect', s.id, :plan_id,
                                                              'tags', coalesce(s.tags, d.tags),
                                                              'priority', coalesce(s.priority, 10))) END,
                 '$.failure_reason', (SELECT r.name FROM failure_reasons r WHERE r.code = d.failure_reason),
-                '$.fingerprint', d.fingerprint)
+                '$.fingerprint', d.fingerprint, '$.renewed', json(CASE WHEN :renew = 1 THEN 'true' ELSE 'false' END))
 FROM staged s JOIN jobs_dlq d ON d.id = s.id WHERE s.key IS NULL ORDER BY s.ord;
 INSERT INTO events (kind, message, data)
 SELECT 'resurrect', 'Resurrected ' || count(*) || ' job(s) by ' || :actor,
@@ -1225,10 +1229,44 @@ SELECT {{frame_common}}, p.status, p.heartbeat_at, p.scheduled_at {{hot_page}};
 
 -- name: plan_create
 -- A plan whose items are all frozen, with their totals (counted as the batches were written) and its
--- preview (JSON): the row appears complete, so nothing ever sees a half-frozen plan.
-INSERT INTO plans (id, action, actor, chunk_size, total, chunks, details, label)
-VALUES (:id, :action, :actor, :chunk_size, :total, :chunks, :details, :label)
+-- preview (JSON): the row appears complete, so nothing ever sees a half-frozen plan. It seals the
+-- plan's freeze (plan_freezes): no row when the freeze was reclaimed meanwhile (its process was taken
+-- for dead), so a plan is never made of items a reclaim is deleting.
+INSERT INTO plans (id, action, actor, chunk_size, total, chunks, details, label, rate)
+SELECT :id, :action, :actor, :chunk_size, :total, :chunks, :details, :label, :rate
+WHERE EXISTS (SELECT 1 FROM plan_freezes WHERE plan_id = :id AND state = 'freezing')
 RETURNING *;
+DELETE FROM plan_freezes WHERE plan_id = :id AND EXISTS (SELECT 1 FROM plans WHERE id = :id);
+
+-- name: plan_freeze_begin
+-- A freeze starts: its row says the items written under this plan id belong to a plan in the making.
+INSERT INTO plan_freezes (plan_id, actor) VALUES (:plan_id, :actor);
+
+-- name: plan_freeze_beat
+-- A freeze is alive (before each batch); no row when it was reclaimed: the freezer stops.
+UPDATE plan_freezes SET beat_at = {{now}} WHERE plan_id = :plan_id AND state = 'freezing'
+RETURNING plan_id;
+
+-- name: plan_freezes
+-- Freezes in progress or abandoned (beaten more than :grace_s ago), with the items they hold.
+SELECT f.plan_id, f.actor, f.state, f.started_at, f.beat_at,
+       (SELECT count(*) FROM plan_items i WHERE i.plan_id = f.plan_id) AS items,
+       CASE WHEN f.state = 'reclaiming' OR f.beat_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :grace_s || ' seconds')
+            THEN 1 ELSE 0 END AS abandoned
+FROM plan_freezes f ORDER BY f.started_at, f.plan_id;
+
+-- name: plan_freeze_reclaim
+-- Takes an abandoned freeze for reclaiming (one reclaimer wins; its late freezer can no longer seal it).
+UPDATE plan_freezes SET state = 'reclaiming', beat_at = {{now}}
+WHERE plan_id = :plan_id
+  AND (state = 'reclaiming' OR beat_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :grace_s || ' seconds'))
+RETURNING plan_id, actor, started_at;
+
+-- name: plan_freeze_end
+-- The reclaimed freeze's items are gone: its row goes, with an audit row of what was reclaimed.
+DELETE FROM plan_freezes WHERE plan_id = :plan_id AND state = 'reclaiming';
+INSERT INTO audit_log (actor, action, job_id, plan_id, count, details)
+VALUES (:actor, 'plan_reclaim', NULL, :plan_id, :count, :details);
 
 -- name: plan_by_label
 -- The newest unfinished plan of :action with :label: what a labelled re-run resumes.
@@ -1332,10 +1370,52 @@ SELECT * FROM plans WHERE id = :id;
 -- name: plan_list
 SELECT * FROM plans
 WHERE (:state IS NULL OR state = :state) AND (:action IS NULL OR action = :action)
+  AND (:label IS NULL OR label = :label)
 ORDER BY created_at DESC, id DESC LIMIT :limit OFFSET :offset;
 
 -- name: plan_count
-SELECT count(*) AS n FROM plans WHERE (:state IS NULL OR state = :state) AND (:action IS NULL OR action = :action);
+SELECT count(*) AS n FROM plans WHERE (:state IS NULL OR state = :state) AND (:action IS NULL OR action = :action)
+  AND (:label IS NULL OR label = :label);
+
+-- name: plan_clock
+-- The plan's clocks on the database clock, inside a chunk's transaction: seconds until its pace lets
+-- the next chunk start (<= 0: now) and until its lease ends (null: no lease).
+SELECT (julianday(coalesce(not_before, {{now}})) - julianday({{now}})) * 86400.0 AS wait_s,
+       CASE WHEN lease_until IS NULL THEN NULL
+            ELSE (julianday(lease_until) - julianday({{now}})) * 86400.0 END AS lease_left_s
+FROM plans WHERE id = :id;
+
+-- name: plan_paced
+-- After a chunk: the pace moves the next chunk's earliest start :seconds on (from now, or from the
+-- previous mark when it is still ahead, so two processes working the plan share one pace), and the
+-- working run's lease is renewed for :ttl_s.
+UPDATE plans
+SET not_before = CASE WHEN :seconds > 0
+                      THEN strftime('%Y-%m-%d %H:%M:%f',
+                                    julianday(max(coalesce(not_before, {{now}}), {{now}})) + :seconds / 86400.0)
+                      ELSE not_before END,
+    lease_until = CASE WHEN :holder IS NOT NULL AND lease_holder = :holder
+                       THEN strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :ttl_s || ' seconds')
+                       ELSE lease_until END
+WHERE id = :id;
+
+-- name: plan_pace
+-- Sets the plan's pace (jobs/s; null: none); every process working the plan follows it from its next chunk.
+UPDATE plans SET rate = :rate, updated_at = {{now}} WHERE id = :id RETURNING *;
+
+-- name: plan_lease
+-- A run takes (or renews) the plan's lease for :ttl_s: free, its own, expired, or held by :take_from (a
+-- holder its caller found dead). No row: another run holds it, or the plan is finished.
+UPDATE plans SET lease_holder = :holder,
+                 lease_until = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :ttl_s || ' seconds')
+WHERE id = :id AND state IN ('ready', 'running')
+  AND (lease_holder IS NULL OR lease_holder = :holder OR lease_until < {{now}}
+       OR (:take_from IS NOT NULL AND lease_holder = :take_from))
+RETURNING *;
+
+-- name: plan_release
+UPDATE plans SET lease_holder = NULL, lease_until = NULL WHERE id = :id AND lease_holder = :holder
+RETURNING id;
 
 -- name: plan_claim_chunk
 -- Claims the lowest unfinished chunk: its items are stamped done in the transaction that then moves the
@@ -1380,7 +1460,8 @@ UPDATE plans SET state = 'discarded', updated_at = {{now}} WHERE id = :id AND st
 RETURNING *;
 
 -- name: plan_items
-SELECT job_id, chunk, ord, done_at, outcome, payload, tags, priority FROM plan_items
+-- The job's id is `id`, as in every other listing and frame.
+SELECT job_id AS id, chunk, ord, done_at, outcome, payload, tags, priority FROM plan_items
 WHERE plan_id = :plan_id ORDER BY ord LIMIT :limit OFFSET :offset;
 
 -- name: plan_outcomes

@@ -69,7 +69,7 @@ def test_outcomes_report_where_resurrected_jobs_went(client, store) -> None:
     plan.execute(progress=False, max_chunks=2)
     got = plan.outcomes()
     assert (got["acted"], got["waiting"], got["settled"], got["failure_rate"]) == (20, 20, 0, None)
-    done = plan.items().query("outcome == 'done'")["job_id"].tolist()
+    done = plan.items().query("outcome == 'done'")["id"].tolist()
     # Move the 20 resurrected jobs on as a worker would: 12 archived, 5 dead again, 2 running, 1 retrying.
     store.fetch("w", 20, ["billing"])
     store.mark_processing("w", done)

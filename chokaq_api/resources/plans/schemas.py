@@ -170,7 +170,7 @@ class PlanItemSchema(ma.Schema):
     class Meta:
         ordered = True
 
-    job_id = ma.fields.String(required=True)
+    id = ma.fields.String(required=True, metadata={"description": "The job's id"})
     chunk = ma.fields.Integer(required=True)
     ord = ma.fields.Integer(required=True)
     done_at = fields.UtcDateTime(allow_none=True)
