@@ -12,6 +12,7 @@ from chokaq_api.resources import (
     failures,
     health,
     index,
+    job_types,
     jobs,
     plans,
     queues,
@@ -37,6 +38,7 @@ MODULES = (
     workers,
     circuits,
     failures,
+    job_types,
     whoami,
 )
 URL_PREFIX = "/api/v1"

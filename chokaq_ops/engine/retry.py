@@ -145,7 +145,7 @@ def decide(
 
 
 def lifetime_start(created_at: datetime | None, renewed_at: datetime | None) -> datetime | None:
-    """Where a job's lifetime clock (Retry.MaxJobAge) starts: its renewal by a resurrect, else its creation."""
+    """Where a job's lifetime clock (Retry.MaxJobAge) starts: its renewal by a resurrect, else creation."""
     if renewed_at is not None and (created_at is None or renewed_at > created_at):
         return renewed_at
     return created_at

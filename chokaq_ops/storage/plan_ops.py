@@ -569,6 +569,7 @@ class PlanOps:
         plan_id: str,
         *,
         holder: str,
+        actor: Actor,
         ttl: float = LEASE_TTL_S,
         take_from: str | None = None,
     ) -> dict[str, Any]:
@@ -576,9 +577,20 @@ class PlanOps:
         holder the caller knows is dead (its process is gone) whose lease it may take before it expires.
         Raises PlanBusy when another run holds a live lease, InvalidState when the plan is finished."""
         holder = required_text(holder, "holder", max_len=200)
+        who = Actor(checked_actor(actor).name, plan_id)
         if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 1 <= ttl <= 3600:
             raise errors.ValidationError("ttl must be 1 to 3600 seconds", field="ttl")
-        rows = self.db.run("plan_lease", id=plan_id, holder=holder, ttl_s=float(ttl), take_from=take_from)
+
+        def lease(tx: Any) -> list[dict[str, Any]]:
+            before = tx.run("plan_lock", id=plan_id)
+            rows = tx.run("plan_lease", id=plan_id, holder=holder, ttl_s=float(ttl), take_from=take_from)
+            if rows and before and before[0]["lease_holder"] != holder:
+                # Taken, not renewed: who works the plan now is audited (a renewal is not news).
+                what = {"holder": holder, "from": before[0]["lease_holder"], "ttl_s": float(ttl)}
+                audit_in(tx, who, "plan_lease", count=int(rows[0]["done"]), details=what)
+            return rows
+
+        rows = self.db.transaction(lease)
         if rows:
             return _decode(rows[0])
         plan = self.get_plan(plan_id)
@@ -589,9 +601,19 @@ class PlanOps:
         ]
         raise busy(plan, float(left or 0.0))
 
-    def release_plan(self, plan_id: str, *, holder: str) -> bool:
-        """Give the lease back (a run ending for any reason but a kill); False when it was not held."""
-        return bool(self.db.run("plan_release", id=plan_id, holder=holder))
+    def release_plan(self, plan_id: str, *, holder: str, actor: Actor) -> bool:
+        """Give the lease back (a run ending for any reason but a kill); False when it was not held.
+        Audited (`plan_release`) when it was."""
+        holder = required_text(holder, "holder", max_len=200)
+        who = Actor(checked_actor(actor).name, plan_id)
+
+        def release(tx: Any) -> bool:
+            rows = tx.run("plan_release", id=plan_id, holder=holder)
+            if rows:
+                audit_in(tx, who, "plan_release", count=0, details={"holder": holder})
+            return bool(rows)
+
+        return bool(self.db.transaction(release))
 
     def pace_plan(self, plan_id: str, rate: float | None, *, actor: Actor) -> dict[str, Any]:
         """Set the plan's pace in jobs per second (None: unpaced). The pace belongs to the plan: every

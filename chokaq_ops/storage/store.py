@@ -280,6 +280,7 @@ class Store:
     locate = forward("failures", FailureOps.locate)
     register_job_types = forward("failures", FailureOps.register_job_types)
     idempotent_types = forward("failures", FailureOps.idempotent_types)
+    job_types = forward("failures", FailureOps.job_types)
 
     # ------------------------------------------------------------------ events and retention (Events)
 

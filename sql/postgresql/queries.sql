@@ -1296,6 +1296,29 @@ UNION ALL
 SELECT 'type', d.type, count(*) FROM jobs_dlq d
 WHERE d.id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))) GROUP BY d.type;
 
+-- name: dlq_breakdown_capped
+-- What a bulk operation capped at :limit jobs would touch (the newest failures first, as a plan freezes
+-- them): counts by reason, queue and type of exactly those jobs.
+WITH chosen AS (
+    SELECT d.failure_reason, d.queue, d.type FROM jobs_dlq d WHERE {{dlq_where}}
+    ORDER BY d.failed_at DESC, d.id LIMIT CAST(:limit AS integer)
+)
+SELECT 'reason' AS dimension, CAST(failure_reason AS text) AS value, count(*) AS n FROM chosen GROUP BY failure_reason
+UNION ALL
+SELECT 'queue', queue, count(*) FROM chosen GROUP BY queue
+UNION ALL
+SELECT 'type', type, count(*) FROM chosen GROUP BY type;
+
+-- name: dlq_past_lifetime
+-- Of the jobs a bulk resurrect would touch (a filter, ids being one; at most :limit, newest failures first),
+-- how many were created more than :max_age_s ago: resurrected without renewing their retry budget, their
+-- first failure would not be retried (RetryLifetimeExpired).
+SELECT count(*) AS n FROM (
+    SELECT d.created_at FROM jobs_dlq d
+    WHERE {{dlq_where}}
+    ORDER BY d.failed_at DESC, d.id LIMIT CAST(:limit AS integer)
+) c WHERE c.created_at < now() - make_interval(secs => CAST(:max_age_s AS double precision));
+
 -- name: dlq_existing_ids
 SELECT d.id FROM jobs_dlq d WHERE d.id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)))
 ORDER BY d.failed_at DESC, d.id;
@@ -2167,6 +2190,10 @@ INSERT INTO job_types AS t (type, idempotent, updated_at)
 SELECT i.type, i.idempotent, now()
 FROM jsonb_to_recordset(CAST(:types AS jsonb)) AS i(type text, idempotent boolean) ORDER BY i.type
 ON CONFLICT (type) DO UPDATE SET idempotent = excluded.idempotent, updated_at = excluded.updated_at;
+
+-- name: job_types
+-- Every job type some worker declared when it started: whether it is idempotent, and when it was said.
+SELECT type, idempotent, updated_at FROM job_types ORDER BY type;
 
 -- name: idempotent_types
 SELECT type FROM job_types WHERE idempotent ORDER BY type;

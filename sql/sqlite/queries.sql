@@ -1008,6 +1008,29 @@ SELECT 'queue', d.queue, count(*) FROM jobs_dlq d WHERE d.id IN (SELECT value FR
 UNION ALL
 SELECT 'type', d.type, count(*) FROM jobs_dlq d WHERE d.id IN (SELECT value FROM json_each(:ids)) GROUP BY d.type;
 
+-- name: dlq_breakdown_capped
+-- What a bulk operation capped at :limit jobs would touch (the newest failures first, as a plan freezes
+-- them): counts by reason, queue and type of exactly those jobs.
+WITH chosen AS (
+    SELECT d.failure_reason, d.queue, d.type FROM jobs_dlq d WHERE {{dlq_where}}
+    ORDER BY d.failed_at DESC, d.id LIMIT :limit
+)
+SELECT 'reason' AS dimension, CAST(failure_reason AS TEXT) AS value, count(*) AS n FROM chosen GROUP BY failure_reason
+UNION ALL
+SELECT 'queue', queue, count(*) FROM chosen GROUP BY queue
+UNION ALL
+SELECT 'type', type, count(*) FROM chosen GROUP BY type;
+
+-- name: dlq_past_lifetime
+-- Of the jobs a bulk resurrect would touch (a filter, ids being one; at most :limit, newest failures first),
+-- how many were created more than :max_age_s ago: resurrected without renewing their retry budget, their
+-- first failure would not be retried (RetryLifetimeExpired).
+SELECT count(*) AS n FROM (
+    SELECT d.created_at FROM jobs_dlq d
+    WHERE {{dlq_where}}
+    ORDER BY d.failed_at DESC, d.id LIMIT :limit
+) c WHERE c.created_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :max_age_s || ' seconds');
+
 -- name: dlq_existing_ids
 SELECT d.id FROM jobs_dlq d WHERE d.id IN (SELECT value FROM json_each(:ids)) ORDER BY d.failed_at DESC, d.id;
 
@@ -1716,6 +1739,10 @@ ORDER BY j.key;
 INSERT INTO job_types (type, idempotent, updated_at)
 SELECT json_extract(value, '$.type'), json_extract(value, '$.idempotent'), {{now}} FROM json_each(:types) WHERE true
 ON CONFLICT (type) DO UPDATE SET idempotent = excluded.idempotent, updated_at = excluded.updated_at;
+
+-- name: job_types
+-- Every job type some worker declared when it started: whether it is idempotent, and when it was said.
+SELECT type, idempotent, updated_at FROM job_types ORDER BY type;
 
 -- name: idempotent_types
 SELECT type FROM job_types WHERE idempotent = 1 ORDER BY type;
