@@ -228,6 +228,14 @@ def records_frame(
     return frame
 
 
+def parsed_details(row: dict[str, Any]) -> dict[str, Any]:
+    """An audit row with its `details` as an object (the store keeps JSON text)."""
+    details = row.get("details")
+    if isinstance(details, str) and details:
+        row["details"] = json.loads(details)
+    return row
+
+
 def audit_frame(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """Audit rows as a frame: id (int64), at (UTC), actor, action, job_id, plan_id, count (int64), details
     (parsed JSON: dict, list or None)."""

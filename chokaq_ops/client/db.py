@@ -18,6 +18,7 @@ from chokaq_ops.client.base import (
     RUN_OPTIONS,
     BaseClient,
     audit_frame,
+    parsed_details,
     ids_or_conflict,
     records_frame,
 )
@@ -229,6 +230,42 @@ class DbClient(BaseClient):
         return self.store.preview_dlq(
             flt=dlq_filter(**filters), sample=sample, max_jobs=max_jobs, renew=renew, max_job_age=age
         )
+
+    def dlq_page(
+        self,
+        *,
+        sort: str = "failed_at",
+        descending: bool = True,
+        page: int = 1,
+        page_size: int = 50,
+        **filters: Any,
+    ) -> tuple[list[JobRecord], int]:
+        """One page of dead jobs as records (newest failure first by default) and how many match."""
+        got = self.store.list_dlq(
+            dlq_filter(**filters), sort=sort, descending=descending, page=page, page_size=page_size
+        )
+        return list(got.items), got.total
+
+    def audit_rows(
+        self,
+        *,
+        actor: str | None = None,
+        action: str | None = None,
+        job_id: str | None = None,
+        plan_id: str | None = None,
+        since: Any = None,
+        limit: int = 100,
+    ) -> tuple[list[dict[str, Any]], int]:
+        """The newest audit rows (at most `limit`, 1000) as dicts with `details` parsed, and how many match."""
+        got = self.store.list_audit(
+            actor=actor,
+            action=action,
+            job_id=job_id,
+            plan_id=plan_id,
+            since=parse_time(since, "since"),
+            page_size=limit,
+        )
+        return [parsed_details(r.to_dict()) for r in got.items], got.total
 
     def summary(self, *, top: int = 10, **filters: Any) -> dict[str, Any]:
         """Counts by reason, queue and type (with first/last failure) and the top error groups. Times are

@@ -189,6 +189,42 @@ class HttpClient(BaseClient):
             return self.api.post("/dlq/preview", {"ids": list(ids), **body})
         return self.api.post("/dlq/preview", {"filter": filter_json(dlq_filter(**filters)), **body})
 
+    def dlq_page(
+        self,
+        *,
+        sort: str = "failed_at",
+        descending: bool = True,
+        page: int = 1,
+        page_size: int = 50,
+        **filters: Any,
+    ) -> tuple[list[JobRecord], int]:
+        """As `DbClient.dlq_page` (GET /dlq, its total from X-Pagination)."""
+        params = filter_json(dlq_filter(**filters))
+        params |= {"sort": sort, "order": "desc" if descending else "asc", "page": page, "page_size": page_size}
+        response = self.api.call("GET", "/dlq", params=params)
+        meta = json.loads(response.headers.get("X-Pagination") or "{}")
+        return [job_from_view(times(i)) for i in response.json()], int(meta.get("total") or 0)
+
+    def audit_rows(
+        self,
+        *,
+        actor: str | None = None,
+        action: str | None = None,
+        job_id: str | None = None,
+        plan_id: str | None = None,
+        since: Any = None,
+        limit: int = 100,
+    ) -> tuple[list[dict[str, Any]], int]:
+        """As `DbClient.audit_rows` (GET /audit)."""
+        params: dict[str, Any] = {"actor": actor, "action": action, "job_id": job_id, "plan_id": plan_id}
+        when = parse_time(since, "since")
+        if when is not None:
+            params["since"] = time_text(when)
+        params = {k: v for k, v in params.items() if v is not None} | {"page_size": limit}
+        response = self.api.call("GET", "/audit", params=params)
+        meta = json.loads(response.headers.get("X-Pagination") or "{}")
+        return [times(r) for r in response.json()], int(meta.get("total") or 0)
+
     def summary(self, *, top: int = 10, **filters: Any) -> dict[str, Any]:
         """As `DbClient.summary`, with the same types: times are timezone-aware UTC datetimes."""
         return aware_times(self.api.get("/dlq/summary", top=top, **filter_json(dlq_filter(**filters))))
