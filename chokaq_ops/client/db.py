@@ -18,8 +18,8 @@ from chokaq_ops.client.base import (
     RUN_OPTIONS,
     BaseClient,
     audit_frame,
-    parsed_details,
     ids_or_conflict,
+    parsed_details,
     records_frame,
 )
 from chokaq_ops.filters import archive_filter, dlq_filter, hot_filter, parse_time
@@ -256,7 +256,7 @@ class DbClient(BaseClient):
         since: Any = None,
         limit: int = 100,
     ) -> tuple[list[dict[str, Any]], int]:
-        """The newest audit rows (at most `limit`, 1000) as dicts with `details` parsed, and how many match."""
+        """The newest audit rows (at most `limit`, 1000) as dicts, `details` parsed, and how many match."""
         got = self.store.list_audit(
             actor=actor,
             action=action,

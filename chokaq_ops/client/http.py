@@ -200,7 +200,8 @@ class HttpClient(BaseClient):
     ) -> tuple[list[JobRecord], int]:
         """As `DbClient.dlq_page` (GET /dlq, its total from X-Pagination)."""
         params = filter_json(dlq_filter(**filters))
-        params |= {"sort": sort, "order": "desc" if descending else "asc", "page": page, "page_size": page_size}
+        params |= {"sort": sort, "order": "desc" if descending else "asc"}
+        params |= {"page": page, "page_size": page_size}
         response = self.api.call("GET", "/dlq", params=params)
         meta = json.loads(response.headers.get("X-Pagination") or "{}")
         return [job_from_view(times(i)) for i in response.json()], int(meta.get("total") or 0)
