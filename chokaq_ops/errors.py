@@ -80,6 +80,11 @@ class TransientStorageError(StorageError):
     """The database failed in a way that is worth retrying."""
 
 
+class ApiUnreachable(TransientStorageError):
+    """The API could not be reached at all (refused, unresolvable, timed out connecting): the server never
+    saw the request. An API that answers 5xx (its database down) raises TransientStorageError itself."""
+
+
 class SchemaOutdated(StorageError):
     """The database schema is older than this version of chokaq; run `chokaq migrate`."""
 

@@ -53,7 +53,12 @@ COMMAND_MODULES = (
 
 class _Parser(argparse.ArgumentParser):
     # argparse exits 2 on its own; keep its contract, add our prefix, and remember the message for the
-    # final JSON line of a `--format json` invocation.
+    # final JSON line of a `--format json` invocation. No abbreviated flags: a script's `--token x` must
+    # not quietly mean `--token-file x`, nor break when a new flag shares its prefix.
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         global _usage_message
         _usage_message = message
@@ -95,7 +100,7 @@ def _remember_parsers(parser: argparse.ArgumentParser) -> None:
 EXIT_DB_UNREACHABLE = output.EXIT_UNREACHABLE
 
 
-def classify(exc: BaseException, *, api: bool) -> tuple[int, str]:
+def classify(exc: BaseException) -> tuple[int, str]:
     """The exit code and reason of an error that ended a command (docs/cli-json.md, "Exit codes")."""
     table: tuple[tuple[type[BaseException], int, str], ...] = (
         (errors.LabelMismatch, output.EXIT_USAGE, "label_mismatch"),
@@ -109,11 +114,9 @@ def classify(exc: BaseException, *, api: bool) -> tuple[int, str]:
         (errors.Unauthorized, output.EXIT_DENIED, "unauthorized"),
         (errors.Forbidden, output.EXIT_DENIED, "forbidden"),
         (errors.SchemaOutdated, output.EXIT_FAILURE, "schema_outdated"),
-        (
-            errors.TransientStorageError,
-            output.EXIT_UNREACHABLE,
-            "api_unreachable" if api else "database_unreachable",
-        ),
+        (errors.ApiUnreachable, output.EXIT_UNREACHABLE, "api_unreachable"),
+        # Over the API too: a 5xx answer means the server is up and its database is not.
+        (errors.TransientStorageError, output.EXIT_UNREACHABLE, "database_unreachable"),
         (errors.ChokaqError, output.EXIT_FAILURE, "failure"),
     )
     for kind, code, reason in table:
@@ -133,18 +136,6 @@ def interrupted_by() -> str:
 def _on_signal(signum: int, _frame: Any) -> None:
     _signal_seen["signal"] = signal.Signals(signum).name
     raise KeyboardInterrupt
-
-
-def _on_api(args: argparse.Namespace) -> bool:
-    """Whether this invocation targets the API (a command without --api never does)."""
-    if not hasattr(args, "api"):
-        return False
-    from chokaq_ops.cli.target import api_url
-
-    try:
-        return api_url(args) is not None
-    except errors.ChokaqError:
-        return False
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -174,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.finish(code)
         return code
     except errors.ChokaqError as exc:
-        code, reason = classify(exc, api=_on_api(args))
+        code, reason = classify(exc)
         prefix = {"database_unreachable": "database unreachable: ", "api_unreachable": "API unreachable: "}
         label = "chokaq: error: " if code == output.EXIT_USAGE and reason == "usage" else "chokaq: "
         print(f"{label}{prefix.get(reason, '')}{exc}", file=sys.stderr)

@@ -97,7 +97,9 @@ class Transport:
         try:
             response = self.session.request(method, self.base_url + path, **kwargs)
         except requests.ConnectionError as exc:
-            raise errors.TransientStorageError(f"cannot reach {self.base_url}: {exc}") from exc
+            raise errors.ApiUnreachable(f"cannot reach {self.base_url}: {exc}") from exc
+        except requests.Timeout as exc:  # the server took the request and did not answer in time
+            raise errors.TransientStorageError(f"{self.base_url} did not answer in time: {exc}") from exc
         if response.status_code >= 400:
             raise error_from(response)
         return response
