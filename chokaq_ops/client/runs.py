@@ -232,6 +232,8 @@ def take(client: RunClient, plan: Plan, holder: str, *, wait: float, ttl: float)
         try:
             client._plan_lease(plan.id, holder, ttl, None)
             return
+        except errors.InvalidState:
+            return  # finished meanwhile (by the run we waited for): nothing is left to hold or to do
         except errors.PlanBusy as busy:
             dead = dead_local_holder(busy.holder)
             if dead is not None:
