@@ -1,6 +1,7 @@
 """The kill/resume matrix of a labelled nightly resurrect, over the database and over the API
-(docs/cli-json.md): real `chokaq` processes stopped by SIGINT, SIGTERM, SIGKILL of their process group and a cut database
-(PostgreSQL, through the test proxy), each re-run with the same label resuming the same plan. Afterwards
+(docs/cli-json.md): real `chokaq` processes stopped by SIGINT, SIGTERM, SIGKILL of their process group
+and a cut database (PostgreSQL, through the test proxy), each re-run with the same label resuming the
+same plan. Afterwards
 every job was touched once (one resurrect audit row each), none twice, none missed, and no plan row is
 left that belongs to no plan. Also: a kill while freezing leaves rows that are listed and reclaimed; a
 label re-run with another filter is refused naming both; two runs of one label at once: one works, the
