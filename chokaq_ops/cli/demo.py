@@ -349,6 +349,7 @@ def _copy(store: Store, n: int, history: float, rng: random.Random, say: _Say) -
     start = end - max(history, 0.0)
     jitter = min(COPY_JITTER_S, max(history, 0.0) / 20) if history > 0 else 0.0
     done, began = 0, time.monotonic()
+    window = (0, began)  # the rate of the latest stretch: inserts slow down as the tables grow
     while done < n:
         batch = []
         for k in range(done, min(n, done + COPY_BATCH)):
@@ -357,14 +358,16 @@ def _copy(store: Store, n: int, history: float, rng: random.Random, say: _Say) -
             batch.append({"src": src, "id": f"{src}.c{k // len(sources):x}", "s": round(target - at, 3)})
         store.run("demo_copy", copies=json.dumps(batch))
         done += len(batch)
-        rate = done / max(time.monotonic() - began, 1e-6)
-        if done == len(batch) and done < n:
+        now = time.monotonic()
+        if done >= n:
+            say(f"copies: {done:,} of {n:,} ({done / max(now - began, 1e-6):,.0f} jobs/s)")
+        elif done == len(batch) or done % (COPY_BATCH * 10) == 0:
+            rate = (done - window[0]) / max(now - window[1], 1e-6)
             say(
-                f"copies: {done:,} of {n:,} at {rate:,.0f} jobs/s (measured): "
-                f"about {(n - done) / rate:,.0f} s more"
+                f"copies: {done:,} of {n:,} at {rate:,.0f} jobs/s (measured): about "
+                f"{(n - done) / rate:,.0f} s more"
             )
-        elif done >= n or done % (COPY_BATCH * 10) == 0:
-            say(f"copies: {done:,} of {n:,} ({rate:,.0f} jobs/s)")
+            window = (done, now)
     return done
 
 
