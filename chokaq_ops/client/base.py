@@ -596,9 +596,11 @@ class BaseClient:
         return run_plan(self, action, selection, **options)
 
     def _labelled_run(self, action: str, ids: Any, filters: dict[str, Any], **options: Any) -> dict[str, Any]:
-        """`resurrect(..., label=)` / `purge(..., label=)`: a labelled run, as the CLI's. A halt raises
-        PlanHalted and an interrupt KeyboardInterrupt once audited; the final event is returned."""
-        final = run_plan(self, action, ids, **options, **filters)
+        """`resurrect(..., label=)` / `purge(..., label=)`: a labelled run, as the CLI's; the run options
+        among `filters` (RUN_OPTIONS) go to it. A halt raises PlanHalted and an interrupt
+        KeyboardInterrupt once audited; the final event is returned."""
+        run = {k: filters.pop(k) for k in RUN_OPTIONS if k in filters}
+        final = run_plan(self, action, ids, **options, **run, **filters)
         if final["event"] == "halted":
             raise errors.PlanHalted(
                 final["message"], plan=self.plan(final["plan_id"]), outcomes=final["outcomes"]
@@ -606,6 +608,22 @@ class BaseClient:
         if final["event"] == "interrupted":
             raise KeyboardInterrupt
         return final
+
+    def _resurrect_first(
+        self, ids: Any, filters: dict[str, Any], *, label: str | None, safe_only: bool, **options: Any
+    ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        """What both clients' `resurrect` does first: a labelled run (its final event), or nothing when
+        `safe_only` leaves no type (a zero result), else (None, the filters to resurrect by)."""
+        if label is not None:
+            return self._labelled_run(
+                "resurrect", ids, filters, label=label, safe_only=safe_only, **options
+            ), {}
+        if not safe_only:
+            return None, filters
+        _, _, words = self._selection("resurrect", ids, filters, safe_only=True)
+        if words is None:
+            return {"resurrected": 0, "batches": 0}, {}
+        return None, words
 
     def _labelled_plan(self, action: str, label: str) -> Plan | None:
         for state in ("running", "ready"):

@@ -15,7 +15,6 @@ from chokaq_ops.analysis import frames
 from chokaq_ops.analysis.plans import interactive, progress_bar
 from chokaq_ops.client.base import (
     QUEUE_COLUMNS,
-    RUN_OPTIONS,
     BaseClient,
     audit_frame,
     ids_or_conflict,
@@ -292,25 +291,18 @@ class DbClient(BaseClient):
         job types a worker declared idempotent. With a `label`, the run is a plan bound to it, exactly as
         `chokaq dlq resurrect --label` runs: a re-run resumes it; run options (`rate`, `canary`, `watch`,
         `max_failure_rate`, `spread`, `new`, `wait`, `chunk_size`) go with it; returns the final event."""
-        if label is not None:
-            run = {k: filters.pop(k) for k in RUN_OPTIONS if k in filters}
-            return self._labelled_run(
-                "resurrect",
-                ids,
-                filters,
-                label=label,
-                edits=edits,
-                max_jobs=max_jobs,
-                progress=progress,
-                renew=renew,
-                safe_only=safe_only,
-                **run,
-            )
-        if safe_only:
-            _, _, words = self._selection("resurrect", ids, filters, safe_only=True)
-            if words is None:
-                return {"resurrected": 0, "batches": 0}
-            filters = words
+        first, filters = self._resurrect_first(
+            ids,
+            filters,
+            label=label,
+            edits=edits,
+            max_jobs=max_jobs,
+            progress=progress,
+            renew=renew,
+            safe_only=safe_only,
+        )
+        if first is not None:
+            return first
         flt = None if ids is not None else dlq_filter(**filters)
         bar, update = self._progress(progress, len(ids) if ids is not None else None, "resurrect")
         try:
@@ -340,9 +332,8 @@ class DbClient(BaseClient):
         """Delete dead jobs for good by ids or filter, in batches. Returns {purged, batches}. With a
         `label`: a labelled plan run, as `resurrect(..., label=)`."""
         if label is not None:
-            run = {k: filters.pop(k) for k in RUN_OPTIONS if k in filters}
             return self._labelled_run(
-                "purge", ids, filters, label=label, max_jobs=max_jobs, progress=progress, **run
+                "purge", ids, filters, label=label, max_jobs=max_jobs, progress=progress
             )
         flt = None if ids is not None else dlq_filter(**filters)
         bar, update = self._progress(progress, len(ids) if ids is not None else None, "purge")

@@ -20,7 +20,6 @@ from chokaq_ops.analysis import columns as C
 from chokaq_ops.analysis.plans import interactive, progress_bar
 from chokaq_ops.client.base import (
     QUEUE_COLUMNS,
-    RUN_OPTIONS,
     BaseClient,
     audit_frame,
     ids_or_conflict,
@@ -276,25 +275,18 @@ class HttpClient(BaseClient):
     ) -> dict[str, Any]:
         """As `DbClient.resurrect` (`renew`, `safe_only`, a `label` run). Jobs with edits are resurrected
         one request each (POST /dlq/{id}/resurrect); use `plan_resurrect` to edit many."""
-        if label is not None:
-            run = {k: filters.pop(k) for k in RUN_OPTIONS if k in filters}
-            return self._labelled_run(
-                "resurrect",
-                ids,
-                filters,
-                label=label,
-                edits=edits,
-                max_jobs=max_jobs,
-                progress=progress,
-                renew=renew,
-                safe_only=safe_only,
-                **run,
-            )
-        if safe_only:
-            _, _, words = self._selection("resurrect", ids, filters, safe_only=True)
-            if words is None:
-                return {"resurrected": 0, "batches": 0}
-            filters = words
+        first, filters = self._resurrect_first(
+            ids,
+            filters,
+            label=label,
+            edits=edits,
+            max_jobs=max_jobs,
+            progress=progress,
+            renew=renew,
+            safe_only=safe_only,
+        )
+        if first is not None:
+            return first
         renewing = {"renew": renew}
         if edits:
             done = 0
@@ -320,9 +312,8 @@ class HttpClient(BaseClient):
         **filters: Any,
     ) -> dict[str, Any]:
         if label is not None:
-            run = {k: filters.pop(k) for k in RUN_OPTIONS if k in filters}
             return self._labelled_run(
-                "purge", ids, filters, label=label, max_jobs=max_jobs, progress=progress, **run
+                "purge", ids, filters, label=label, max_jobs=max_jobs, progress=progress
             )
         return self._bulk("/dlq/purge", "purged", ids, filters, max_jobs, progress)
 
