@@ -51,6 +51,8 @@ class PlanBackend(Protocol):
 
     def _plan_lease(self, plan_id: str, holder: str, ttl: float, take_from: str | None) -> dict[str, Any]: ...
 
+    def _plan_note(self, plan_id: str, event: str, details: dict[str, Any]) -> None: ...
+
     def _plan_items(self, plan_id: str) -> list[dict[str, Any]]: ...
 
     def _plan_discard(self, plan_id: str) -> dict[str, Any]: ...
@@ -174,6 +176,7 @@ class Plan:
         spread: float = 0.0,
         holder: str | None = None,
         lease_ttl: float = 60.0,
+        interrupted: Callable[[], str] | None = None,
     ) -> Plan:
         """Run the remaining chunks (all of them, or `max_chunks`), each in its own transaction.
 
@@ -198,7 +201,9 @@ class Plan:
         `holder`: the run holding the plan's lease (see ``client.run_plan``), renewed as it goes.
 
         Halting raises `errors.PlanHalted` with the outcomes it decided on; the plan stays `running`, so
-        `execute()` resumes it (after a fix) and `discard()` drops the rest."""
+        `execute()` resumes it (after a fix) and `discard()` drops the rest. A halt and an interrupt
+        (KeyboardInterrupt; `interrupted()` names the signal, default SIGINT) are written to the audit log
+        (`plan_halt`, `plan_interrupt`) before they are raised, from a notebook as from the CLI."""
         if self.state == "discarded":
             raise errors.InvalidState(f"plan {self.id} was discarded; make a new one")
         checked = _Pacing(self, canary, watch, max_failure_rate, rate, guard_window, poll)
@@ -215,26 +220,46 @@ class Plan:
         )
         ran: list[int] = []
         try:
-            while max_chunks is None or len(ran) < max_chunks:
-                data, chunk = self._backend._plan_chunk(self.id, spread, holder)
-                self._update(data)
-                if chunk is None:
-                    break
-                if "wait" in chunk:  # the plan's pace: its next chunk may not start yet
-                    keep.sleep(float(chunk["wait"]))
-                    continue
-                keep.renewed()
-                ran.append(int(chunk["chunk"]))
-                if bar is not None:
-                    bar.update(chunk["claimed"])
-                if on_chunk is not None:
-                    on_chunk(chunk)
-                if pacing is not None and self.remaining:
-                    pacing.after_chunk(ran, chunk["done"])
+            self._run_chunks(ran, max_chunks, spread, holder, keep, bar, on_chunk, pacing)
+        except errors.PlanHalted as halted:
+            self._backend._plan_note(self.id, "plan_halt", {"reason": str(halted)})
+            raise
+        except KeyboardInterrupt:
+            signame = interrupted() if interrupted is not None else "SIGINT"
+            self._backend._plan_note(self.id, "plan_interrupt", {"signal": signame})
+            raise
         finally:
             if bar is not None:
                 bar.close()
         return self
+
+    def _run_chunks(
+        self,
+        ran: list[int],
+        max_chunks: int | None,
+        spread: float,
+        holder: str | None,
+        keep: _Keepalive,
+        bar: Any,
+        on_chunk: Callable[[dict[str, Any]], None] | None,
+        pacing: _Pacing | None,
+    ) -> None:
+        while max_chunks is None or len(ran) < max_chunks:
+            data, chunk = self._backend._plan_chunk(self.id, spread, holder)
+            self._update(data)
+            if chunk is None:
+                break
+            if "wait" in chunk:  # the plan's pace: its next chunk may not start yet
+                keep.sleep(float(chunk["wait"]))
+                continue
+            keep.renewed()
+            ran.append(int(chunk["chunk"]))
+            if bar is not None:
+                bar.update(chunk["claimed"])
+            if on_chunk is not None:
+                on_chunk(chunk)
+            if pacing is not None and self.remaining:
+                pacing.after_chunk(ran, chunk["done"])
 
     def outcomes(
         self, from_chunk: int | None = None, to_chunk: int | None = None, *, per_job: bool = False

@@ -199,9 +199,16 @@ def run_plan(
         emit({"event": "chunk", "plan_id": plan.id, **chunk, "remaining": plan.remaining})
 
     try:
-        plan.execute(progress=progress, on_chunk=on_chunk, holder=holder, lease_ttl=lease_ttl, **pacing)
+        # The plan writes plan_halt and plan_interrupt to the audit log itself (Plan.execute).
+        plan.execute(
+            progress=progress,
+            on_chunk=on_chunk,
+            holder=holder,
+            lease_ttl=lease_ttl,
+            interrupted=interrupted,
+            **pacing,
+        )
     except errors.PlanHalted as halted:
-        client._plan_note(plan.id, "plan_halt", {"reason": str(halted)})
         final = counts(plan.refresh(), before_done, before_chunks)
         final |= {"event": "halted", "reason": "halted", "exit_code": 1, "message": str(halted)}
         final["outcomes"] = halted.outcomes
@@ -209,7 +216,6 @@ def run_plan(
         return final
     except KeyboardInterrupt:
         signame = interrupted() if interrupted is not None else "SIGINT"
-        client._plan_note(plan.id, "plan_interrupt", {"signal": signame})
         final = counts(plan.refresh(), before_done, before_chunks)
         final |= {"event": "interrupted", "reason": "interrupted", "exit_code": 3, "signal": signame}
         emit(final)

@@ -85,3 +85,33 @@ def test_a_labelled_resurrect_from_python_is_the_clis_run(any_client, store) -> 
     resumed = any_client.resurrect(queue="lab-2", label="py-2")
     assert (resumed["plan_id"], resumed["resurrected"], resumed["remaining"]) == (bound, 3, 0)
     assert list(any_client.plans(label="py-2")["id"]) == [bound]
+
+
+def test_a_plain_plan_execute_audits_its_halt_and_interrupt(any_client, store, monkeypatch) -> None:
+    """A notebook's `plan.execute()` writes plan_halt / plan_interrupt as the CLI's runs do."""
+    seed_dlq(store, 3, queue="nb", reason=FailureReason.Zombie)
+    plan = any_client.plan_resurrect(queue="nb", chunk_size=1)
+    with pytest.raises(errors.PlanHalted):
+        plan.execute(progress=False, canary=1, watch=0.2, poll=0.05)
+    [halt] = any_client.audit(plan_id=plan.id, action="plan_halt")["details"]
+    assert "none was picked up by a worker" in halt["reason"]
+
+    def interrupted(*_args, **_kw):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(type(any_client), "_plan_chunk", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        any_client.plan(plan.id).execute(progress=False, interrupted=lambda: "SIGTERM")
+    [note] = any_client.audit(plan_id=plan.id, action="plan_interrupt")["details"]
+    assert note["signal"] == "SIGTERM"
+
+
+def test_an_unfinished_canary_says_whether_its_jobs_run_or_wait() -> None:
+    from chokaq_ops.analysis.plans import unfinished_canary
+
+    running = {"acted": 10, "running": 4, "waiting": 6, "retrying": 0}
+    assert "4 are still running" in unfinished_canary(running, 30) and "watch longer" in unfinished_canary(
+        running, 30
+    )
+    idle = {"acted": 10, "running": 0, "waiting": 10, "retrying": 0}
+    assert "none was picked up by a worker" in unfinished_canary(idle, 30)
