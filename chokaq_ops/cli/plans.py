@@ -96,10 +96,10 @@ def run_ls(args: argparse.Namespace) -> int:
     columns: tuple[str, ...]
     with target.client_of(args) as client:
         if args.orphans:
-            rows = client._plan_orphans()
+            rows = client.orphan_rows()
             columns, noun = ORPHAN_COLUMNS, "freezes"
         else:
-            rows = client._plan_list(state=args.state, action=args.action, label=args.label, limit=args.limit)
+            rows = client.plan_rows(state=args.state, action=args.action, label=args.label, limit=args.limit)
             columns, noun = LS_COLUMNS, "plans"
     if args.format == "json":
         common.print_json(rows)
@@ -111,7 +111,7 @@ def run_ls(args: argparse.Namespace) -> int:
 
 def run_show(args: argparse.Namespace) -> int:
     with target.client_of(args) as client:
-        return _print_plan(args, client._plan_get(args.id))
+        return _print_plan(args, client.plan_record(args.id))
 
 
 def run_discard(args: argparse.Namespace) -> int:

@@ -546,16 +546,38 @@ class BaseClient:
         """Recent plans, newest first. Columns: id, action, actor, state, label, total, done, skipped,
         remaining, chunks, chunks_done, rate (float64, jobs/s; NaN: unpaced), lease_holder, created_at,
         finished_at (UTC)."""
-        rows = self._plan_list(state=state, action=action, limit=limit, label=label)
-        frame = records_frame(rows, PLAN_COLUMNS, ("created_at", "finished_at"))
+        frame = records_frame(
+            self.plan_rows(state=state, action=action, label=label, limit=limit),
+            PLAN_COLUMNS,
+            ("created_at", "finished_at"),
+        )
         frame["rate"] = pd.to_numeric(frame["rate"]).astype("float64")
         return frame
+
+    def plan_rows(
+        self,
+        *,
+        state: str | None = None,
+        action: str | None = None,
+        label: str | None = None,
+        limit: int = 100,
+    ) -> list[dict[str, Any]]:
+        """`plans()` as records (dicts with every field of a plan), for scripts and the CLI."""
+        return self._plan_list(state=state, action=action, limit=limit, label=label)
+
+    def plan_record(self, plan_id: str) -> dict[str, Any]:
+        """One plan as a record (every field, as `GET /plans/{id}` answers it)."""
+        return self._plan_get(plan_id)
+
+    def orphan_rows(self) -> list[dict[str, Any]]:
+        """`orphans()` as records."""
+        return self._plan_orphans()
 
     def orphans(self) -> pd.DataFrame:
         """Freezes of plans in the making and abandoned ones not reclaimed yet (docs/notebooks.md,
         "No orphans"). Columns: plan_id, actor, state (freezing, reclaiming), started_at, beat_at (UTC),
         items (int64: rows held), abandoned (bool)."""
-        frame = records_frame(self._plan_orphans(), ORPHAN_COLUMNS, ("started_at", "beat_at"))
+        frame = records_frame(self.orphan_rows(), ORPHAN_COLUMNS, ("started_at", "beat_at"))
         return frame.astype({"items": "int64", "abandoned": "bool"})
 
     def job_types(self) -> pd.DataFrame:
