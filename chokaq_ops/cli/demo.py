@@ -97,6 +97,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "the rest are copies of their outcomes placed elsewhere in the story",
     )
     p.add_argument(
+        "--real-jobs",
+        type=_count,
+        default=REAL_JOBS,
+        metavar="N",
+        help=f"of --jobs, how many real workers run (default {REAL_JOBS}); the rest are copies",
+    )
+    p.add_argument(
         "--seconds", type=_seconds, default=90.0, metavar="S", help="longest the workers may run (default 90)"
     )
     p.add_argument(
@@ -215,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
                 field="db",
             )
         say = _Say(args.format != "json")
-        real = min(args.jobs, REAL_JOBS)
+        real = min(args.jobs, args.real_jobs)
         say(
             f"making a demo history of {args.jobs:,} jobs on {store.dialect.redacted_url()}: {real:,} run by "
             "real workers (three of them die mid-job)"
