@@ -47,6 +47,13 @@ class ErrorSchema(ma.Schema):
             '{"json": {"payload": ["is not valid JSON ..."]}}; empty when no field is at fault'
         },
     )
+    detail = ma.fields.Dict(
+        metadata={
+            "description": "What a script needs to act on some errors: a busy plan's lease "
+            "{holder, seconds_left} (409, field lease); a label's two selections {bound, asked} (409, "
+            "field label)"
+        }
+    )
 
 
 def body(code: int, message: str | None = None, field_errors: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -113,7 +120,12 @@ def from_chokaq_error(error: errors.ChokaqError) -> tuple[dict[str, Any], int, d
         message = "the database failed; see the server log" if code == 500 else "the database is busy; retry"
         return body(code, message), code, headers
     field_errors = {_location(error.field): {error.field: [str(error)]}} if error.field else {}
-    return body(code, str(error), field_errors), code, headers
+    out = body(code, str(error), field_errors)
+    if isinstance(error, errors.PlanBusy):
+        out["detail"] = {"holder": error.holder, "seconds_left": error.seconds_left}
+    elif isinstance(error, errors.LabelMismatch):
+        out["detail"] = {"bound": error.bound, "asked": error.asked}
+    return out, code, headers
 
 
 def init_app(app: Flask) -> None:

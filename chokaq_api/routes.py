@@ -91,6 +91,15 @@ ROUTES: Mapping[tuple[str, str], Rule] = {
     ("POST", "/plans/<plan_id>/execute"): OPERATOR,
     ("POST", "/plans/<plan_id>/discard"): OPERATOR,
     ("POST", "/plans/<plan_id>/approve"): OPERATOR,
+    # A run's lease, pace and notes (halt, interrupt, resume): what the CLI and Python clients do through
+    # the API (docs/cli-json.md); the view raises purge plans to admin as above.
+    ("POST", "/plans/<plan_id>/lease"): OPERATOR,
+    ("POST", "/plans/<plan_id>/release"): OPERATOR,
+    ("POST", "/plans/<plan_id>/pace"): OPERATOR,
+    ("POST", "/plans/<plan_id>/notes"): OPERATOR,
+    ("GET", "/plans/orphans"): READER,
+    # The job types workers declared (idempotent or not): what safe retries are selected by.
+    ("GET", "/job-types"): READER,
     # The Deck's needs: who the token is (to offer only what its role may do) and the workers.
     ("GET", "/whoami"): READER,
     ("GET", "/workers"): READER,

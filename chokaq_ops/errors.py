@@ -41,12 +41,48 @@ class Conflict(ChokaqError):
     """The operation conflicts with existing data."""
 
 
+class LabelMismatch(Conflict):
+    """A labelled run asked for another selection than the one its label's unfinished plan froze.
+
+    `bound` and `asked` are the two filters (as given); start over with `new=True` (`--new`)."""
+
+    def __init__(
+        self, message: str, *, bound: object = None, asked: object = None, field: str | None = "label"
+    ) -> None:
+        super().__init__(message, field=field)
+        self.bound = bound
+        self.asked = asked
+
+
+class PlanBusy(Conflict):
+    """Another run holds the plan's lease: one plan (one label) is worked by one run at a time.
+
+    `holder` is who holds it and `seconds_left` how long its lease lasts unless renewed."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        holder: str | None = None,
+        seconds_left: float | None = None,
+        field: str | None = "lease",
+    ) -> None:
+        super().__init__(message, field=field)
+        self.holder = holder
+        self.seconds_left = seconds_left
+
+
 class StorageError(ChokaqError):
     """The database failed."""
 
 
 class TransientStorageError(StorageError):
     """The database failed in a way that is worth retrying."""
+
+
+class ApiUnreachable(TransientStorageError):
+    """The API could not be reached at all (refused, unresolvable, timed out connecting): the server never
+    saw the request. An API that answers 5xx (its database down) raises TransientStorageError itself."""
 
 
 class SchemaOutdated(StorageError):

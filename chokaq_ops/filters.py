@@ -16,6 +16,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -357,3 +358,61 @@ def dlq_query(flt: DlqFilter) -> dict[str, str]:
         value = getattr(flt, key)
         out[key] = value.isoformat() if value is not None else None
     return {k: v for k, v in out.items() if v is not None}
+
+
+def spec_text(value: Any) -> str:
+    """One filter value as given, in canonical text: what a label's selection is compared by. Text is
+    kept as written (``24h`` stays ``24h``: a labelled re-run an hour later asks for the same thing),
+    lists are joined, times are ISO 8601 in UTC, durations are seconds."""
+    if isinstance(value, datetime):
+        return _as_utc(value, "time").isoformat().replace("+00:00", "Z")
+    if isinstance(value, timedelta):
+        return f"{value.total_seconds():g}s ago"
+    if isinstance(value, FailureReason | Status):
+        return value.name
+    if isinstance(value, str):
+        return value.strip()
+    if isinstance(value, Iterable) and not isinstance(value, Mapping):
+        return ",".join(spec_text(v) for v in value)
+    if hasattr(value, "isoformat"):  # pandas Timestamp, date
+        return str(value.isoformat())
+    return str(value)
+
+
+def selection_spec(
+    *,
+    ids: Iterable[str] | None = None,
+    filters: Mapping[str, Any] | DlqFilter | HotFilter | None = None,
+    max_jobs: int | None = None,
+    safe_only: bool = False,
+) -> dict[str, str]:
+    """A bulk selection as its caller gave it (`{"queue": "billing", "reason": "Zombie"}`): a labelled
+    plan is bound to it, and a labelled re-run asking for another selection is refused naming both. Ids
+    are summarised by count and digest; filter objects by their set fields."""
+    out: dict[str, str] = {}
+    if ids is not None:
+        listed = list(ids)
+        digest = hashlib.sha256("\n".join(listed).encode()).hexdigest()[:16]
+        out["ids"] = f"{len(listed)} id(s), sha256 {digest}"
+    if isinstance(filters, DlqFilter):
+        filters = dlq_query(filters)
+    elif isinstance(filters, HotFilter):
+        filters = {k: getattr(filters, k) for k in filters.__dataclass_fields__}
+    for key, value in sorted((filters or {}).items()):
+        if value is not None and (not isinstance(value, str) or value.strip()):
+            out[key] = spec_text(value)
+    if max_jobs is not None:
+        out["max_jobs"] = str(max_jobs)
+    if safe_only:
+        out["safe_only"] = "true"
+    return out
+
+
+def safe_type_filter(type_value: Any, idempotent: Iterable[str]) -> list[str] | None:
+    """The `type` filter narrowed to the job types workers declared idempotent (`@job(idempotent=True)`,
+    recorded per type when a worker starts): those of `type_value` (a type filter in the grammar: list,
+    `!` exclusions), or all of them without one. None when no type is left (nothing can match)."""
+    chosen = parse_choice(type_value, "type")
+    wanted = [t for t in idempotent if chosen.include is None or t in chosen.include]
+    wanted = [t for t in wanted if t not in (chosen.exclude or ())]
+    return wanted or None

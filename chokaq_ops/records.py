@@ -124,6 +124,9 @@ class HotJob(JobRecord):
     due_at: datetime | None = None
     updated_at: datetime | None = None
     last_error: str | None = None
+    # When a resurrect that renewed the job's retry budget restarted its lifetime clock (Retry.MaxJobAge);
+    # None: the clock runs from created_at.
+    renewed_at: datetime | None = None
 
     @staticmethod
     def _decode(values: dict[str, Any]) -> None:
@@ -200,6 +203,7 @@ class ClaimedJob(Record):
     created_by: str | None = None
     started_at: datetime | None = None
     trace_context: str | None = None  # the producer's trace (docs/tracing.md), for the consumer span's link
+    renewed_at: datetime | None = None  # the lifetime clock's restart by a renewing resurrect, if any
 
     def sort_key(self) -> tuple[int, datetime, str]:
         """Claim order: priority first, then due time, then id."""

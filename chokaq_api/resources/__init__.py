@@ -14,6 +14,7 @@ from chokaq_api.resources import (
     health,
     horizon,
     index,
+    job_types,
     jobs,
     plans,
     queues,
@@ -41,6 +42,7 @@ MODULES = (
     alerts,
     failures,
     horizon,
+    job_types,
     whoami,
 )
 URL_PREFIX = "/api/v1"

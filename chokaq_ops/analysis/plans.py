@@ -20,7 +20,7 @@ import html
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -44,8 +44,14 @@ class PlanBackend(Protocol):
     def _plan_get(self, plan_id: str) -> dict[str, Any]: ...
 
     def _plan_chunk(
-        self, plan_id: str, spread: float = 0.0
+        self, plan_id: str, spread: float = 0.0, holder: str | None = None
     ) -> tuple[dict[str, Any], dict[str, Any] | None]: ...
+
+    def _plan_pace(self, plan_id: str, rate: float | None) -> dict[str, Any]: ...
+
+    def _plan_lease(self, plan_id: str, holder: str, ttl: float, take_from: str | None) -> dict[str, Any]: ...
+
+    def _plan_note(self, plan_id: str, event: str, details: dict[str, Any]) -> None: ...
 
     def _plan_items(self, plan_id: str) -> list[dict[str, Any]]: ...
 
@@ -168,6 +174,9 @@ class Plan:
         guard_window: int = 5,
         poll: float = 1.0,
         spread: float = 0.0,
+        holder: str | None = None,
+        lease_ttl: float = 60.0,
+        interrupted: Callable[[], str] | None = None,
     ) -> Plan:
         """Run the remaining chunks (all of them, or `max_chunks`), each in its own transaction.
 
@@ -183,16 +192,26 @@ class Plan:
         - `max_failure_rate` (default 0.1 with a canary): after every later chunk, read the outcomes of the
           last `guard_window` chunks this call ran and halt once at least 20 of their jobs (or half,
           when fewer) have settled and too many failed again.
-        - `rate`: at most this many jobs per second, waiting between chunks.
+        - `rate`: the plan's pace, at most this many jobs per second (any plan). The pace is stored with
+          the plan and kept by the database: every process working the plan waits its turn, so two of
+          them together still keep to it, and a resumed run keeps it unless given another.
         - `spread`: seconds over which each chunk's resurrected jobs' due times are jittered, so jobs that
           still fail do not retry in one synchronized wave.
 
+        `holder`: the run holding the plan's lease (see ``client.run_plan``), renewed as it goes.
+
         Halting raises `errors.PlanHalted` with the outcomes it decided on; the plan stays `running`, so
-        `execute()` resumes it (after a fix) and `discard()` drops the rest."""
+        `execute()` resumes it (after a fix) and `discard()` drops the rest. A halt and an interrupt
+        (KeyboardInterrupt; `interrupted()` names the signal, default SIGINT) are written to the audit log
+        (`plan_halt`, `plan_interrupt`) before they are raised, from a notebook as from the CLI."""
         if self.state == "discarded":
             raise errors.InvalidState(f"plan {self.id} was discarded; make a new one")
         checked = _Pacing(self, canary, watch, max_failure_rate, rate, guard_window, poll)
         pacing = checked if checked.active else None
+        if rate is not None and rate != self._data.get("rate"):
+            self._update(self._backend._plan_pace(self.id, rate))
+        keep = _Keepalive(self._backend, self.id, holder, lease_ttl)
+        checked.keepalive = keep
         show = interactive() if progress is None else progress
         bar = (
             progress_bar(self.total, self.total - self.remaining, f"{self.action} {self.id}")
@@ -201,22 +220,46 @@ class Plan:
         )
         ran: list[int] = []
         try:
-            while max_chunks is None or len(ran) < max_chunks:
-                data, chunk = self._backend._plan_chunk(self.id, spread)
-                self._update(data)
-                if chunk is None:
-                    break
-                ran.append(int(chunk["chunk"]))
-                if bar is not None:
-                    bar.update(chunk["claimed"])
-                if on_chunk is not None:
-                    on_chunk(chunk)
-                if pacing is not None and self.remaining:
-                    pacing.after_chunk(ran, chunk["done"])
+            self._run_chunks(ran, max_chunks, spread, holder, keep, bar, on_chunk, pacing)
+        except errors.PlanHalted as halted:
+            self._backend._plan_note(self.id, "plan_halt", {"reason": str(halted)})
+            raise
+        except KeyboardInterrupt:
+            signame = interrupted() if interrupted is not None else "SIGINT"
+            self._backend._plan_note(self.id, "plan_interrupt", {"signal": signame})
+            raise
         finally:
             if bar is not None:
                 bar.close()
         return self
+
+    def _run_chunks(
+        self,
+        ran: list[int],
+        max_chunks: int | None,
+        spread: float,
+        holder: str | None,
+        keep: _Keepalive,
+        bar: Any,
+        on_chunk: Callable[[dict[str, Any]], None] | None,
+        pacing: _Pacing | None,
+    ) -> None:
+        while max_chunks is None or len(ran) < max_chunks:
+            data, chunk = self._backend._plan_chunk(self.id, spread, holder)
+            self._update(data)
+            if chunk is None:
+                break
+            if "wait" in chunk:  # the plan's pace: its next chunk may not start yet
+                keep.sleep(float(chunk["wait"]))
+                continue
+            keep.renewed()
+            ran.append(int(chunk["chunk"]))
+            if bar is not None:
+                bar.update(chunk["claimed"])
+            if on_chunk is not None:
+                on_chunk(chunk)
+            if pacing is not None and self.remaining:
+                pacing.after_chunk(ran, chunk["done"])
 
     def outcomes(
         self, from_chunk: int | None = None, to_chunk: int | None = None, *, per_job: bool = False
@@ -236,7 +279,7 @@ class Plan:
             acted = acted[acted["chunk"] >= from_chunk]
         if to_chunk is not None:
             acted = acted[acted["chunk"] <= to_chunk]
-        where = self._backend.locate(acted["job_id"].tolist())
+        where = self._backend.locate(acted["id"].tolist())
         where["chunk"] = acted["chunk"].to_numpy()
         return where
 
@@ -254,12 +297,13 @@ class Plan:
         return self
 
     def items(self) -> pd.DataFrame:
-        """The frozen jobs in plan order. Columns: ``job_id`` (str), ``chunk`` (int64), ``ord`` (int64),
-        ``done_at`` (datetime64[us, UTC], NaT until its chunk ran), ``outcome`` (done, skipped or NaN),
-        ``payload``, ``tags`` (str), ``priority`` (float64): the edits of a resurrect plan."""
+        """The frozen jobs in plan order. Columns: ``id`` (str, the job's id: the same column as every
+        other frame, so it joins them), ``chunk`` (int64), ``ord`` (int64), ``done_at`` (datetime64[us,
+        UTC], NaT until its chunk ran), ``outcome`` (done, skipped or NaN), ``payload``, ``tags`` (str),
+        ``priority`` (float64): the edits of a resurrect plan."""
         frame = pd.DataFrame(
             self._backend._plan_items(self.id),
-            columns=["job_id", "chunk", "ord", "done_at", "outcome", "payload", "tags", "priority"],
+            columns=["id", "chunk", "ord", "done_at", "outcome", "payload", "tags", "priority"],
         )
         frame["done_at"] = pd.to_datetime(frame["done_at"], utc=True, format="ISO8601").astype(C.TIME_DTYPE)
         frame["priority"] = pd.to_numeric(frame["priority"]).astype("float64")
@@ -350,6 +394,47 @@ class Plan:
         return "".join(parts)
 
 
+def unfinished_canary(got: dict[str, Any], watch: float) -> str:
+    """Why a canary none of whose jobs finished within its watch halts the plan, told by where they are:
+    still running (slow handlers: a longer watch would do), or never picked up (no worker for them)."""
+    acted, running = got["acted"], got["running"]
+    waiting = got["waiting"] + got["retrying"]
+    if running:
+        return (
+            f"none of the {acted:,} canary jobs finished within {watch:g}s: {running:,} are still running "
+            f"(picked up by workers, heartbeating) and {waiting:,} waiting; the handlers take longer than "
+            "the watch: watch longer (watch=, --watch) to judge them"
+        )
+    return (
+        f"none of the {acted:,} canary jobs finished within {watch:g}s and none was picked up by a worker: "
+        "is a worker running for their queue (or is the queue paused)?"
+    )
+
+
+class _Keepalive:
+    """Keeps a run's lease on its plan while it waits (pace, canary watch): renewed at least every third
+    of its time to live. Without a holder it only sleeps."""
+
+    def __init__(self, backend: PlanBackend, plan_id: str, holder: str | None, ttl: float) -> None:
+        self.backend, self.plan_id, self.holder, self.ttl = backend, plan_id, holder, ttl
+        self.last = time.monotonic()
+
+    def renewed(self) -> None:
+        self.last = time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        end = time.monotonic() + max(0.0, seconds)
+        while True:
+            now = time.monotonic()
+            if self.holder is not None and now - self.last >= self.ttl / 3:
+                self.backend._plan_lease(self.plan_id, self.holder, self.ttl, None)
+                self.last = now
+            left = end - now
+            if left <= 0:
+                return
+            time.sleep(min(left, self.ttl / 3 if self.holder is not None else left, 1.0))
+
+
 @dataclass
 class _Pacing:
     """The canary, failure guard and rate limit of one paced `Plan.execute` call (validated on creation;
@@ -362,8 +447,7 @@ class _Pacing:
     rate: float | None
     guard_window: int
     poll: float
-    started: float = field(default_factory=time.monotonic)
-    jobs: int = 0
+    keepalive: _Keepalive | None = None
 
     def __post_init__(self) -> None:
         canary, max_failure_rate, rate = self.canary, self.max_failure_rate, self.rate
@@ -394,13 +478,8 @@ class _Pacing:
         return bool(self.canary or self.max_failure_rate is not None or self.rate is not None)
 
     def after_chunk(self, ran: list[int], done: int) -> None:
-        """Called after each chunk this call ran (while more remain): wait for the rate, then watch the
-        canary or run the guard, so the chunk just run has had that wait to show its outcome."""
-        self.jobs += done
-        if self.rate is not None:
-            wait = self.jobs / self.rate - (time.monotonic() - self.started)
-            if wait > 0:
-                time.sleep(wait)
+        """Called after each chunk this call ran (while more remain): watch the canary or run the guard.
+        The rate is the plan's own and kept by the database (the next chunk waits its turn)."""
         if self.canary and len(ran) == self.canary:
             self._watch_canary(ran)
         elif self.max_failure_rate is not None and len(ran) > self.canary:
@@ -415,16 +494,14 @@ class _Pacing:
             unsettled = got["waiting"] + got["retrying"] + got["running"]
             if not unsettled or time.monotonic() >= deadline:
                 break
-            time.sleep(min(self.poll, max(0.0, deadline - time.monotonic())))
+            pause = min(self.poll, max(0.0, deadline - time.monotonic()))
+            if self.keepalive is not None:
+                self.keepalive.sleep(pause)
+            else:
+                time.sleep(pause)
         if not got["settled"] and got["acted"]:
-            self._halt(
-                got,
-                f"none of the {got['acted']:,} canary jobs finished within {self.watch:g}s (is a worker "
-                "running for their queue?)",
-            )
+            self._halt(got, unfinished_canary(got, self.watch))
         self._judge(got, "canary")
-        # The rate clock starts after the watch: the canary's wait is not a credit to spend at once.
-        self.started, self.jobs = time.monotonic(), 0
 
     def _guard(self, lo: int, hi: int) -> None:
         got = self.plan.outcomes(lo, hi)

@@ -1,13 +1,16 @@
 """`chokaq audit ls`: the audit log, newest first (who changed what: edits, resurrects, purges, plans and
-their lifecycle: plan_create, plan_start, plan_halt, plan_interrupt, plan_resume, plan_finish,
-plan_discard)."""
+their lifecycle: plan_create, plan_start, plan_lease, plan_pace, plan_halt, plan_interrupt, plan_resume,
+plan_release, plan_finish, plan_discard, plan_reclaim), from the database or the API (--api). With
+--format json each row's `details` is an object."""
 
 from __future__ import annotations
 
 import argparse
+import json
 
-from chokaq_ops.cli import common
-from chokaq_ops.cli.dlq import WHEN_HELP, client_of, when
+from chokaq_ops import errors
+from chokaq_ops.cli import common, target
+from chokaq_ops.cli.dlq import WHEN_HELP, when
 
 COLUMNS = ("id", "at", "actor", "action", "job_id", "plan_id", "count", "details")
 
@@ -17,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     cmds = p.add_subparsers(dest="audit_command", metavar="COMMAND", parser_class=type(p))
     cmds.required = True
     ls = cmds.add_parser("ls", help="audit rows, newest first")
-    common.add_common(ls)
+    target.add_target(ls)
     common.add_format(ls)
     ls.add_argument("--actor")
     ls.add_argument("--action", help="e.g. resurrect, purge_dlq, plan_create, plan_interrupt")
@@ -29,18 +32,30 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_ls(args: argparse.Namespace) -> int:
-    with client_of(args) as client:
-        page = client.store.list_audit(
+    if not 1 <= args.limit <= 1000:
+        raise errors.ValidationError("--limit is between 1 and 1000", field="limit")
+    # --actor filters by who acted here (it is not who this command acts as).
+    with target.client_of(_without_actor(args)) as client:
+        rows, total = client.audit_rows(
             actor=args.actor,
             action=args.action,
             job_id=args.job_id,
             plan_id=args.plan_id,
             since=args.since,
-            page_size=args.limit,
+            limit=args.limit,
         )
     if args.format == "json":
-        common.print_json(page.items)
+        common.print_json(rows)
         return 0
-    common.print_table(page.items, COLUMNS)
-    common.footer(len(page.items), page.total, "audit rows", page_size=args.limit)
+    table = [
+        r | {"details": json.dumps(r["details"]) if r.get("details") is not None else None} for r in rows
+    ]
+    common.print_table(table, COLUMNS)
+    common.footer(len(rows), total, "audit rows", page_size=args.limit)
     return 0
+
+
+def _without_actor(args: argparse.Namespace) -> argparse.Namespace:
+    copy = argparse.Namespace(**vars(args))
+    copy.actor = None
+    return copy

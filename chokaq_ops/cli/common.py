@@ -9,7 +9,6 @@ exist it stops with exit 2 instead of leaving an empty database behind a mistype
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -18,6 +17,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from chokaq_ops import errors
+from chokaq_ops.cli import output
 from chokaq_ops.settings import Settings, load_settings
 from chokaq_ops.storage import Store
 from chokaq_ops.storage.dialects import SqliteDialect, from_url
@@ -81,25 +81,27 @@ def require_existing(url: str) -> None:
         )
 
 
-def to_jsonable(value: Any) -> Any:
-    if isinstance(value, datetime):
-        return value.isoformat().replace("+00:00", "Z")
-    if isinstance(value, Mapping):
-        return {k: to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [to_jsonable(v) for v in value]
-    return value
+to_jsonable = output.jsonable
 
 
 def print_json(value: Any) -> None:
-    json.dump(to_jsonable(value), sys.stdout, indent=2, ensure_ascii=False)
-    sys.stdout.write("\n")
+    """`--format json` output of a listing (a `row` event per item) or of one object (a `record`
+    event): JSON lines under the contract of docs/cli-json.md; `main` ends them with the final line."""
+    out = output.current()
+    if isinstance(value, Mapping):
+        out.record(value)
+        return
+    for item in value:
+        out.row(item)
 
 
-def print_json_line(value: Any) -> None:
-    """One JSON object on one line, flushed at once: a script reading a long run's output line by line
-    gets each line when it happens, and every line parses on its own (JSON lines)."""
-    print(json.dumps(to_jsonable(value), separators=(",", ":")), flush=True)
+def print_json_line(value: Mapping[str, Any]) -> None:
+    """One event (a mapping with `event`), or a `record` of a mapping without one; flushed at once, so a
+    script reading a long run's output line by line gets each line when it happens."""
+    if "event" in value:
+        output.current().line(value)
+    else:
+        output.current().record(value)
 
 
 def text(value: Any, key: str = "") -> str:

@@ -52,9 +52,15 @@ WORKER_ENV = {
     "CHOKAQ_RETRY__MAX_DELAY": "0.2",
     "CHOKAQ_RETRY__JITTER_MAX_DELAY": "0.05",
     "CHOKAQ_RETRY__MAX_ATTEMPTS": "3",
-    # The outage opens the email and report circuits; they probe again within a second.
-    "CHOKAQ_RETRY__CIRCUIT_BREAKER_DELAY": "0.5",
-    "CHOKAQ_CIRCUIT__BREAK_DURATION": "1",
+    # Days of history run in seconds: the circuit breaker counts failures in a window scaled down with
+    # them, so only a real burst (the gateway outage) opens a circuit, which probes again at once. At the
+    # default's 60 s window every failure of the replay would fall in one window and the circuits would
+    # flap for the whole run, deferring most jobs (a 90,000-job demo never finished that way).
+    "CHOKAQ_RETRY__CIRCUIT_BREAKER_DELAY": "0.2",
+    "CHOKAQ_CIRCUIT__BREAK_DURATION": "0.3",
+    "CHOKAQ_CIRCUIT__FAILURE_WINDOW": "0.5",
+    "CHOKAQ_CIRCUIT__FAILURE_THRESHOLD": "8",
+    "CHOKAQ_CIRCUIT__REFRESH_INTERVAL": "0.2",
     "CHOKAQ_EXECUTION__HEARTBEAT_INTERVAL_MIN": "0.2",
     "CHOKAQ_EXECUTION__HEARTBEAT_INTERVAL_MAX": "0.3",
     "CHOKAQ_RECOVERY__PROCESSING_ZOMBIE_TIMEOUT": "1.5",
@@ -65,6 +71,12 @@ WORKER_ENV = {
     "CHOKAQ_WORKER__SHUTDOWN_GRACE_PERIOD": "2",
 }
 RENDER = {"size": "4096x4096", "seconds": 120}  # long enough to be running when its worker dies
+# Jobs real workers run: the story in full (every failure, three dead workers). A larger --jobs adds copies
+# of these in the database, each at its own moment near its original's (docs/notebooks.md, "chokaq demo").
+REAL_JOBS = 1200
+MAX_JOBS = 10_000_000
+COPY_BATCH = 10_000  # copies per transaction
+COPY_JITTER_S = 15 * 60  # a copy lands within this of its original's moment in the story
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -77,7 +89,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     common.add_common(p)
     common.add_format(p)
     p.add_argument(
-        "--jobs", type=_count, default=1200, metavar="N", help="jobs to make (default 1200, 50 or more)"
+        "--jobs",
+        type=_count,
+        default=REAL_JOBS,
+        metavar="N",
+        help=f"jobs to make (default {REAL_JOBS}, 50 to {MAX_JOBS:,}); real workers run up to {REAL_JOBS}, "
+        "the rest are copies of their outcomes placed elsewhere in the story",
+    )
+    p.add_argument(
+        "--real-jobs",
+        type=_count,
+        default=REAL_JOBS,
+        metavar="N",
+        help=f"of --jobs, how many real workers run (default {REAL_JOBS}); the rest are copies",
     )
     p.add_argument(
         "--seconds", type=_seconds, default=90.0, metavar="S", help="longest the workers may run (default 90)"
@@ -100,6 +124,8 @@ def _count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if n < 50:
         raise argparse.ArgumentTypeError("the demo needs at least 50 jobs to show every kind of failure")
+    if n > MAX_JOBS:
+        raise argparse.ArgumentTypeError(f"at most {MAX_JOBS:,} jobs")
     return n
 
 
@@ -195,22 +221,30 @@ def run(args: argparse.Namespace) -> int:
                 "rewrites their times: use a new database (--db sqlite:///demo.db) or pass --force",
                 field="db",
             )
-        if args.format != "json":
-            print(
-                f"making a demo history of {args.jobs} jobs on {store.dialect.redacted_url()} "
-                "(real workers, three of them die mid-job; usually 10-20 s)...",
-                file=sys.stderr,
-                flush=True,
+        say = _Say(args.format != "json")
+        real = min(args.jobs, args.real_jobs)
+        say(
+            f"making a demo history of {args.jobs:,} jobs on {store.dialect.redacted_url()}: {real:,} run by "
+            "real workers (three of them die mid-job)"
+            + (
+                f", then {args.jobs - real:,} copies of their outcomes (timed once the first batch is in)"
+                if args.jobs > real
+                else ""
             )
-        out = _run(store, settings.storage.url, args, history)
+        )
+        out = _run(store, settings.storage.url, args, history, real, say)
+        if args.jobs > real:
+            out["copies"] = _copy(store, args.jobs - real, history, random.Random(args.seed), say)
+            out |= _outcomes(store)
+        out["seconds"] = round(say.elapsed(), 1)
     finally:
         store.close()
     if args.format == "json":
         common.print_json(out)
     else:
         print(
-            f"demo history on {out['db']}: {out['archive']} succeeded, {out['dlq']} dead, "
-            f"{out['hot']} waiting, over {args.history}"
+            f"demo history on {out['db']}: {out['archive']:,} succeeded, {out['dlq']:,} dead, "
+            f"{out['hot']:,} waiting, over {args.history}, made in {out['seconds']:g} s"
         )
         for reason, n in out["dlq_by_reason"].items():
             print(f"  {reason:<20} {n}")
@@ -218,10 +252,26 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run(store: Store, url: str, args: argparse.Namespace, history: float) -> dict[str, Any]:
+class _Say:
+    """Progress on stderr with the time so far (nothing in JSON mode): what the demo is doing, measured."""
+
+    def __init__(self, on: bool) -> None:
+        self.on, self.started = on, time.monotonic()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def __call__(self, text: str) -> None:
+        if self.on:
+            print(f"[{self.elapsed():6.1f}s] {text}", file=sys.stderr, flush=True)
+
+
+def _run(
+    store: Store, url: str, args: argparse.Namespace, history: float, real: int, say: _Say
+) -> dict[str, Any]:
     end = store.now().timestamp()
     story = Story(end - max(history, 1.0), end, random.Random(args.seed))
-    plan = make_jobs(args.jobs, story)
+    plan = make_jobs(real, story)
     targets: dict[str, float] = {}
     for start in range(0, len(plan.now), 500):
         chunk = plan.now[start : start + 500]
@@ -236,9 +286,11 @@ def _run(store: Store, url: str, args: argparse.Namespace, history: float) -> di
     def zombies(n: int) -> Any:
         return lambda: store.count_dlq(dlq_filter(reason=FailureReason.Zombie.name)) >= n
 
+    say(f"{len(workers)} shop workers started")
     try:
-        # An operator calls off the nightly reports while the shop runs.
-        store.cancel_many(scheduled, actor=Actor(DEMO))
+        # An operator calls off the nightly reports while the shop runs (at most 1000 per call).
+        for start in range(0, len(scheduled), 1000):
+            store.cancel_many(scheduled[start : start + 1000], actor=Actor(DEMO))
         media = _worker(url, MEDIA_1, "media", 4)
         billing = _worker(url, BILLING, "settlements", 2)
         workers += [media, billing]
@@ -261,17 +313,24 @@ def _run(store: Store, url: str, args: argparse.Namespace, history: float) -> di
         os.kill(media2.proc.pid, signal.SIGKILL)
         media2.proc.wait(10)
         _wait("waiting for the sweep to find the last zombies", zombies(6), deadline, workers)
+        say("three workers died mid-job; the rescue sweep found their 6 zombies")
         _wait(
             "waiting for the other jobs to finish",
             lambda: int(store.run("demo_busy")[0]["n"]) == 0,
             deadline,
             workers,
         )
+        say(f"the shop's {real:,} jobs are done")
     finally:
         for w in workers:
             _stop(w)
     if history > 0:
         _move_into_history(store, story, targets, set(scheduled))
+        say(f"moved into a {history / 3600:g} h history ending now")
+    return {"db": store.dialect.redacted_url(), **_outcomes(store), "history_seconds": history}
+
+
+def _outcomes(store: Store) -> dict[str, Any]:
     counts: Counter[str] = Counter()
     by_reason: dict[str, int] = {}
     for r in store.run("demo_outcomes", write=False):
@@ -279,13 +338,44 @@ def _run(store: Store, url: str, args: argparse.Namespace, history: float) -> di
         if r["location"] == "dlq":
             by_reason[FailureReason(int(r["failure_reason"])).name] = int(r["n"])
     return {
-        "db": store.dialect.redacted_url(),
         "archive": counts["archive"],
         "dlq": counts["dlq"],
         "hot": counts["hot"],
         "dlq_by_reason": dict(sorted(by_reason.items(), key=lambda kv: -kv[1])),
-        "history_seconds": history,
     }
+
+
+def _copy(store: Store, n: int, history: float, rng: random.Random, say: _Say) -> int:
+    """`n` copies of the finished demo jobs (not the zombies, not the cancellations), in transactions of
+    COPY_BATCH, each near its original's moment (within COPY_JITTER_S, inside the history), its failure
+    history moved with it. Says, after the first batch, how long the rest will take at the measured rate."""
+    sources = [(r["id"], float(r["end_s"])) for r in store.run("demo_sources", write=False)]
+    if not sources:
+        raise errors.ChokaqError("the demo's real run left no finished job to copy")
+    end = store.now().timestamp()
+    start = end - max(history, 0.0)
+    jitter = min(COPY_JITTER_S, max(history, 0.0) / 20) if history > 0 else 0.0
+    done, began = 0, time.monotonic()
+    window = (0, began)  # the rate of the latest stretch: inserts slow down as the tables grow
+    while done < n:
+        batch = []
+        for k in range(done, min(n, done + COPY_BATCH)):
+            src, at = sources[k % len(sources)]
+            target = min(end, max(start, at + rng.uniform(-jitter, jitter)))
+            batch.append({"src": src, "id": f"{src}.c{k // len(sources):x}", "s": round(target - at, 3)})
+        store.run("demo_copy", copies=json.dumps(batch))
+        done += len(batch)
+        now = time.monotonic()
+        if done >= n:
+            say(f"copies: {done:,} of {n:,} ({done / max(now - began, 1e-6):,.0f} jobs/s)")
+        elif done == len(batch) or done % (COPY_BATCH * 10) == 0:
+            rate = (done - window[0]) / max(now - window[1], 1e-6)
+            say(
+                f"copies: {done:,} of {n:,} at {rate:,.0f} jobs/s (measured): about "
+                f"{(n - done) / rate:,.0f} s more"
+            )
+            window = (done, now)
+    return done
 
 
 def _start_renders(

@@ -13,20 +13,16 @@ Changes are audited under --actor (default CHOKAQ_ACTOR, else cli:<your OS user 
 from __future__ import annotations
 
 import argparse
-import getpass
-import os
-import signal
 import sys
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from chokaq_ops import errors
-from chokaq_ops.cli import common
-from chokaq_ops.filters import TIME_HELP, dlq_filter, parse_choice, parse_time
+from chokaq_ops.cli import common, output, target
+from chokaq_ops.filters import TIME_HELP, parse_time
 from chokaq_ops.fingerprint import fingerprint_text
-from chokaq_ops.models import Actor, FailureReason
+from chokaq_ops.models import DlqFilter, FailureReason
 from chokaq_ops.records import DeadJob
 from chokaq_ops.settings import parse_duration
 from chokaq_ops.storage.migrate import require_current
@@ -34,7 +30,6 @@ from chokaq_ops.storage.plan_ops import PLAN_CHUNK, error_line
 from chokaq_ops.storage.read_ops import DLQ_SORTS
 
 if TYPE_CHECKING:
-    from chokaq_ops.analysis.plans import Plan
     from chokaq_ops.client.db import DbClient
 
 JOB_FIELDS = (
@@ -77,19 +72,11 @@ def add_actor(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def actor_of(args: argparse.Namespace) -> str:
-    name = getattr(args, "actor", None) or os.environ.get("CHOKAQ_ACTOR")
-    if name:
-        return name
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = "unknown"
-    return f"cli:{user}"
+actor_of = target.actor_of
 
 
 def client_of(args: argparse.Namespace) -> DbClient:
-    # Imported here: the client brings pandas (0.3-0.7 s), which no other command needs to start.
+    """The database client of a command that works on the database only."""
     from chokaq_ops.client.db import DbClient
 
     settings = common.settings_from(args)
@@ -112,6 +99,13 @@ def when(text: str) -> datetime:
         raise argparse.ArgumentTypeError(str(exc).replace("time: ", "", 1)) from None
     assert value is not None
     return value
+
+
+def when_text(text: str) -> str:
+    """`when`, checked now but kept as written (`24h` stays `24h`): a filter's words are what a label
+    is bound to, so a labelled re-run an hour later asks for the same selection."""
+    when(text)
+    return text.strip()
 
 
 def positive(text: str) -> int:
@@ -169,7 +163,9 @@ def add_filters(p: argparse.ArgumentParser) -> None:
     g.add_argument("--tag")
     for name in TIMES:
         end = "inclusive" if name.endswith("_from") else "exclusive"
-        g.add_argument("--" + name.replace("_", "-"), type=when, metavar="TIME", help=f"{WHEN_HELP} ({end})")
+        g.add_argument(
+            "--" + name.replace("_", "-"), type=when_text, metavar="TIME", help=f"{WHEN_HELP} ({end})"
+        )
 
 
 def filters_of(args: argparse.Namespace) -> dict[str, Any]:
@@ -188,7 +184,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     cmds.required = True
 
     ls = cmds.add_parser("ls", help="list dead jobs (newest failure first)")
-    common.add_common(ls)
+    target.add_target(ls)
     common.add_format(ls)
     add_filters(ls)
     ls.add_argument("--ids", help="only these job ids, comma-separated")
@@ -199,13 +195,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     ls.set_defaults(handler=run_ls)
 
     show = cmds.add_parser("show", help="one dead job with its error and heartbeat evidence")
-    common.add_common(show)
+    target.add_target(show)
     common.add_format(show)
     show.add_argument("id")
     show.set_defaults(handler=run_show)
 
     summary = cmds.add_parser("summary", help="counts by reason, queue and type, and the top error groups")
-    common.add_common(summary)
+    target.add_target(summary)
     common.add_format(summary)
     add_filters(summary)
     summary.add_argument("--top", type=positive, default=10, help="error groups to show (default 10)")
@@ -216,7 +212,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         ("purge", "delete dead jobs for good"),
     ):
         b = cmds.add_parser(name, help=f"{verb}, by --ids or filters, in chunks of 1000")
-        common.add_common(b)
+        target.add_target(b)
         common.add_format(b)
         add_filters(b)
         add_actor(b)
@@ -235,9 +231,37 @@ def register(sub: argparse._SubParsersAction) -> None:
             "--label",
             metavar="NAME",
             help="name the plan; a re-run with the same label resumes its unfinished plan instead of "
-            "freezing a new one (cron-safe)",
+            "freezing a new one (cron-safe). The label is bound to the selection it froze: a re-run asking "
+            "for another is refused (exit 2) naming both; --label alone resumes it",
+        )
+        b.add_argument(
+            "--new",
+            action="store_true",
+            help="with --label: discard the label's unfinished plan (audited) and freeze a new one",
+        )
+        b.add_argument(
+            "--wait",
+            type=duration,
+            default=0.0,
+            metavar="DURATION",
+            help="when another run works the plan (one at a time), wait this long for it (default: exit 7 "
+            "at once)",
+        )
+        b.add_argument(
+            "--lease-ttl",
+            type=duration,
+            default=60.0,
+            metavar="DURATION",
+            help="how long this run's hold on the plan outlives it if it is killed (default 60s; a killed "
+            "run on this host is taken over at once)",
         )
         if name == "resurrect":
+            b.add_argument(
+                "--keep-budget",
+                action="store_true",
+                help="do not renew the jobs' retry budget: the lifetime clock (Retry.MaxJobAge) keeps "
+                "counting from their creation (default: attempts and the clock restart at the resurrect)",
+            )
             b.add_argument("--payload", help="replacement payload (JSON) for every job of --ids")
             b.add_argument(
                 "--set-tags", dest="tags", metavar="TAGS", help="replacement tags for every job of --ids"
@@ -296,25 +320,27 @@ def _jsonable_job(job: Mapping[str, Any]) -> dict[str, Any]:
 def run_ls(args: argparse.Namespace) -> int:
     if args.limit > 1000:
         raise errors.ValidationError("--limit is at most 1000", field="limit")
-    with client_of(args) as client:
-        page = client.store.list_dlq(
-            dlq_filter(**filters_of(args), ids=args.ids),
+    with target.client_of(args) as client:
+        items, total = client.dlq_page(
             sort=args.sort,
             descending=args.order == "desc",
             page=args.page,
             page_size=args.limit,
+            **filters_of(args),
+            **({"ids": args.ids} if args.ids else {}),
         )
     if args.format == "json":
-        common.print_json([_jsonable_job(j) for j in page.items])
+        common.print_json([_jsonable_job(j) for j in items])
+        output.current().finish(0, total=total, page=args.page)
         return 0
-    rows = [j.to_dict() | {"error": error_line(j.error_details)} for j in page.items]
+    rows = [dict(j) | {"error": error_line(j.get("error_details"))} for j in items]
     common.print_table(rows, LS_COLUMNS)
-    common.footer(len(rows), page.total, "dead jobs", page=args.page, page_size=args.limit)
+    common.footer(len(rows), total, "dead jobs", page=args.page, page_size=args.limit)
     return 0
 
 
 def run_show(args: argparse.Namespace) -> int:
-    with client_of(args) as client:
+    with target.client_of(args) as client:
         job = client.get_job(args.id)
     if not isinstance(job, DeadJob):
         raise errors.JobNotFound(f"job {args.id} is in {job.location}, not in the dead-letter queue")
@@ -334,7 +360,7 @@ def run_show(args: argparse.Namespace) -> int:
 
 
 def run_summary(args: argparse.Namespace) -> int:
-    with client_of(args) as client:
+    with target.client_of(args) as client:
         summary = client.summary(top=args.top, **filters_of(args))
     if args.format == "json":
         common.print_json(summary)
@@ -364,6 +390,7 @@ def run_summary(args: argparse.Namespace) -> int:
 
 
 def run_bulk(args: argparse.Namespace) -> int:
+    """`dlq resurrect|purge`: one run of a plan (chokaq_ops.client.runs), over the database or the API."""
     action: str = args.action
     filters = filters_of(args)
     ids = common.read_ids(args.ids) if args.ids else None
@@ -379,210 +406,138 @@ def run_bulk(args: argparse.Namespace) -> int:
     if args.ids is not None and not ids:
         raise errors.ValidationError("--ids gave no ids", field="ids")
     if args.resume:
-        if ids or filters or args.all or edits or args.max_jobs or args.chunk_size:
+        if ids or filters or args.all or edits or args.max_jobs or args.chunk_size or args.label:
             raise errors.ValidationError(
-                "--resume takes no selection: the plan already has its jobs", field="resume"
+                "--resume takes no selection or label: the plan already has its jobs", field="resume"
             )
     elif ids is not None and (filters or args.all):
         raise errors.ValidationError("give --ids or filters, not both", field="ids")
-    elif ids is None and not filters and not args.all:
+    elif ids is None and not filters and not args.all and not args.label:
         raise errors.ValidationError(
-            f"{action} needs --ids, a filter, or --all (every dead job)", field="ids"
+            f"{action} needs --ids, a filter, or --all (every dead job); --label alone resumes its plan",
+            field="ids",
         )
+    if args.all and filters:
+        raise errors.ValidationError("--all means every dead job: drop the filters or --all", field="all")
     if edits and ids is None:
         raise errors.ValidationError("--payload/--set-tags/--priority need --ids", field="payload")
-    if getattr(args, "idempotent_only", False) and not args.resume:
-        narrowed = _idempotent_only(args, filters)
-        if narrowed is None:
-            if args.format == "json":
-                common.print_json_line({"matched": 0, "plan_id": None})
-            else:
-                print(f"no job type is declared idempotent: nothing to {action}", file=sys.stderr)
-            return 0
-        filters = narrowed
-    if args.label and args.resume:
-        raise errors.ValidationError("give --label or --resume, not both", field="label")
-    plan: Plan | None
-    with client_of(args) as client:
+    if args.new and not args.label:
+        raise errors.ValidationError("--new goes with --label", field="new")
+    safe_only = bool(getattr(args, "idempotent_only", False))
+    if safe_only and ids is not None:
+        raise errors.ValidationError(
+            "--idempotent-only goes with filters, not --ids", field="idempotent_only"
+        )
+    renew = not getattr(args, "keep_budget", False)
+    selection: Any = ids if ids is not None else (DlqFilter() if args.all else None)
+    out = output.current()
+    # Imported here: the client brings pandas (0.3-0.7 s), which commands that do not run plans never need.
+    from chokaq_ops.cli import interrupted_by
+    from chokaq_ops.client import runs
+
+    with target.client_of(args) as client:
         if args.dry_run:
-            if args.resume:
-                plan = client.plan(args.resume)
-                out: dict[str, Any] = {"plan_id": plan.id, "state": plan.state, "remaining": plan.remaining}
-            else:
-                out = client.preview(ids, **({} if ids is not None else filters))
-                if args.max_jobs is not None:
-                    out["matched"] = min(out["matched"], args.max_jobs)
-            return _print_result(args, out, dry_run=True)
-        who = Actor(actor_of(args))
-        plan = None
-        resumed = False
-        if args.resume:
-            plan = client.plan(args.resume)
-        elif args.label:
-            found = client.store.plan_by_label(action, args.label)
-            plan = client.plan(found["id"]) if found else None
-        if plan is not None:
-            if plan.action != action:
-                raise errors.ValidationError(
-                    f"plan {plan.id} is a {plan.action} plan, not {action}", field="resume"
-                )
-            resumed = True
-            client.store.note_plan(plan.id, "plan_resume", actor=who, details={"by": "cli"})
-        else:
-            selection: Any = ids
-            if ids is None:
-                matched = client.store.count_dlq(dlq_filter(**filters)) if filters else None
-                if matched == 0:  # nothing to do is not trouble, and leaves no empty plan behind
-                    if args.format == "json":
-                        common.print_json_line({"matched": 0, "plan_id": None})
-                    else:
-                        print(f"no dead job matches: nothing to {action}", file=sys.stderr)
-                    return 0
-                selection = dlq_filter(filters)
-            plan_edits = dict.fromkeys(ids, edits) if edits and ids is not None else None
-            created = client.store.create_plan(
+            seen: list[dict[str, Any]] = []
+            runs.dry_run(
+                client,
                 action,
-                actor=who,
-                ids=selection if ids is not None else None,
-                flt=None if ids is not None else selection,
-                edits=plan_edits,
-                max_jobs=args.max_jobs,
-                chunk_size=args.chunk_size or PLAN_CHUNK,
+                selection,
                 label=args.label,
+                plan_id=args.resume,
+                max_jobs=args.max_jobs,
+                renew=renew if action == "resurrect" else True,
+                safe_only=safe_only,
+                on_event=out.line if args.format == "json" else seen.append,
+                **filters,
             )
-            plan = client.plan(created["id"])
-        # The plan id first, before any work: whatever ends this run, a script has it.
-        head = {"event": "plan", "plan_id": plan.id, "label": args.label, "resumed": resumed}
-        head |= {"total": plan.total, "remaining": plan.remaining}
-        if args.format == "json":
-            common.print_json_line(head)
-        else:
-            verb = "resuming" if resumed else "plan"
-            print(f"{verb} {plan.id}: {plan.remaining} of {plan.total} job(s) left", file=sys.stderr)
-        before_done, before_chunks = plan.done, plan.chunks_done
-        pacing = {"rate": args.rate}
+            if args.format != "json":
+                _print_dry_run(args, seen[0])
+            return 0
+        pacing: dict[str, Any] = {"rate": args.rate}
         if action == "resurrect":
             pacing |= {
                 "canary": args.canary,
                 "watch": args.watch,
                 "max_failure_rate": args.max_failure_rate,
                 "spread": args.spread,
+                "renew": renew,
             }
-        with interruptible() as stopped:
-            try:
-                plan.execute(progress=progress_wanted(), **pacing)
-            except errors.PlanHalted as halted:
-                client.store.note_plan(plan.id, "plan_halt", actor=who, details={"reason": str(halted)})
-                return _print_halted(args, halted, before_done, before_chunks)
-            except KeyboardInterrupt:
-                plan.refresh()
-                signame = stopped.get("signal", "SIGINT")
-                client.store.note_plan(plan.id, "plan_interrupt", actor=who, details={"signal": signame})
-                out = _counts(plan, action, before_done, before_chunks) | {
-                    "event": "interrupted",
-                    "signal": signame,
-                }
-                if args.format == "json":
-                    common.print_json_line(out)
-                else:
-                    print(
-                        f"\ninterrupted ({signame}); finish with: chokaq dlq {action} --resume {plan.id}"
-                        + (f" (or re-run with --label {args.label})" if args.label else ""),
-                        file=sys.stderr,
-                    )
-                return EXIT_INTERRUPTED
-        out = _counts(plan, action, before_done, before_chunks) | {"event": "finished"}
-        if args.format == "json":
-            common.print_json_line(out)
-            return 0
-        return _print_result(args, out, dry_run=False)
-
-
-EXIT_INTERRUPTED = 3
-
-
-def _idempotent_only(args: argparse.Namespace, filters: dict[str, Any]) -> dict[str, Any] | None:
-    """Narrow the type filter to the types workers declared idempotent (server-side, see job_types)."""
-    if args.ids:
-        raise errors.ValidationError(
-            "--idempotent-only goes with filters, not --ids", field="idempotent_only"
+        text_events = _TextEvents(args) if args.format != "json" else None
+        final = runs.run_plan(
+            client,
+            action,
+            selection,
+            label=args.label,
+            new=args.new,
+            plan_id=args.resume,
+            edits=dict.fromkeys(ids, edits) if edits and ids is not None else None,
+            max_jobs=args.max_jobs,
+            chunk_size=args.chunk_size or PLAN_CHUNK,
+            safe_only=safe_only,
+            wait=args.wait,
+            lease_ttl=args.lease_ttl,
+            progress=progress_wanted(),
+            on_event=out.line if args.format == "json" else text_events,
+            interrupted=interrupted_by,
+            **pacing,
+            **filters,
         )
-    with client_of(args) as client:
-        safe = client.store.idempotent_types()
-    chosen = parse_choice(filters.get("type"), "type")
-    wanted = [t for t in safe if chosen.include is None or t in chosen.include]
-    wanted = [t for t in wanted if t not in (chosen.exclude or ())]
-    return {**filters, "type": wanted} if wanted else None  # None: no safe type, nothing can match
+    return int(final["exit_code"])
 
 
-def _counts(plan: Any, action: str, before_done: int, before_chunks: int) -> dict[str, Any]:
-    """A run's numbers: the plan's totals and, apart, what this run did (a resumed plan did some before)."""
-    key = "resurrected" if action == "resurrect" else "purged"
-    return {
-        "plan_id": plan.id,
-        "state": plan.state,
-        key: plan.done,
-        f"{key}_this_run": plan.done - before_done,
-        "batches": plan.chunks_done,
-        "batches_this_run": plan.chunks_done - before_chunks,
-        "skipped": plan.skipped,
-        "remaining": plan.remaining,
-    }
+class _TextEvents:
+    """The same run told to a person: the plan on stderr, the result as a table, a halt's advice."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        action, kind = self.args.action, event["event"]
+        if kind == "plan":
+            verb = "resuming" if event["resumed"] else "plan"
+            print(
+                f"{verb} {event['plan_id']}: {event['remaining']} of {event['total']} job(s) left",
+                file=sys.stderr,
+            )
+        elif kind == "finished" and event.get("plan_id") is None:
+            print(f"no dead job matches: nothing to {action}", file=sys.stderr)
+        elif kind == "finished":
+            keys = [k for k in event if k not in ("event", "reason", "exit_code", "action")]
+            common.print_table([event], keys)
+        elif kind == "interrupted":
+            print(
+                f"\ninterrupted ({event['signal']}); finish with: "
+                f"chokaq dlq {action} --resume {event['plan_id']}"
+                + (f" (or re-run with --label {self.args.label})" if self.args.label else ""),
+                file=sys.stderr,
+            )
+        elif kind == "halted":
+            got = event["outcomes"]
+            print(f"chokaq: {event['message']}", file=sys.stderr)
+            print(
+                f"  watched: {got.get('succeeded', 0)} succeeded, {got.get('failed', 0)} failed again, "
+                f"{got.get('waiting', 0) + got.get('retrying', 0) + got.get('running', 0)} not finished",
+                file=sys.stderr,
+            )
+            print(
+                f"  go on after a fix: chokaq dlq resurrect --resume {event['plan_id']} (add --canary "
+                f"again to re-check); drop the rest: chokaq plans discard {event['plan_id']}",
+                file=sys.stderr,
+            )
 
 
-@contextmanager
-def interruptible() -> Iterator[dict[str, str]]:
-    """SIGTERM (cron and systemd timeouts) ends a run as SIGINT does: between chunks, with a final line.
-    The mapping says which signal it was."""
-    seen: dict[str, str] = {}
-
-    def on_signal(signum: int, _frame: Any) -> None:
-        seen["signal"] = signal.Signals(signum).name
-        raise KeyboardInterrupt
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield seen
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
-def _print_halted(
-    args: argparse.Namespace, halted: errors.PlanHalted, before_done: int, before_chunks: int
-) -> int:
-    """A paced run that stopped itself: what it did, why, and how to go on. Exit 1."""
-    plan: Any = halted.plan  # a Plan: errors.py sits below analysis and cannot name the type
-    got = halted.outcomes
-    if args.format == "json":
-        out = _counts(plan, "resurrect", before_done, before_chunks)
-        common.print_json_line(out | {"event": "halted", "halted": str(halted), "outcomes": got})
-    else:
-        print(f"chokaq: {halted}", file=sys.stderr)
+def _print_dry_run(args: argparse.Namespace, plan: dict[str, Any]) -> None:
+    """A dry run's `plan` event, for a person."""
+    if plan.get("plan_id"):
         print(
-            f"  watched: {got.get('succeeded', 0)} succeeded, {got.get('failed', 0)} failed again, "
-            f"{got.get('waiting', 0) + got.get('retrying', 0) + got.get('running', 0)} not finished",
-            file=sys.stderr,
+            f"would resume plan {plan['plan_id']}: {plan['matched']} job(s) left (dry run: nothing changed)"
         )
-        print(
-            f"  go on after a fix: chokaq dlq resurrect --resume {plan.id} (add --canary again to re-check); "
-            f"drop the rest: chokaq plans discard {plan.id}",
-            file=sys.stderr,
-        )
-    return 1
-
-
-def _print_result(args: argparse.Namespace, out: dict[str, Any], *, dry_run: bool) -> int:
-    if args.format == "json":
-        common.print_json(out)
-        return 0
-    if dry_run and "matched" in out:
-        print(f"would {args.action} {out['matched']} dead job(s) (dry run: nothing changed)")
-        for key in ("by_reason", "by_queue", "by_type"):
-            if out.get(key):
-                print(f"  {key.replace('_', ' ')}: " + ", ".join(f"{k} {v}" for k, v in out[key].items()))
-        if out.get("sample_ids"):
-            print("  sample: " + ", ".join(out["sample_ids"]))
-        return 0
-    common.print_table([out], list(out))
-    return 0
+        return
+    print(f"would {args.action} {plan['matched']} dead job(s) (dry run: nothing changed)")
+    for key in ("by_reason", "by_queue", "by_type"):
+        if plan.get(key):
+            print(f"  {key.replace('_', ' ')}: " + ", ".join(f"{k} {v}" for k, v in plan[key].items()))
+    if plan.get("sample_ids"):
+        print("  sample: " + ", ".join(plan["sample_ids"]))
+    for warning in plan.get("warnings") or ():
+        print(f"  warning: {warning}")

@@ -66,8 +66,7 @@ def run(args: argparse.Namespace) -> int:
     with ready_store(args, create=True) as store:
         (result,) = store.enqueue([job])
     if result.status == "conflict":
-        print(f"chokaq: a job with id {result.id} already exists; nothing was added", file=sys.stderr)
-        return 1
+        raise errors.Conflict(f"a job with id {result.id} already exists; nothing was added", field="id")
     if result.status == "duplicate":
         print(
             f"chokaq: an active job already holds idempotency key {args.idempotency_key!r}; "

@@ -12,8 +12,18 @@ from typing import Any
 import pandas as pd
 
 from chokaq_ops import errors
+from chokaq_ops.analysis import columns
 from chokaq_ops.analysis.plans import Plan
-from chokaq_ops.filters import dlq_filter, failure_filter, hot_filter, parse_time
+from chokaq_ops.client.runs import run_plan
+from chokaq_ops.filters import (
+    dlq_filter,
+    dlq_query,
+    failure_filter,
+    hot_filter,
+    parse_time,
+    safe_type_filter,
+    selection_spec,
+)
 from chokaq_ops.models import (
     DEFAULT_PRIORITY,
     DEFAULT_QUEUE,
@@ -24,6 +34,8 @@ from chokaq_ops.models import (
 )
 
 EDIT_FIELDS = ("payload", "tags", "priority")
+# What a labelled resurrect / purge passes on to its run (chokaq_ops.client.runs.run_plan).
+RUN_OPTIONS = ("new", "rate", "canary", "watch", "max_failure_rate", "spread", "wait", "chunk_size", "poll")
 AUDIT_COLUMNS = ["id", "at", "actor", "action", "job_id", "plan_id", "count", "details"]
 QUEUE_COLUMNS = [
     "name",
@@ -124,6 +136,11 @@ def ids_or_conflict(results: Sequence[Any]) -> list[str]:
     return [r.id for r in results]
 
 
+def filter_words(flt: HotFilter) -> dict[str, Any]:
+    """The set fields of a hot-job filter, by name."""
+    return {k: getattr(flt, k) for k in flt.__dataclass_fields__ if getattr(flt, k) is not None}
+
+
 def ids_of(selection: Any) -> list[str] | None:
     """Job ids from a frame (its `id` column, else an index named id), a Series, or a list; None when
     `selection` is not one of those (a filter)."""
@@ -211,6 +228,14 @@ def records_frame(
     return frame
 
 
+def parsed_details(row: dict[str, Any]) -> dict[str, Any]:
+    """An audit row with its `details` as an object (the store keeps JSON text)."""
+    details = row.get("details")
+    if isinstance(details, str) and details:
+        row["details"] = json.loads(details)
+    return row
+
+
 def audit_frame(rows: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """Audit rows as a frame: id (int64), at (UTC), actor, action, job_id, plan_id, count (int64), details
     (parsed JSON: dict, list or None)."""
@@ -240,6 +265,24 @@ def failures_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
     return frame.astype({"seq": "int64", "attempt": "int64"})
 
 
+PLAN_COLUMNS = [
+    "id",
+    "action",
+    "actor",
+    "state",
+    "label",
+    "total",
+    "done",
+    "skipped",
+    "remaining",
+    "chunks",
+    "chunks_done",
+    "rate",
+    "lease_holder",
+    "created_at",
+    "finished_at",
+]
+ORPHAN_COLUMNS = ["plan_id", "actor", "state", "started_at", "beat_at", "items", "abandoned"]
 IDS_PER_REQUEST = 200
 LOCATE_COLUMNS = ["id", "location", "status", "failure_reason", "finished_at"]
 
@@ -274,7 +317,9 @@ class BaseClient:
     def _plan_get(self, plan_id: str) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _plan_chunk(self, plan_id: str, spread: float = 0.0) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    def _plan_chunk(
+        self, plan_id: str, spread: float = 0.0, holder: str | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
         raise NotImplementedError
 
     def _plan_items(self, plan_id: str) -> list[dict[str, Any]]:
@@ -289,7 +334,55 @@ class BaseClient:
     def _plan_outcomes(self, plan_id: str, from_chunk: int | None, to_chunk: int | None) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _plan_list(self, *, state: str | None, action: str | None, limit: int) -> list[dict[str, Any]]:
+    def _plan_list(
+        self, *, state: str | None, action: str | None, limit: int, label: str | None = None
+    ) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _plan_open(
+        self,
+        action: str,
+        *,
+        ids: list[str] | None,
+        flt: Any,
+        edits: dict[str, dict[str, Any]] | None,
+        max_jobs: int | None,
+        chunk_size: int,
+        label: str | None,
+        spec: dict[str, str] | None,
+        new: bool,
+        renew: bool,
+        rate: float | None,
+    ) -> tuple[dict[str, Any], bool]:
+        raise NotImplementedError
+
+    def _plan_lease(self, plan_id: str, holder: str, ttl: float, take_from: str | None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _plan_release(self, plan_id: str, holder: str) -> None:
+        raise NotImplementedError
+
+    def _plan_pace(self, plan_id: str, rate: float | None) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _plan_note(self, plan_id: str, event: str, details: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def _plan_orphans(self) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def _job_types(self) -> list[dict[str, Any]]:
+        raise NotImplementedError
+
+    def preview(
+        self,
+        ids: Sequence[str] | None = None,
+        *,
+        sample: int = 10,
+        max_jobs: int | None = None,
+        renew: bool | None = None,
+        **filters: Any,
+    ) -> dict[str, Any]:
         raise NotImplementedError
 
     def audit(
@@ -442,22 +535,189 @@ class BaseClient:
             after = int(got[-1]["seq"])
         return rows
 
-    def plans(self, *, state: str | None = None, action: str | None = None, limit: int = 100) -> pd.DataFrame:
-        """Recent plans, newest first. Columns: id, action, actor, state, total, done, skipped, remaining,
-        chunks, chunks_done, created_at, finished_at (UTC)."""
-        rows = self._plan_list(state=state, action=action, limit=limit)
-        cols = [
-            "id",
-            "action",
-            "actor",
-            "state",
-            "total",
-            "done",
-            "skipped",
-            "remaining",
-            "chunks",
-            "chunks_done",
-            "created_at",
-            "finished_at",
-        ]
-        return records_frame(rows, cols, ("created_at", "finished_at"))
+    def plans(
+        self,
+        *,
+        state: str | None = None,
+        action: str | None = None,
+        label: str | None = None,
+        limit: int = 100,
+    ) -> pd.DataFrame:
+        """Recent plans, newest first. Columns: id, action, actor, state, label, total, done, skipped,
+        remaining, chunks, chunks_done, rate (float64, jobs/s; NaN: unpaced), lease_holder, created_at,
+        finished_at (UTC)."""
+        frame = records_frame(
+            self.plan_rows(state=state, action=action, label=label, limit=limit),
+            PLAN_COLUMNS,
+            ("created_at", "finished_at"),
+        )
+        frame["rate"] = pd.to_numeric(frame["rate"]).astype("float64")
+        return frame
+
+    def plan_rows(
+        self,
+        *,
+        state: str | None = None,
+        action: str | None = None,
+        label: str | None = None,
+        limit: int = 100,
+    ) -> list[dict[str, Any]]:
+        """`plans()` as records (dicts with every field of a plan), for scripts and the CLI."""
+        return self._plan_list(state=state, action=action, limit=limit, label=label)
+
+    def plan_record(self, plan_id: str) -> dict[str, Any]:
+        """One plan as a record (every field, as `GET /plans/{id}` answers it)."""
+        return self._plan_get(plan_id)
+
+    def orphan_rows(self) -> list[dict[str, Any]]:
+        """`orphans()` as records."""
+        return self._plan_orphans()
+
+    def orphans(self) -> pd.DataFrame:
+        """Freezes of plans in the making and abandoned ones not reclaimed yet (docs/notebooks.md,
+        "No orphans"). Columns: plan_id, actor, state (freezing, reclaiming), started_at, beat_at (UTC),
+        items (int64: rows held), abandoned (bool)."""
+        frame = records_frame(self.orphan_rows(), ORPHAN_COLUMNS, ("started_at", "beat_at"))
+        return frame.astype({"items": "int64", "abandoned": "bool"})
+
+    def job_types(self) -> pd.DataFrame:
+        """The job types workers declared when they started (their registry, recorded per type): type,
+        idempotent (bool: `@job(idempotent=True)`, safe to run again), updated_at (UTC: last said)."""
+        frame = records_frame(self._job_types(), ["type", "idempotent", "updated_at"], ("updated_at",))
+        return frame.astype({"idempotent": "bool"})
+
+    def retryable(self, selection: Any = None, **filters: Any) -> Any:
+        """The safe retries: of a frame of jobs, the rows whose type a worker declared idempotent (the
+        server's job-type registry, no handler code imported); without a frame, the dead jobs matching
+        `filters` narrowed that way (a DataFrame, as `load_dlq`). A type no worker declared is not safe."""
+        safe = set(self._idempotent_types())
+        if isinstance(selection, pd.DataFrame):
+            if filters:
+                raise errors.ValidationError("give a frame or filters, not both", field="filter")
+            if "type" not in selection.columns:
+                raise errors.ValidationError("the frame has no `type` column", field="type")
+            return selection[selection["type"].astype("object").isin(safe)]
+        if selection is not None:
+            raise errors.ValidationError("retryable takes a DataFrame or keyword filters", field="selection")
+        narrowed = safe_type_filter(filters.get("type"), sorted(safe))
+        if narrowed is None:
+            return columns.empty_jobs("dlq", heavy=bool(filters.get("heavy", True)))
+        return self.load_dlq(**{**filters, "type": narrowed})
+
+    def load_dlq(self, filters: DlqFilter | None = None, **kw: Any) -> pd.DataFrame:
+        """Dead jobs as a DataFrame (each client documents its options)."""
+        raise NotImplementedError
+
+    def _idempotent_types(self) -> list[str]:
+        return [r["type"] for r in self._job_types() if r["idempotent"]]
+
+    def run_plan(self, action: str, selection: Any = None, **options: Any) -> dict[str, Any]:
+        """One run of a bulk plan: find or freeze it (a `label` resumes its unfinished plan), hold its
+        lease, pace it, execute it, audit how it ended; returns the final event. See
+        `chokaq_ops.client.runs.run_plan` for the options; `chokaq dlq resurrect` is this call."""
+        return run_plan(self, action, selection, **options)
+
+    def _labelled_run(self, action: str, ids: Any, filters: dict[str, Any], **options: Any) -> dict[str, Any]:
+        """`resurrect(..., label=)` / `purge(..., label=)`: a labelled run, as the CLI's; the run options
+        among `filters` (RUN_OPTIONS) go to it. A halt raises PlanHalted and an interrupt
+        KeyboardInterrupt once audited; the final event is returned."""
+        run = {k: filters.pop(k) for k in RUN_OPTIONS if k in filters}
+        final = run_plan(self, action, ids, **options, **run, **filters)
+        if final["event"] == "halted":
+            raise errors.PlanHalted(
+                final["message"], plan=self.plan(final["plan_id"]), outcomes=final["outcomes"]
+            )
+        if final["event"] == "interrupted":
+            raise KeyboardInterrupt
+        return final
+
+    def _resurrect_first(
+        self, ids: Any, filters: dict[str, Any], *, label: str | None, safe_only: bool, **options: Any
+    ) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        """What both clients' `resurrect` does first: a labelled run (its final event), or nothing when
+        `safe_only` leaves no type (a zero result), else (None, the filters to resurrect by)."""
+        if label is not None:
+            return self._labelled_run(
+                "resurrect", ids, filters, label=label, safe_only=safe_only, **options
+            ), {}
+        if not safe_only:
+            return None, filters
+        _, _, words = self._selection("resurrect", ids, filters, safe_only=True)
+        if words is None:
+            return {"resurrected": 0, "batches": 0}, {}
+        return None, words
+
+    def _labelled_plan(self, action: str, label: str) -> Plan | None:
+        for state in ("running", "ready"):
+            rows = self._plan_list(state=state, action=action, limit=1, label=label)
+            if rows:
+                return Plan(self, self._plan_get(rows[0]["id"]))
+        return None
+
+    def _selection(
+        self, action: str, selection: Any, filters: Mapping[str, Any], *, safe_only: bool
+    ) -> tuple[list[str] | None, dict[str, Any], dict[str, Any] | None]:
+        """A run's selection: (ids, the filter words as given, the words to match). The last is None when
+        `safe_only` leaves no job type to match (nothing can)."""
+        ids = ids_of(selection)
+        words = dict(filters)
+        if isinstance(selection, DlqFilter):
+            words = {**dlq_query(selection), **words}
+        elif isinstance(selection, HotFilter):
+            words = {**filter_words(selection), **words}
+        elif isinstance(selection, Mapping):
+            words = {**selection, **words}
+        if ids is not None and words:
+            raise errors.ValidationError("give ids or filters, not both", field="ids")
+        if not safe_only:
+            return ids, words, words
+        if ids is not None:
+            raise errors.ValidationError("safe_only goes with filters, not ids", field="safe_only")
+        narrowed = safe_type_filter(words.get("type"), self._idempotent_types())
+        return ids, words, None if narrowed is None else {**words, "type": narrowed}
+
+    def _resolve(
+        self,
+        action: str,
+        selection: Any,
+        filters: Mapping[str, Any],
+        *,
+        label: str | None,
+        new: bool,
+        edits: Any,
+        max_jobs: int | None,
+        chunk_size: int,
+        renew: bool,
+        safe_only: bool,
+        rate: float | None,
+    ) -> tuple[Plan, bool] | None:
+        """The plan a run works and whether it resumed it; None when nothing matches (no plan is made).
+        A label that names an unfinished plan resumes it (the store checks the selection against the one
+        it froze); a label alone, without a selection, resumes it or says there is none."""
+        ids, given, words = self._selection(action, selection, filters, safe_only=safe_only)
+        chose = ids is not None or bool(given) or selection is not None or safe_only
+        spec = (
+            selection_spec(ids=ids, filters=given, max_jobs=max_jobs, safe_only=safe_only) if chose else None
+        )
+        common: dict[str, Any] = {"edits": None, "max_jobs": max_jobs, "chunk_size": chunk_size}
+        common |= {"label": label, "renew": renew, "rate": rate}
+        if label is not None and not new and (not chose or self._labelled_plan(action, label) is not None):
+            data, resumed = self._plan_open(action, ids=None, flt=None, spec=spec, new=False, **common)
+            return Plan(self, data), resumed
+        if not chose:
+            raise errors.ValidationError(
+                f"{action} needs ids, a filter, or everything (DlqFilter())", field="ids"
+            )
+        if words is None:
+            return None  # safe_only, and no job type is declared idempotent
+        flt: Any = None
+        if ids is None:
+            flt = hot_filter(words) if action == "cancel" else dlq_filter(words)
+            words_of: dict[str, Any] = dict(dlq_query(flt)) if isinstance(flt, DlqFilter) else {}
+            if action != "cancel" and self.preview(None, sample=0, **words_of)["matched"] == 0:
+                return None
+        elif not ids:
+            raise errors.ValidationError("the selection is empty", field="ids")
+        common["edits"] = edits_of(edits, selection) or None
+        data, resumed = self._plan_open(action, ids=ids, flt=flt, spec=spec or {}, new=new, **common)
+        return Plan(self, data), resumed

@@ -18,6 +18,7 @@ from chokaq_ops.client.base import (
     BaseClient,
     audit_frame,
     ids_or_conflict,
+    parsed_details,
     records_frame,
 )
 from chokaq_ops.filters import archive_filter, dlq_filter, hot_filter, parse_time
@@ -208,15 +209,66 @@ class DbClient(BaseClient):
         return self.store.get_job(job_id)
 
     def preview(
-        self, ids: Sequence[str] | None = None, *, sample: int = 10, **filters: Any
+        self,
+        ids: Sequence[str] | None = None,
+        *,
+        sample: int = 10,
+        max_jobs: int | None = None,
+        renew: bool | None = None,
+        **filters: Any,
     ) -> dict[str, Any]:
-        """What a bulk resurrect or purge would touch: matched, sample_ids, by_reason, by_queue, by_type."""
+        """What a bulk resurrect or purge would touch, changing nothing: matched, sample_ids, by_reason,
+        by_queue, by_type (of at most `max_jobs`: the first ids, the newest failures of a filter). With
+        `renew` (a resurrect's): also renew, past_lifetime and warnings (renew=False: how many jobs are
+        older than Retry.MaxJobAge and would die on their first failure)."""
+        age = self.settings.retry.max_job_age
         if ids is not None:
-            return self.store.preview_dlq(ids=list(ids), sample=sample)
-        return self.store.preview_dlq(flt=dlq_filter(**filters), sample=sample)
+            return self.store.preview_dlq(
+                ids=list(ids), sample=sample, max_jobs=max_jobs, renew=renew, max_job_age=age
+            )
+        return self.store.preview_dlq(
+            flt=dlq_filter(**filters), sample=sample, max_jobs=max_jobs, renew=renew, max_job_age=age
+        )
+
+    def dlq_page(
+        self,
+        *,
+        sort: str = "failed_at",
+        descending: bool = True,
+        page: int = 1,
+        page_size: int = 50,
+        **filters: Any,
+    ) -> tuple[list[JobRecord], int]:
+        """One page of dead jobs as records (newest failure first by default) and how many match."""
+        got = self.store.list_dlq(
+            dlq_filter(**filters), sort=sort, descending=descending, page=page, page_size=page_size
+        )
+        return list(got.items), got.total
+
+    def audit_rows(
+        self,
+        *,
+        actor: str | None = None,
+        action: str | None = None,
+        job_id: str | None = None,
+        plan_id: str | None = None,
+        since: Any = None,
+        limit: int = 100,
+    ) -> tuple[list[dict[str, Any]], int]:
+        """The newest audit rows (at most `limit`, 1000) as dicts, `details` parsed, and how many match."""
+        got = self.store.list_audit(
+            actor=actor,
+            action=action,
+            job_id=job_id,
+            plan_id=plan_id,
+            since=parse_time(since, "since"),
+            page_size=limit,
+        )
+        return [parsed_details(r.to_dict()) for r in got.items], got.total
 
     def summary(self, *, top: int = 10, **filters: Any) -> dict[str, Any]:
-        """Counts by reason, queue and type (with first/last failure) and the top error groups."""
+        """Counts by reason, queue and type (with first/last failure) and the top error groups. Times are
+        timezone-aware UTC datetimes, as from HttpClient."""
         return self.store.dlq_summary(dlq_filter(**filters), top=top)
 
     def resurrect(
@@ -226,10 +278,31 @@ class DbClient(BaseClient):
         edits: dict[str, dict[str, Any]] | None = None,
         max_jobs: int | None = None,
         progress: bool | None = None,
+        renew: bool = True,
+        label: str | None = None,
+        safe_only: bool = False,
         **filters: Any,
-    ) -> dict[str, int]:
+    ) -> dict[str, Any]:
         """Move dead jobs back to the queue by ids or filter, 1000 per transaction, now (no plan). Returns
-        {resurrected, batches}. For a reviewed, resumable change use `plan_resurrect`."""
+        {resurrected, batches}. For a reviewed, resumable change use `plan_resurrect`.
+
+        `renew` (default) gives each job its retry budget afresh: attempts and the lifetime clock
+        (Retry.MaxJobAge) restart now; `renew=False` keeps the clock at its creation. `safe_only`: only
+        job types a worker declared idempotent. With a `label`, the run is a plan bound to it, exactly as
+        `chokaq dlq resurrect --label` runs: a re-run resumes it; run options (`rate`, `canary`, `watch`,
+        `max_failure_rate`, `spread`, `new`, `wait`, `chunk_size`) go with it; returns the final event."""
+        first, filters = self._resurrect_first(
+            ids,
+            filters,
+            label=label,
+            edits=edits,
+            max_jobs=max_jobs,
+            progress=progress,
+            renew=renew,
+            safe_only=safe_only,
+        )
+        if first is not None:
+            return first
         flt = None if ids is not None else dlq_filter(**filters)
         bar, update = self._progress(progress, len(ids) if ids is not None else None, "resurrect")
         try:
@@ -240,6 +313,7 @@ class DbClient(BaseClient):
                 max_jobs=max_jobs,
                 edits=edits,
                 progress=update,
+                renew=renew,
             )
         finally:
             if bar is not None:
@@ -252,9 +326,15 @@ class DbClient(BaseClient):
         *,
         max_jobs: int | None = None,
         progress: bool | None = None,
+        label: str | None = None,
         **filters: Any,
-    ) -> dict[str, int]:
-        """Delete dead jobs for good by ids or filter, in batches. Returns {purged, batches}."""
+    ) -> dict[str, Any]:
+        """Delete dead jobs for good by ids or filter, in batches. Returns {purged, batches}. With a
+        `label`: a labelled plan run, as `resurrect(..., label=)`."""
+        if label is not None:
+            return self._labelled_run(
+                "purge", ids, filters, label=label, max_jobs=max_jobs, progress=progress
+            )
         flt = None if ids is not None else dlq_filter(**filters)
         bar, update = self._progress(progress, len(ids) if ids is not None else None, "purge")
         try:
@@ -423,8 +503,49 @@ class DbClient(BaseClient):
     def _plan_get(self, plan_id: str) -> dict[str, Any]:
         return self.store.get_plan(plan_id)
 
-    def _plan_chunk(self, plan_id: str, spread: float = 0.0) -> tuple[dict[str, Any], dict[str, Any] | None]:
-        return self.store.execute_plan_chunk(plan_id, actor=self._who(plan_id), spread=spread)
+    def _plan_chunk(
+        self, plan_id: str, spread: float = 0.0, holder: str | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        return self.store.execute_plan_chunk(plan_id, actor=self._who(plan_id), spread=spread, holder=holder)
+
+    def _plan_open(
+        self,
+        action: str,
+        *,
+        ids: list[str] | None,
+        flt: Any,
+        edits: dict[str, dict[str, Any]] | None,
+        max_jobs: int | None,
+        chunk_size: int,
+        label: str | None,
+        spec: dict[str, str] | None,
+        new: bool,
+        renew: bool,
+        rate: float | None,
+    ) -> tuple[dict[str, Any], bool]:
+        create = {"ids": ids, "flt": flt, "edits": edits, "max_jobs": max_jobs, "chunk_size": chunk_size}
+        create |= {"renew": renew, "rate": rate}
+        return self.store.open_plan(action, actor=self._who(), label=label, spec=spec, new=new, **create)
+
+    def _plan_lease(self, plan_id: str, holder: str, ttl: float, take_from: str | None) -> dict[str, Any]:
+        return self.store.lease_plan(
+            plan_id, holder=holder, actor=self._who(plan_id), ttl=ttl, take_from=take_from
+        )
+
+    def _plan_release(self, plan_id: str, holder: str) -> None:
+        self.store.release_plan(plan_id, holder=holder, actor=self._who(plan_id))
+
+    def _plan_pace(self, plan_id: str, rate: float | None) -> dict[str, Any]:
+        return self.store.pace_plan(plan_id, rate, actor=self._who(plan_id))
+
+    def _plan_note(self, plan_id: str, event: str, details: dict[str, Any]) -> None:
+        self.store.note_plan(plan_id, event, actor=self._who(plan_id), details=details)
+
+    def _plan_orphans(self) -> list[dict[str, Any]]:
+        return self.store.list_orphans()
+
+    def _job_types(self) -> list[dict[str, Any]]:
+        return self.store.job_types()
 
     def _plan_items(self, plan_id: str) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
@@ -445,6 +566,8 @@ class DbClient(BaseClient):
     def _plan_outcomes(self, plan_id: str, from_chunk: int | None, to_chunk: int | None) -> dict[str, Any]:
         return self.store.plan_outcomes(plan_id, from_chunk=from_chunk, to_chunk=to_chunk)
 
-    def _plan_list(self, *, state: str | None, action: str | None, limit: int) -> list[dict[str, Any]]:
-        rows, _ = self.store.list_plans(state=state, action=action, page_size=min(limit, 1000))
+    def _plan_list(
+        self, *, state: str | None, action: str | None, limit: int, label: str | None = None
+    ) -> list[dict[str, Any]]:
+        rows, _ = self.store.list_plans(state=state, action=action, label=label, page_size=min(limit, 1000))
         return rows

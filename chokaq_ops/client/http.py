@@ -25,7 +25,16 @@ from chokaq_ops.client.base import (
     ids_or_conflict,
     records_frame,
 )
-from chokaq_ops.client.transport import PAGE, UNSET, Transport, filter_json, quote, time_text, times
+from chokaq_ops.client.transport import (
+    PAGE,
+    UNSET,
+    Transport,
+    aware_times,
+    filter_json,
+    quote,
+    time_text,
+    times,
+)
 from chokaq_ops.filters import archive_filter, dlq_filter, filter_query, hot_filter, parse_time
 from chokaq_ops.models import DlqFilter, EnqueueResult, FailureFilter, HotFilter, NewJob
 from chokaq_ops.records import JobRecord, job_from_view
@@ -164,14 +173,61 @@ class HttpClient(BaseClient):
         return job_from_view(times(self.api.get(f"/jobs/{quote(job_id)}")))
 
     def preview(
-        self, ids: Sequence[str] | None = None, *, sample: int = 10, **filters: Any
+        self,
+        ids: Sequence[str] | None = None,
+        *,
+        sample: int = 10,
+        max_jobs: int | None = None,
+        renew: bool | None = None,
+        **filters: Any,
     ) -> dict[str, Any]:
+        """As `DbClient.preview`; the warnings use the server's Retry.MaxJobAge."""
+        body: dict[str, Any] = {"sample": sample}
+        body |= {k: v for k, v in (("max_jobs", max_jobs), ("renew", renew)) if v is not None}
         if ids is not None:
-            return self.api.post("/dlq/preview", {"ids": list(ids), "sample": sample})
-        return self.api.post("/dlq/preview", {"filter": filter_json(dlq_filter(**filters)), "sample": sample})
+            return self.api.post("/dlq/preview", {"ids": list(ids), **body})
+        return self.api.post("/dlq/preview", {"filter": filter_json(dlq_filter(**filters)), **body})
+
+    def dlq_page(
+        self,
+        *,
+        sort: str = "failed_at",
+        descending: bool = True,
+        page: int = 1,
+        page_size: int = 50,
+        **filters: Any,
+    ) -> tuple[list[JobRecord], int]:
+        """As `DbClient.dlq_page` (GET /dlq, its total from X-Pagination)."""
+        params = filter_json(dlq_filter(**filters))
+        params |= {"sort": sort, "order": "desc" if descending else "asc"}
+        params |= {"page": page, "page_size": page_size}
+        response = self.api.call("GET", "/dlq", params=params)
+        meta = json.loads(response.headers.get("X-Pagination") or "{}")
+        return [job_from_view(times(i)) for i in response.json()], int(meta.get("total") or 0)
+
+    def audit_rows(
+        self,
+        *,
+        actor: str | None = None,
+        action: str | None = None,
+        job_id: str | None = None,
+        plan_id: str | None = None,
+        since: Any = None,
+        limit: int = 100,
+    ) -> tuple[list[dict[str, Any]], int]:
+        """As `DbClient.audit_rows` (GET /audit)."""
+        params: dict[str, Any] = {"actor": actor, "action": action, "job_id": job_id, "plan_id": plan_id}
+        when = parse_time(since, "since")
+        if when is not None:
+            params["since"] = time_text(when)
+        params = {k: v for k, v in params.items() if v is not None} | {"page_size": limit}
+        response = self.api.call("GET", "/audit", params=params)
+        meta = json.loads(response.headers.get("X-Pagination") or "{}")
+        return [times(r) for r in response.json()], int(meta.get("total") or 0)
 
     def summary(self, *, top: int = 10, **filters: Any) -> dict[str, Any]:
-        return self.api.get("/dlq/summary", top=top, **filter_json(dlq_filter(**filters)))
+        """As `DbClient.summary`, with the same types: times are timezone-aware UTC datetimes."""
+        return aware_times(self.api.get("/dlq/summary", top=top, **filter_json(dlq_filter(**filters))))
 
     def _bulk(
         self,
@@ -181,9 +237,12 @@ class HttpClient(BaseClient):
         filters: dict[str, Any],
         max_jobs: int | None,
         progress: bool | None,
+        extra: dict[str, Any] | None = None,
     ) -> dict[str, int]:
+        """`extra`: body fields every request carries (a resurrect's `renew`)."""
+        extra = extra or {}
         if ids is None:
-            body: dict[str, Any] = {"filter": filter_json(dlq_filter(**filters))}
+            body: dict[str, Any] = {"filter": filter_json(dlq_filter(**filters)), **extra}
             if max_jobs is not None:
                 body["max_jobs"] = max_jobs
             return self.api.post(path, body)
@@ -193,7 +252,7 @@ class HttpClient(BaseClient):
         done = batches = 0
         try:
             for start in range(0, len(wanted), validation.MAX_BULK_IDS):
-                got = self.api.post(path, {"ids": wanted[start : start + validation.MAX_BULK_IDS]})
+                got = self.api.post(path, {"ids": wanted[start : start + validation.MAX_BULK_IDS], **extra})
                 done, batches = done + got[key], batches + got["batches"]
                 if bar is not None:
                     bar.update(min(validation.MAX_BULK_IDS, len(wanted) - start))
@@ -209,23 +268,39 @@ class HttpClient(BaseClient):
         edits: dict[str, dict[str, Any]] | None = None,
         max_jobs: int | None = None,
         progress: bool | None = None,
+        renew: bool = True,
+        label: str | None = None,
+        safe_only: bool = False,
         **filters: Any,
-    ) -> dict[str, int]:
-        """As `DbClient.resurrect`. Jobs with edits are resurrected one request each
-        (POST /dlq/{id}/resurrect); use `plan_resurrect` to edit many."""
+    ) -> dict[str, Any]:
+        """As `DbClient.resurrect` (`renew`, `safe_only`, a `label` run). Jobs with edits are resurrected
+        one request each (POST /dlq/{id}/resurrect); use `plan_resurrect` to edit many."""
+        first, filters = self._resurrect_first(
+            ids,
+            filters,
+            label=label,
+            edits=edits,
+            max_jobs=max_jobs,
+            progress=progress,
+            renew=renew,
+            safe_only=safe_only,
+        )
+        if first is not None:
+            return first
+        renewing = {"renew": renew}
         if edits:
             done = 0
             for job_id, fields in edits.items():
-                self.api.post(f"/dlq/{quote(job_id)}/resurrect", dict(fields))
+                self.api.post(f"/dlq/{quote(job_id)}/resurrect", {**fields, "renew": renew})
                 done += 1
             rest = [i for i in ids or () if i not in edits]
             result = (
-                self._bulk("/dlq/resurrect", "resurrected", rest, {}, None, progress)
+                self._bulk("/dlq/resurrect", "resurrected", rest, {}, None, progress, renewing)
                 if rest
                 else {"resurrected": 0, "batches": 0}
             )
             return {"resurrected": result["resurrected"] + done, "batches": result["batches"] + done}
-        return self._bulk("/dlq/resurrect", "resurrected", ids, filters, max_jobs, progress)
+        return self._bulk("/dlq/resurrect", "resurrected", ids, filters, max_jobs, progress, renewing)
 
     def purge(
         self,
@@ -233,8 +308,13 @@ class HttpClient(BaseClient):
         *,
         max_jobs: int | None = None,
         progress: bool | None = None,
+        label: str | None = None,
         **filters: Any,
-    ) -> dict[str, int]:
+    ) -> dict[str, Any]:
+        if label is not None:
+            return self._labelled_run(
+                "purge", ids, filters, label=label, max_jobs=max_jobs, progress=progress
+            )
         return self._bulk("/dlq/purge", "purged", ids, filters, max_jobs, progress)
 
     def purge_archive(self, older_than: Any, *, progress: bool | None = None) -> dict[str, Any]:
@@ -364,16 +444,74 @@ class HttpClient(BaseClient):
     def _plan_get(self, plan_id: str) -> dict[str, Any]:
         return self.api.get(f"/plans/{quote(plan_id)}")
 
-    def _plan_chunk(self, plan_id: str, spread: float = 0.0) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    def _plan_chunk(
+        self, plan_id: str, spread: float = 0.0, holder: str | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any] | None]:
         # One chunk per request: the client shows progress, and an interrupted client loses nothing.
         body: dict[str, Any] = {"max_chunks": 1} | ({"spread": spread} if spread else {})
+        if holder is not None:
+            body["holder"] = holder
         got = self.api.post(f"/plans/{quote(plan_id)}/execute", body)
         chunks = got.pop("executed", [])
+        wait = got.pop("wait_s", None)
+        if not chunks and wait:
+            return got, {"wait": float(wait)}
         return got, (chunks[0] if chunks else None)
+
+    def _plan_open(
+        self,
+        action: str,
+        *,
+        ids: list[str] | None,
+        flt: Any,
+        edits: dict[str, dict[str, Any]] | None,
+        max_jobs: int | None,
+        chunk_size: int,
+        label: str | None,
+        spec: dict[str, str] | None,
+        new: bool,
+        renew: bool,
+        rate: float | None,
+    ) -> tuple[dict[str, Any], bool]:
+        body: dict[str, Any] = {"action": action, "chunk_size": chunk_size, "new": new}
+        if ids is not None:
+            body["ids"] = ids
+        elif flt is not None:
+            words = filter_json(flt)
+            body["filter"] = words
+            if not words:
+                body["all"] = True
+        optional = {"edits": edits, "max_jobs": max_jobs, "label": label, "spec": spec, "rate": rate}
+        body |= {k: v for k, v in optional.items() if v is not None}
+        if action == "resurrect":
+            body["renew"] = renew
+        got = self.api.post("/plans", body)
+        return got, bool(got.pop("resumed", False))
+
+    def _plan_lease(self, plan_id: str, holder: str, ttl: float, take_from: str | None) -> dict[str, Any]:
+        body: dict[str, Any] = {"holder": holder, "ttl": ttl}
+        if take_from is not None:
+            body["take_from"] = take_from
+        return self.api.post(f"/plans/{quote(plan_id)}/lease", body)
+
+    def _plan_release(self, plan_id: str, holder: str) -> None:
+        self.api.post(f"/plans/{quote(plan_id)}/release", {"holder": holder})
+
+    def _plan_pace(self, plan_id: str, rate: float | None) -> dict[str, Any]:
+        return self.api.post(f"/plans/{quote(plan_id)}/pace", {"rate": rate})
+
+    def _plan_note(self, plan_id: str, event: str, details: dict[str, Any]) -> None:
+        self.api.post(f"/plans/{quote(plan_id)}/notes", {"event": event, "details": details})
+
+    def _plan_orphans(self) -> list[dict[str, Any]]:
+        return [times(r) for r in self.api.get("/plans/orphans")]
+
+    def _job_types(self) -> list[dict[str, Any]]:
+        return [times(r) for r in self.api.get("/job-types")]
 
     def _plan_items(self, plan_id: str) -> list[dict[str, Any]]:
         rows: list[dict[str, Any]] = []
-        for items in self.api.pages(f"/plans/{quote(plan_id)}/items", {}, None, "job_id"):
+        for items in self.api.pages(f"/plans/{quote(plan_id)}/items", {}, None):
             rows.extend(items)
         return rows
 
@@ -395,14 +533,9 @@ class HttpClient(BaseClient):
             params["after_seq"] = after
         return self.api.call("GET", "/failures", params=params).json()
 
-    def _plan_list(self, *, state: str | None, action: str | None, limit: int) -> list[dict[str, Any]]:
-        got = self.api.call(
-            "GET",
-            "/plans",
-            params={
-                k: v
-                for k, v in {"state": state, "action": action, "page_size": min(limit, PAGE)}.items()
-                if v
-            },
-        )
+    def _plan_list(
+        self, *, state: str | None, action: str | None, limit: int, label: str | None = None
+    ) -> list[dict[str, Any]]:
+        params = {"state": state, "action": action, "label": label, "page_size": min(limit, PAGE)}
+        got = self.api.call("GET", "/plans", params={k: v for k, v in params.items() if v})
         return got.json()

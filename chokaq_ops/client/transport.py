@@ -97,7 +97,9 @@ class Transport:
         try:
             response = self.session.request(method, self.base_url + path, **kwargs)
         except requests.ConnectionError as exc:
-            raise errors.TransientStorageError(f"cannot reach {self.base_url}: {exc}") from exc
+            raise errors.ApiUnreachable(f"cannot reach {self.base_url}: {exc}") from exc
+        except requests.Timeout as exc:  # the server took the request and did not answer in time
+            raise errors.TransientStorageError(f"{self.base_url} did not answer in time: {exc}") from exc
         if response.status_code >= 400:
             raise error_from(response)
         return response
@@ -142,6 +144,22 @@ def times(job: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def aware_times(value: Any) -> Any:
+    """ISO times anywhere in an API answer (keys ending in `_at` or `_seen`) -> aware datetimes, so a
+    summary or report has the same types over HTTP as from the database."""
+    if isinstance(value, list):
+        return [aware_times(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    out = {}
+    for key, item in value.items():
+        if isinstance(item, str) and key.endswith(("_at", "_seen")):
+            out[key] = datetime.fromisoformat(item.replace("Z", "+00:00"))
+        else:
+            out[key] = aware_times(item)
+    return out
+
+
 def error_from(response: requests.Response) -> errors.ChokaqError:
     """The API's error shape {code, status, message, errors} -> the library's exception."""
     try:
@@ -158,6 +176,19 @@ def error_from(response: requests.Response) -> errors.ChokaqError:
                 field = next(iter(inner))
                 message = f"{message}: {field}: {inner[field]}"
                 break
+    detail = body.get("detail") if isinstance(body.get("detail"), dict) else {}
+    if response.status_code == 409 and field == "label":
+        return errors.LabelMismatch(
+            f"{response.status_code}: {body.get('message') or message}",
+            bound=detail.get("bound"),
+            asked=detail.get("asked"),
+        )
+    if response.status_code == 409 and field == "lease":
+        return errors.PlanBusy(
+            f"{response.status_code}: {body.get('message') or message}",
+            holder=detail.get("holder"),
+            seconds_left=detail.get("seconds_left"),
+        )
     kind = {
         401: errors.Unauthorized,
         403: errors.Forbidden,

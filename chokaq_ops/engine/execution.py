@@ -51,6 +51,7 @@ class Run:
         "mono_start",
         "payload",
         "queue",
+        "renewed_at",
         "started_at",
         "state",
         "timeout",
@@ -77,6 +78,8 @@ class Run:
         self.payload: str | None = row.payload
         self.created_at: datetime | None = row.created_at
         self.trace_context: str | None = row.trace_context  # the producer's, for the consumer span's link
+        # A renewing resurrect restarted the job's lifetime clock (Retry.MaxJobAge) here.
+        self.renewed_at: datetime | None = row.renewed_at
         self.attempt: int = marked.attempt_count
         self.started_at: datetime | None = marked.started_at  # database clock
         self.handler = handler
@@ -200,6 +203,7 @@ def failed(run: Run, exc: BaseException, duration_ms: float, policy: RetrySettin
         fatal=handler.fatal if handler else (),
         retry_on=handler.retry_on if handler else (),
         created_at=run.created_at,
+        renewed_at=run.renewed_at,
         db_now=run.db_now(),
     )
     trace = format_exception(exc)
@@ -222,10 +226,18 @@ def failed(run: Run, exc: BaseException, duration_ms: float, policy: RetrySettin
     elif decision.reason is FailureReason.RetryLifetimeExpired:
         text = f"{decision.note}. Last error: {type(exc).__name__}: {exc}\n{trace}"
     else:
-        text = f"{decision.note}\n{trace}"
+        # The verdict and its cause on the first line (what the failure history and listings show):
+        # "MaxRetriesExceeded: attempt 3 of 3 failed: ConnectionError: relay refused", then the traceback.
+        text = f"{decision.note}: {cause_line(exc)}\n{trace}"
     out = Outcome(run, DEAD, duration_ms, reason=decision.reason, error=clip(text))
     out.counts_for_circuit = decision.reason is not FailureReason.Fatal
     return out
+
+
+def cause_line(exc: BaseException) -> str:
+    """`Type: first line of the message` of an exception (`Type` alone when it has no message)."""
+    message = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {message[0]}" if message else type(exc).__name__
 
 
 def format_exception(exc: BaseException) -> str:

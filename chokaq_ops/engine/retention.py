@@ -52,7 +52,8 @@ class Retention:
     def run(self, force: bool = False) -> dict[str, Any]:
         """One retention pass. Returns what it did: `skipped` (another process holds the lease),
         `archive_purged`, `dlq_purged`, `batches` (their committed transactions), `pruned`,
-        `buckets_pruned`, `events_pruned`, `failures_pruned`, `prune_batches` and `errors`. Never raises."""
+        `buckets_pruned`, `events_pruned`, `failures_pruned`, `prune_batches`, `workers_pruned`,
+        `orphans_reclaimed` (plan items of dead freezes) and `errors`. Never raises."""
         result: dict[str, Any] = {
             "skipped": False,
             "archive_purged": 0,
@@ -64,6 +65,7 @@ class Retention:
             "failures_pruned": 0,
             "prune_batches": 0,
             "workers_pruned": 0,
+            "orphans_reclaimed": 0,
             "errors": [],
         }
         try:
@@ -81,6 +83,7 @@ class Retention:
             self._part(result, "dlq", self._purge_dlq, r.dlq)
         self._part(result, "prune", self._prune)
         self._part(result, "workers", self._prune_workers)
+        self._part(result, "orphans", self._reclaim_orphans)
         if result["archive_purged"] or result["dlq_purged"]:
             log.info(
                 "retention: purged %d archived jobs and %d dead jobs in %d batches",
@@ -132,6 +135,10 @@ class Retention:
         result["events_pruned"] = done["events"]
         result["failures_pruned"] = done["failures"]
         result["prune_batches"] = done["batches"]
+
+    def _reclaim_orphans(self, result: dict[str, Any]) -> None:
+        """The plan_items of freezes whose process died (docs/notebooks.md, "No orphan rows")."""
+        result["orphans_reclaimed"] = sum(r["items"] for r in self.store.reclaim_orphans())
 
     def _prune_workers(self, result: dict[str, Any]) -> None:
         result["workers_pruned"] = self.store.prune_workers(self.settings.retention.workers)

@@ -112,12 +112,14 @@ def decide(
     created_at: datetime | None = None,
     db_now: datetime | None = None,
     rand: Callable[[], float] = random.random,
+    renewed_at: datetime | None = None,
 ) -> Decision:
     """The outcome of execution number `attempt` failing with `exc`.
 
     `created_at` and `db_now` are database-clock times (the job's creation and now); with
-    `Retry.MaxJobAge` set, a retry that would run after created_at + MaxJobAge becomes
-    RetryLifetimeExpired instead."""
+    `Retry.MaxJobAge` set, a retry that would run after the lifetime clock's start + MaxJobAge becomes
+    RetryLifetimeExpired instead. The clock starts at `created_at`, or at `renewed_at` when a resurrect
+    renewed the job's retry budget (docs/failures.md, "Resurrect renews the retry budget")."""
     if is_fatal(exc, fatal, retry_on):
         return Decision(False, reason=FailureReason.Fatal)
     throttled = is_throttled(exc)
@@ -127,17 +129,26 @@ def decide(
         return Decision(False, reason=reason, note=note)
     after = throttle_delay(exc)
     delay = min(after, policy.max_delay) if after is not None else backoff(attempt, policy, rand)
-    if policy.max_job_age is not None and created_at is not None and db_now is not None:
-        deadline = created_at + timedelta(seconds=policy.max_job_age)
+    clock = lifetime_start(created_at, renewed_at)
+    if policy.max_job_age is not None and clock is not None and db_now is not None:
+        deadline = clock + timedelta(seconds=policy.max_job_age)
         next_at = db_now + timedelta(seconds=delay)
         if next_at > deadline:
+            since = f"CreatedAt={_iso(created_at)}" if clock == created_at else f"RenewedAt={_iso(clock)}"
             note = (
                 "RetryLifetimeExpired: retry lifetime expired before the next attempt could be scheduled. "
-                f"CreatedAt={_iso(created_at)}; NextScheduledAt={_iso(next_at)}; "
+                f"{since}; NextScheduledAt={_iso(next_at)}; "
                 f"MaxJobAge={policy.max_job_age:g}s"
             )
             return Decision(False, reason=FailureReason.RetryLifetimeExpired, note=note)
     return Decision(True, delay=delay)
+
+
+def lifetime_start(created_at: datetime | None, renewed_at: datetime | None) -> datetime | None:
+    """Where a job's lifetime clock (Retry.MaxJobAge) starts: its renewal by a resurrect, else creation."""
+    if renewed_at is not None and (created_at is None or renewed_at > created_at):
+        return renewed_at
+    return created_at
 
 
 def _iso(value: datetime) -> str:

@@ -82,10 +82,19 @@ class AdminOps:
     # ------------------------------------------------------------------ resurrect
 
     def resurrect(
-        self, job_id: str, *, actor: Actor, payload: Any = None, tags: Any = None, priority: int | None = None
+        self,
+        job_id: str,
+        *,
+        actor: Actor,
+        payload: Any = None,
+        tags: Any = None,
+        priority: int | None = None,
+        renew: bool = True,
     ) -> JobRecord:
-        """DLQ -> hot as a fresh pending job, with optional payload/tags/priority replacements."""
+        """DLQ -> hot as a fresh pending job, with optional payload/tags/priority replacements. `renew`
+        (default) restarts its lifetime clock (Retry.MaxJobAge) now; attempts restart at 0 either way."""
         actor = person(actor)
+        renew = checked_renew(renew)
         item: dict[str, Any] = {
             "id": validation.job_id(job_id),
             "payload": self._edit_payload(payload),
@@ -95,7 +104,7 @@ class AdminOps:
         key = (actor.name, item["id"])
         retries = self.db.thread_retries()
         try:
-            moved = self._resurrect_items([item], actor, None)
+            moved = self._resurrect_items([item], actor, None, renew=renew)
         except errors.TransientStorageError:
             with self._uncertain_lock:
                 self._uncertain_resurrects[key] = None
@@ -133,7 +142,13 @@ class AdminOps:
         return [r["id"] for r in rows]
 
     def _resurrect_items(
-        self, items: list[dict[str, Any]], actor: Actor, details: Any, spread_s: float = 0.0
+        self,
+        items: list[dict[str, Any]],
+        actor: Actor,
+        details: Any,
+        spread_s: float = 0.0,
+        *,
+        renew: bool = True,
     ) -> list[str]:
         rows = self.db.run(
             "resurrect",
@@ -142,6 +157,7 @@ class AdminOps:
             plan_id=actor.plan_id,
             details=details,
             spread_s=spread_s,
+            renew=int(renew),
         )
         return resurrected(rows)
 
@@ -189,13 +205,16 @@ class AdminOps:
         progress: Progress | None = None,
         spread: float | None = None,
         rate: float | None = None,
+        renew: bool = True,
     ) -> BulkResult:
         """Resurrect by ids or by filter in consecutive transactions of at most 1000 jobs. `edits` maps an
         id to replacement payload/tags/priority. A crash between chunks leaves each job in exactly one table.
         `spread` (seconds) jitters the jobs' due times uniformly over that window; `rate` (jobs per second)
         widens the window to as long as that rate needs for all of them (see `resurrect_window`).
+        `renew` (default) restarts each job's lifetime clock (Retry.MaxJobAge) at the resurrect.
         """
         actor = person(actor)
+        renew = checked_renew(renew)
         spread_s = self.resurrect_window(spread=spread, rate=rate, ids=ids, flt=flt, max_jobs=max_jobs)
         # Every edit is checked before the first chunk commits: bad input must change no row.
         checked = {
@@ -210,7 +229,7 @@ class AdminOps:
 
         def move(chunk: list[str], details: Any) -> list[str]:
             items = [{"id": job_id, **checked.get(job_id, unchanged)} for job_id in chunk]
-            return self._resurrect_items(items, actor, details, spread_s)
+            return self._resurrect_items(items, actor, details, spread_s, renew=renew)
 
         def move_matching(limit: int, params: dict[str, Any]) -> list[dict[str, Any]]:
             rows = self.db.run(
@@ -219,6 +238,7 @@ class AdminOps:
                 actor=actor.name,
                 plan_id=actor.plan_id,
                 spread_s=spread_s,
+                renew=int(renew),
                 **params,
             )
             if rows and rows[0]["twins"]:
@@ -495,6 +515,13 @@ class AdminOps:
         """One audit row for an operator action that has no job-level statement of its own."""
         who = person(actor)
         self.db.transaction(lambda tx: audit_in(tx, who, action, job_id=job_id, count=count, details=details))
+
+
+def checked_renew(renew: Any) -> bool:
+    """`renew` as given to a resurrect: a bool, nothing else (a truthy string is a mistake, not a yes)."""
+    if not isinstance(renew, bool):
+        raise errors.ValidationError("renew must be true or false", field="renew")
+    return renew
 
 
 def resurrected(rows: list[dict[str, Any]]) -> list[str]:

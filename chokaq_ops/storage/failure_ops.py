@@ -83,6 +83,10 @@ class FailureOps:
             items = [{"type": t, "idempotent": bool(v)} for t, v in sorted(declared.items())]
             self.db.run("register_job_types", types=json.dumps(items))
 
+    def job_types(self) -> list[dict[str, Any]]:
+        """Every declared job type: type, idempotent (bool), updated_at (when a worker last said so)."""
+        return [{**r, "idempotent": bool(r["idempotent"])} for r in self.db.run("job_types", write=False)]
+
     def idempotent_types(self) -> list[str]:
         """The job types some worker declared idempotent (@job(idempotent=True)) when it last started."""
         return [r["type"] for r in self.db.run("idempotent_types", write=False)]

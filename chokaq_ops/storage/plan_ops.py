@@ -25,6 +25,7 @@ from chokaq_ops.storage.audit import audit_in, checked_actor
 from chokaq_ops.storage.database import Database
 from chokaq_ops.storage.filters import dlq_filter_params, filter_json
 from chokaq_ops.storage.inputs import edit_payload, required_text
+from chokaq_ops.storage.plan_freezes import PlanFreezes
 from chokaq_ops.storage.worker_ops import report_twins
 
 log = logging.getLogger("chokaq.plans")
@@ -35,6 +36,10 @@ SAMPLE_SIZE = 10
 MAX_PLAN_JOBS = 10_000_000
 # Where a resurrected job can be now (plan_outcomes), in the order a report lists them.
 OUTCOME_STATES = ("waiting", "retrying", "running", "succeeded", "failed", "gone")
+# A run's lease on a plan lasts this long unless renewed (every chunk it runs renews it; a run that waits
+# for its pace or watches a canary renews it as it goes). A run killed by SIGKILL frees it after this.
+LEASE_TTL_S = 60.0
+MAX_RATE = 1_000_000.0
 
 
 def new_plan_id() -> str:
@@ -49,6 +54,7 @@ class PlanNotFound(errors.JobNotFound):
 class PlanOps:
     def __init__(self, db: Database) -> None:
         self.db = db
+        self.freezes = PlanFreezes(db)
 
     # ------------------------------------------------------------------ creation
 
@@ -63,13 +69,21 @@ class PlanOps:
         max_jobs: int | None = None,
         chunk_size: int = PLAN_CHUNK,
         label: str | None = None,
+        spec: Mapping[str, Any] | None = None,
+        renew: bool = True,
+        rate: float | None = None,
     ) -> dict[str, Any]:
         """Freeze the jobs of a plan and return it (a dry run: nothing moves until it is executed).
 
         `ids` or `flt` chooses the jobs: dead jobs for resurrect and purge (a `DlqFilter`), pending or
         fetched hot jobs for cancel (a `HotFilter`). Ids not found there now are left out. `edits` maps a
-        job id to replacement `payload`/`tags`/`priority` (resurrect only); they are validated here."""
+        job id to replacement `payload`/`tags`/`priority` (resurrect only); they are validated here.
+        `spec` is the selection as its caller gave it (`selection_spec`): what a label is bound to.
+        `renew` (resurrect plans): restart each job's lifetime clock when it is resurrected. `rate`: the
+        plan's pace in jobs per second, shared by every process working it."""
         actor = checked_actor(actor)
+        renew = _checked_bool(renew, "renew")
+        rate = checked_rate(rate)
         if action not in ACTIONS:
             raise errors.ValidationError(f"action must be one of {', '.join(ACTIONS)}", field="action")
         if (ids is None) == (flt is None):
@@ -90,6 +104,7 @@ class PlanOps:
             want = "HotFilter" if hot else "DlqFilter"
             raise errors.ValidationError(f"a {action} plan takes a {want}", field="filter")
         items = self._plan_items(ids, edits or {}, max_jobs) if ids is not None else None
+        self.freezes.reclaim_orphans()  # a freeze killed earlier leaves nothing behind for long
         plan_id = new_plan_id()
         # The check above made `flt` a HotFilter exactly when the plan is a cancel.
         params: dict[str, Any] = {}
@@ -97,30 +112,48 @@ class PlanOps:
             params = self._hot_params(flt)
         elif flt is not None:
             params = dlq_filter_params(flt)
+        self.freezes.begin(plan_id, actor.name)
         try:
             total = self._freeze(plan_id, hot, chunk_size, items, params, max_jobs or MAX_PLAN_JOBS)
             details = self.db.transaction(lambda tx: self._preview(tx, plan_id, hot), write=False)
             details["filter"] = filter_json(flt) if flt is not None else None
             details["max_jobs"] = max_jobs
             details["edited"] = sum(1 for i in items or () if _has_edit(i))
+            details["spec"] = dict(spec) if spec is not None else None
+            if action == "resurrect":
+                details["renew"] = renew
             chunks = -(-total // chunk_size)
             seal = {"action": action, "actor": actor.name, "chunk_size": chunk_size, "chunks": chunks}
             what = {"action": action, "filter": details["filter"], "max_jobs": max_jobs, "total": total}
-            if label is not None:
-                what["label"] = label
+            what |= {
+                k: v
+                for k, v in (("label", label), ("renew", details.get("renew")), ("rate", rate))
+                if v is not None
+            }
 
             def create(tx: Any) -> list[dict[str, Any]]:
-                rows = tx.run("plan_create", id=plan_id, total=total, details=details, label=label, **seal)
-                audit_in(tx, Actor(actor.name, plan_id), "plan_create", count=total, details=what)
+                rows = tx.run(
+                    "plan_create", id=plan_id, total=total, details=details, label=label, rate=rate, **seal
+                )
+                if rows:
+                    audit_in(tx, Actor(actor.name, plan_id), "plan_create", count=total, details=what)
                 return rows
 
             try:
                 plan = self.db.transaction(create)
             except errors.Conflict:
                 # The id is new and random: only an attempt of ours whose reply was lost can hold it.
+                # Otherwise it is the label: another run sealed an unfinished plan with it meanwhile.
                 plan = self.db.run("plan_get", write=False, id=plan_id)
                 if not plan:
-                    raise
+                    raise LabelTaken(f"an unfinished {action} plan labelled {label!r} exists") from None
+            if not plan:
+                # No freeze to seal: our own earlier attempt sealed it (its reply was lost), or a reclaim
+                # took the freeze (this process was silent too long).
+                plan = self.db.run("plan_get", write=False, id=plan_id)
+                if not plan:
+                    self.freezes.beat(plan_id)  # raises the reclaim's message
+                    raise errors.InvalidState(f"plan {plan_id} could not be sealed")
             return _decode(plan[0])
         except BaseException:
             self._drop_unsealed(plan_id)
@@ -145,6 +178,7 @@ class PlanOps:
         with self.db.snapshot("plan_snapshot") as snap:
             for start in range(0, len(items) if items is not None else limit, batch):
                 started = time.monotonic()
+                self.freezes.beat(plan_id)
                 if items is not None:
                     found = snap.run(
                         "plan_scan_hot_ids" if hot else "plan_scan_dlq_ids",
@@ -182,15 +216,10 @@ class PlanOps:
         return frozen
 
     def _drop_unsealed(self, plan_id: str) -> None:
-        """The items a failed freeze wrote, in batches (best effort: they belong to no plan and nothing
-        reads them). Never those of a plan that exists after all (its creation committed unseen)."""
+        """The items a failed freeze wrote, in batches (best effort: what this misses, the freeze's row
+        makes an orphan that the next reclaim removes). Never those of a sealed plan (no freeze row)."""
         try:
-            if self.db.run("plan_get", write=False, id=plan_id):
-                return
-            for _ in self.db.run_batches(
-                "plan_drop_items", count=lambda r: int(r[0]["n"]) if r else 0, plan_id=plan_id
-            ):
-                pass
+            self.freezes.reclaim(plan_id, grace_s=0.0, why="the freeze failed")
         except Exception as exc:
             log.error("plan %s: could not remove the items of a failed freeze: %s", plan_id, exc)
 
@@ -270,20 +299,27 @@ class PlanOps:
         return _decode(rows[0])
 
     def list_plans(
-        self, *, state: str | None = None, action: str | None = None, page: int = 1, page_size: int = 100
+        self,
+        *,
+        state: str | None = None,
+        action: str | None = None,
+        label: str | None = None,
+        page: int = 1,
+        page_size: int = 100,
     ) -> tuple[list[dict[str, Any]], int]:
         """Plans, newest first, and how many match."""
         if not isinstance(page, int) or page < 1:
             raise errors.ValidationError("page must be 1 or more", field="page")
         if not isinstance(page_size, int) or not 1 <= page_size <= 1000:
             raise errors.ValidationError("page_size must be between 1 and 1000", field="page_size")
-        params = {"state": state, "action": action}
+        label = validation.text(label, "label", max_len=200, required=False)
+        params = {"state": state, "action": action, "label": label}
         total = int(self.db.run("plan_count", write=False, **params)[0]["n"])
         rows = self.db.run("plan_list", write=False, limit=page_size, offset=(page - 1) * page_size, **params)
         return [_decode(r) for r in rows], total
 
     def plan_items(self, plan_id: str, *, page: int = 1, page_size: int = 1000) -> list[dict[str, Any]]:
-        """The frozen items of a plan in plan order: job_id, chunk, ord, done_at, outcome and edits."""
+        """The frozen items of a plan in plan order: id (the job id), chunk, ord, done_at, outcome, edits."""
         self.get_plan(plan_id)
         if not isinstance(page_size, int) or not 1 <= page_size <= 100_000:
             raise errors.ValidationError("page_size must be between 1 and 100000", field="page_size")
@@ -337,13 +373,22 @@ class PlanOps:
     # ------------------------------------------------------------------ execution
 
     def execute_plan_chunk(
-        self, plan_id: str, *, actor: Actor, spread: float = 0.0
+        self,
+        plan_id: str,
+        *,
+        actor: Actor,
+        spread: float = 0.0,
+        holder: str | None = None,
+        lease_ttl: float = LEASE_TTL_S,
     ) -> tuple[dict[str, Any], dict[str, Any] | None]:
         """Run the plan's next chunk in one transaction: claim its items, act on them, record the outcome.
 
         Returns (plan, chunk) where chunk is {chunk, claimed, done, skipped}, or None when nothing was left
-        to run (the plan is then done, or discarded). The audit rows carry `actor` and the plan id.
-        `spread` (seconds): a resurrect plan's jobs are due at times jittered over that window."""
+        to run (the plan is then done, or discarded), or {wait: seconds} when the plan's pace (`rate`) does
+        not let the next chunk start yet: the caller waits and asks again. The audit rows carry `actor`
+        and the plan id. `spread` (seconds): a resurrect plan's jobs are due at times jittered over that
+        window. `holder`: the run holding the plan's lease (renewed for `lease_ttl`); a chunk asked for
+        while another run holds a live lease raises PlanBusy."""
         actor = checked_actor(actor)
         actor = Actor(actor.name, plan_id)
 
@@ -354,6 +399,13 @@ class PlanOps:
             plan = _decode(rows[0])
             if plan["state"] in ("done", "discarded"):
                 return plan, None
+            clock = tx.run("plan_clock", id=plan_id)[0]
+            left = clock["lease_left_s"]
+            if plan["lease_holder"] not in (None, holder) and left is not None and float(left) > 0:
+                raise busy(plan, float(left))
+            wait = float(clock["wait_s"] or 0.0)
+            if plan["rate"] and wait > 0.001:
+                return plan, {"wait": round(wait, 3)}
             claimed = tx.run("plan_claim_chunk", plan_id=plan_id)
             if not claimed:
                 done = tx.run("plan_finish", plan_id=plan_id)
@@ -367,6 +419,8 @@ class PlanOps:
                 audit_in(tx, actor, "plan_start", count=int(plan["total"]), details=_progress(plan))
             chunk = int(claimed[0]["chunk"])
             moved = self._act(tx, plan, claimed, actor, spread)
+            paced = len(moved) / float(plan["rate"]) if plan["rate"] else 0.0
+            tx.run("plan_paced", id=plan_id, seconds=paced, holder=holder, ttl_s=float(lease_ttl))
             after = _decode(tx.run("plan_chunk_done", plan_id=plan_id, chunk=chunk, moved=moved)[0])
             if after["state"] == "done":  # the last chunk: the plan's end is audited with it
                 audit_in(tx, actor, "plan_finish", count=int(after["done"]), details=_progress(after))
@@ -391,7 +445,9 @@ class PlanOps:
                 {"id": r["job_id"], "payload": r["payload"], "tags": r["tags"], "priority": r["priority"]}
                 for r in claimed
             ]
-            return resurrected(tx.run("resurrect", items=items, details=details, spread_s=spread, **common))
+            renew = int(bool(plan.get("renew", True)))
+            rows = tx.run("resurrect", items=items, details=details, spread_s=spread, renew=renew, **common)
+            return resurrected(rows)
         elif plan["action"] == "purge":
             rows = tx.run("purge_dlq", ids=ids, batch=len(ids), action="purge_dlq", details=details, **common)
         else:
@@ -452,6 +508,136 @@ class PlanOps:
         rows = self.db.run("plan_by_label", write=False, action=action, label=label)
         return _decode(rows[0]) if rows else None
 
+    def open_plan(
+        self,
+        action: str,
+        *,
+        actor: Actor,
+        label: str | None = None,
+        spec: Mapping[str, Any] | None = None,
+        new: bool = False,
+        **create: Any,
+    ) -> tuple[dict[str, Any], bool]:
+        """The plan a (labelled) run works: `(plan, resumed)`.
+
+        With a `label` that names an unfinished plan of `action`: that plan (`resumed` True, audited
+        `plan_resume`), provided the run asks for the selection the label froze (`spec`, as given): a
+        different one raises LabelMismatch naming both, unless `new`, which discards the old plan
+        (audited) and freezes a new one. A label is bound to its plan until the plan is done or
+        discarded. Without a label, or when none is unfinished: a new plan (`create_plan(**create)`)."""
+        actor = checked_actor(actor)
+        new = _checked_bool(new, "new")
+        if action not in ACTIONS:
+            raise errors.ValidationError(f"action must be one of {', '.join(ACTIONS)}", field="action")
+        if label is None:
+            if new:
+                raise errors.ValidationError("new goes with a label", field="new")
+            return self.create_plan(action, actor=actor, spec=spec, **create), False
+        for _ in range(3):
+            found = self.plan_by_label(action, label)
+            if found is not None:
+                if new:
+                    self._discard(found["id"], actor, {"replaced": True, "label": label})
+                else:
+                    bound = found.get("spec")
+                    if spec is not None and bound is not None and dict(spec) != bound:
+                        raise errors.LabelMismatch(
+                            f"label {label!r} is bound to plan {found['id']}, frozen with the selection "
+                            f"{describe_spec(bound)}; this run asks for {describe_spec(spec)}. Finish it "
+                            f"with the same selection (or none: --label alone resumes it), or start over "
+                            f"with --new (discards it)",
+                            bound=bound,
+                            asked=dict(spec),
+                        )
+                    self.note_plan(found["id"], "plan_resume", actor=actor, details={"label": label})
+                    return self.get_plan(found["id"]), True
+            if spec is None:
+                raise errors.ValidationError(
+                    f"no unfinished {action} plan is labelled {label!r}: give a selection to start one",
+                    field="label",
+                )
+            try:
+                return self.create_plan(action, actor=actor, label=label, spec=spec, **create), False
+            except LabelTaken:
+                continue  # another run sealed one meanwhile: take it as found
+        raise errors.Conflict(f"label {label!r} keeps changing hands; try again", field="label")
+
+    # ------------------------------------------------------------------ leases and pace
+
+    def lease_plan(
+        self,
+        plan_id: str,
+        *,
+        holder: str,
+        actor: Actor,
+        ttl: float = LEASE_TTL_S,
+        take_from: str | None = None,
+    ) -> dict[str, Any]:
+        """Take or renew the plan's lease for `holder` (one run at a time works a plan); `take_from`: a
+        holder the caller knows is dead (its process is gone) whose lease it may take before it expires.
+        Raises PlanBusy when another run holds a live lease, InvalidState when the plan is finished."""
+        holder = required_text(holder, "holder", max_len=200)
+        who = Actor(checked_actor(actor).name, plan_id)
+        if isinstance(ttl, bool) or not isinstance(ttl, int | float) or not 1 <= ttl <= 3600:
+            raise errors.ValidationError("ttl must be 1 to 3600 seconds", field="ttl")
+
+        def lease(tx: Any) -> list[dict[str, Any]]:
+            before = tx.run("plan_lock", id=plan_id)
+            rows = tx.run("plan_lease", id=plan_id, holder=holder, ttl_s=float(ttl), take_from=take_from)
+            if rows and before and before[0]["lease_holder"] != holder:
+                # Taken, not renewed: who works the plan now is audited (a renewal is not news).
+                what = {"holder": holder, "from": before[0]["lease_holder"], "ttl_s": float(ttl)}
+                audit_in(tx, who, "plan_lease", count=int(rows[0]["done"]), details=what)
+            return rows
+
+        rows = self.db.transaction(lease)
+        if rows:
+            return _decode(rows[0])
+        plan = self.get_plan(plan_id)
+        if plan["state"] not in ("ready", "running"):
+            raise errors.InvalidState(f"plan {plan_id} is {plan['state']}; there is nothing to work")
+        left = self.db.transaction(lambda tx: tx.run("plan_clock", id=plan_id), write=False)[0][
+            "lease_left_s"
+        ]
+        raise busy(plan, float(left or 0.0))
+
+    def release_plan(self, plan_id: str, *, holder: str, actor: Actor) -> bool:
+        """Give the lease back (a run ending for any reason but a kill); False when it was not held.
+        Audited (`plan_release`) when it was."""
+        holder = required_text(holder, "holder", max_len=200)
+        who = Actor(checked_actor(actor).name, plan_id)
+
+        def release(tx: Any) -> bool:
+            rows = tx.run("plan_release", id=plan_id, holder=holder)
+            if rows:
+                audit_in(tx, who, "plan_release", count=0, details={"holder": holder})
+            return bool(rows)
+
+        return bool(self.db.transaction(release))
+
+    def pace_plan(self, plan_id: str, rate: float | None, *, actor: Actor) -> dict[str, Any]:
+        """Set the plan's pace in jobs per second (None: unpaced). The pace belongs to the plan: every
+        process working it follows it, so two of them together keep to it. Audited (`plan_pace`) when it
+        changes."""
+        actor = checked_actor(actor)
+        rate = checked_rate(rate)
+        before = self.get_plan(plan_id)
+        if before["rate"] == rate:
+            return before
+
+        def pace(tx: Any) -> dict[str, Any]:
+            rows = tx.run("plan_pace", id=plan_id, rate=rate)
+            audit_in(
+                tx,
+                Actor(actor.name, plan_id),
+                "plan_pace",
+                count=int(before["done"]),
+                details={"before": before["rate"], "after": rate},
+            )
+            return _decode(rows[0])
+
+        return self.db.transaction(pace)
+
     def note_plan(
         self, plan_id: str, event: str, *, actor: Actor, details: Mapping[str, Any] | None = None
     ) -> None:
@@ -466,22 +652,68 @@ class PlanOps:
         self.db.transaction(lambda tx: audit_in(tx, actor, event, count=int(plan["done"]), details=info))
 
     def discard_plan(self, plan_id: str, *, actor: Actor) -> dict[str, Any]:
-        """Stop a plan for good: its unexecuted chunks will never run. Audited."""
+        """Stop a plan for good: its unexecuted chunks will never run. Audited. Idempotent: a discarded
+        plan is returned as it is (no second audit row); a done plan cannot be discarded (InvalidState)."""
         actor = checked_actor(actor)
-
-        def discard(tx: Any) -> dict[str, Any] | None:
-            rows = tx.run("plan_discard", id=plan_id)
-            if rows:
-                audit_in(tx, Actor(actor.name, plan_id), "plan_discard", details={"plan_id": plan_id})
-            return _decode(rows[0]) if rows else None
-
-        discarded = self.db.transaction(discard)
+        discarded = self._discard(plan_id, actor, {"plan_id": plan_id})
         if discarded is None:
             plan = self.get_plan(plan_id)
+            if plan["state"] == "discarded":
+                return plan
             raise errors.InvalidState(
                 f"plan {plan_id} is {plan['state']}; only ready or running plans can be discarded"
             )
         return discarded
+
+    def _discard(self, plan_id: str, actor: Actor, details: dict[str, Any]) -> dict[str, Any] | None:
+        def discard(tx: Any) -> dict[str, Any] | None:
+            rows = tx.run("plan_discard", id=plan_id)
+            if rows:
+                audit_in(tx, Actor(actor.name, plan_id), "plan_discard", details=details)
+            return _decode(rows[0]) if rows else None
+
+        return self.db.transaction(discard)
+
+
+class LabelTaken(errors.Conflict):
+    """Another run sealed an unfinished plan with this label while ours was freezing."""
+
+
+def busy(plan: Mapping[str, Any], seconds_left: float) -> errors.PlanBusy:
+    holder = plan.get("lease_holder")
+    return errors.PlanBusy(
+        f"plan {plan['id']}{_labelled(plan)} is being worked by {holder} (its lease runs {seconds_left:.0f}s "
+        "more unless renewed): one run at a time; try again later, or wait for it",
+        holder=holder,
+        seconds_left=round(seconds_left, 3),
+    )
+
+
+def _labelled(plan: Mapping[str, Any]) -> str:
+    return f" (label {plan['label']!r})" if plan.get("label") else ""
+
+
+def describe_spec(spec: Mapping[str, Any] | None) -> str:
+    """A selection as given, for messages: `{queue=billing, reason=Zombie}`."""
+    if not spec:
+        return "{}"
+    return "{" + ", ".join(f"{k}={v}" for k, v in sorted(spec.items())) + "}"
+
+
+def checked_rate(rate: Any) -> float | None:
+    if rate is None:
+        return None
+    if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 < rate <= MAX_RATE:
+        raise errors.ValidationError(
+            f"rate must be above 0 and at most {MAX_RATE:g} jobs per second", field="rate"
+        )
+    return float(rate)
+
+
+def _checked_bool(value: Any, field: str) -> bool:
+    if not isinstance(value, bool):
+        raise errors.ValidationError(f"{field} must be true or false", field=field)
+    return value
 
 
 def _chunk_bound(value: int | None, field: str, default: int) -> int:
@@ -524,8 +756,12 @@ def _decode(row: dict[str, Any]) -> dict[str, Any]:
             "filter": extra.get("filter"),
             "max_jobs": extra.get("max_jobs"),
             "edited": extra.get("edited", 0),
+            "spec": extra.get("spec"),
         }
     )
+    if out.get("action") == "resurrect":
+        out["renew"] = bool(extra.get("renew", True))
+    out["rate"] = float(out["rate"]) if out.get("rate") is not None else None
     for key in ("total", "chunks", "chunks_done", "done", "skipped", "chunk_size"):
         out[key] = int(out.get(key) or 0)
     out["remaining"] = out["total"] - out["done"] - out["skipped"]

@@ -41,6 +41,16 @@ def _paging(page: int, page_size: int) -> dict[str, int]:
     return {"limit": page_size, "offset": (page - 1) * page_size}
 
 
+def budget_warning(n: int, matched: int, max_job_age: float) -> str:
+    """The preview's warning about a resurrect that keeps old retry budgets (renew=False)."""
+    return (
+        f"{n:,} of {matched:,} job(s) were created more than Retry.MaxJobAge ({max_job_age:g}s) ago: "
+        "resurrected without renewing their retry budget (renew=False, --keep-budget), each dies as "
+        "RetryLifetimeExpired on its first failure, without a retry. Renew the budget (the default) to "
+        "give them their attempts and lifetime afresh."
+    )
+
+
 class ReadOps:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -188,21 +198,47 @@ class ReadOps:
         return [r["id"] for r in self.db.run("dlq_ids", write=False, limit=limit, **dlq_filter_params(flt))]
 
     def preview_dlq(
-        self, *, flt: DlqFilter | None = None, ids: Sequence[str] | None = None, sample: int = 10
+        self,
+        *,
+        flt: DlqFilter | None = None,
+        ids: Sequence[str] | None = None,
+        sample: int = 10,
+        max_jobs: int | None = None,
+        renew: bool | None = None,
+        max_job_age: float | None = None,
     ) -> dict[str, Any]:
-        """What a bulk operation would touch: matched, sample_ids, by_reason/queue/type. Changes nothing."""
+        """What a bulk operation would touch: matched, sample_ids, by_reason/queue/type. Changes nothing.
+
+        `max_jobs` caps it as the operation would (the first ids given; the newest failures of a filter):
+        `matched` and every breakdown count exactly those jobs. For a resurrect, `renew` says whether it
+        renews the jobs' retry budget: when it does not and `max_job_age` (Retry.MaxJobAge, seconds) is
+        set, `past_lifetime` counts the jobs older than that, whose first failure after the resurrect
+        would not be retried, and `warnings` says so."""
         if (ids is None) == (flt is None):
             raise errors.ValidationError("give either ids or a filter", field="ids")
+        if max_jobs is not None and (
+            isinstance(max_jobs, bool) or not isinstance(max_jobs, int) or max_jobs < 1
+        ):
+            raise errors.ValidationError("max_jobs must be 1 or more", field="max_jobs")
         if ids is not None:
             wanted = validation.ids(ids, max_count=10**6)
-            existing = [r["id"] for r in self.db.run("dlq_existing_ids", write=False, ids=wanted)]
-            rows = self.db.run("dlq_breakdown_ids", write=False, ids=wanted)
-            matched, sample_ids = len(existing), existing[:sample]
+            existing_set = {r["id"] for r in self.db.run("dlq_existing_ids", write=False, ids=wanted)}
+            chosen = [i for i in dict.fromkeys(wanted) if i in existing_set][: max_jobs or None]
+            rows = self.db.run("dlq_breakdown_ids", write=False, ids=chosen)
+            matched, sample_ids = len(chosen), chosen[:sample]
+            params = dlq_filter_params(DlqFilter(ids=tuple(chosen) or ("",)))
         else:
             params = dlq_filter_params(flt)
-            rows = self.db.run("dlq_breakdown", write=False, **params)
+            if max_jobs is None:
+                rows = self.db.run("dlq_breakdown", write=False, **params)
+            else:
+                rows = self.db.run("dlq_breakdown_capped", write=False, limit=max_jobs, **params)
             matched = sum(int(r["n"]) for r in rows if r["dimension"] == "reason")
-            sample_ids = [r["id"] for r in self.db.run("dlq_ids", write=False, limit=sample, **params)]
+            sample_ids = (
+                [r["id"] for r in self.db.run("dlq_ids", write=False, limit=min(sample, matched), **params)]
+                if matched
+                else []
+            )
         out: dict[str, Any] = {
             "matched": matched,
             "sample_ids": sample_ids,
@@ -213,6 +249,23 @@ class ReadOps:
         for r in rows:
             key = FailureReason(int(r["value"])).name if r["dimension"] == "reason" else r["value"]
             out[f"by_{r['dimension']}"][key] = int(r["n"])
+        if renew is not None:
+            out["renew"] = renew
+            out["past_lifetime"] = 0
+            out["warnings"] = []
+            if not renew and max_job_age is not None and matched:
+                n = int(
+                    self.db.run(
+                        "dlq_past_lifetime",
+                        write=False,
+                        limit=matched,
+                        max_age_s=float(max_job_age),
+                        **params,
+                    )[0]["n"]
+                )
+                out["past_lifetime"] = n
+                if n:
+                    out["warnings"].append(budget_warning(n, matched, max_job_age))
         return out
 
     def top_errors(

@@ -20,6 +20,7 @@ from chokaq_ops.storage.failure_ops import FailureOps
 from chokaq_ops.storage.forward import forward
 from chokaq_ops.storage.horizon import HorizonOps
 from chokaq_ops.storage.leases import Leases
+from chokaq_ops.storage.plan_freezes import PlanFreezes
 from chokaq_ops.storage.plan_ops import PlanOps
 from chokaq_ops.storage.pool import Pool
 from chokaq_ops.storage.read_ops import ReadOps
@@ -74,6 +75,7 @@ class Store:
         self.admin = AdminOps(self.db, self.reads)
         self.tokens = Tokens(self.db)
         self.plans = PlanOps(self.db)
+        self.freezes = self.plans.freezes
         self.circuits = CircuitOps(self.db)
         self.registry = RegistryOps(self.db)
         self.failures = FailureOps(self.db)
@@ -256,6 +258,12 @@ class Store:
     plan_by_label = forward("plans", PlanOps.plan_by_label)
     note_plan = forward("plans", PlanOps.note_plan)
     discard_plan = forward("plans", PlanOps.discard_plan)
+    open_plan = forward("plans", PlanOps.open_plan)
+    lease_plan = forward("plans", PlanOps.lease_plan)
+    release_plan = forward("plans", PlanOps.release_plan)
+    pace_plan = forward("plans", PlanOps.pace_plan)
+    list_orphans = forward("freezes", PlanFreezes.list_orphans)
+    reclaim_orphans = forward("freezes", PlanFreezes.reclaim_orphans)
 
     # ------------------------------------------------------------------ circuits (CircuitOps)
 
@@ -283,6 +291,7 @@ class Store:
     locate = forward("failures", FailureOps.locate)
     register_job_types = forward("failures", FailureOps.register_job_types)
     idempotent_types = forward("failures", FailureOps.idempotent_types)
+    job_types = forward("failures", FailureOps.job_types)
 
     # ------------------------------------------------------------------ events and retention (Events)
 

@@ -6,15 +6,16 @@
 -- ---------------------------------------------------------------- fragments
 
 -- fragment: claimed_columns
--- What a claim returns per row (fetch, fetch_head, recover_claims): the job, its status and start.
+-- What a claim returns per row (fetch, fetch_head, recover_claims): the job, its status and start, and
+-- renewed_at (the lifetime clock's restart by a renewing resurrect: the retry decision reads it).
 h.id, h.queue, h.type, h.payload, h.tags, h.priority, h.attempt_count, h.created_at, h.scheduled_at,
-h.due_at, h.idempotency_key, h.created_by, h.status, h.started_at, h.trace_context
+h.due_at, h.idempotency_key, h.created_by, h.status, h.started_at, h.trace_context, h.renewed_at
 
 -- fragment: hot_columns
 -- A hot job as the store returns it: every column but ready_xid (the claim's bookkeeping).
 h.id, h.queue, h.type, h.payload, h.tags, h.idempotency_key, h.priority, h.status, h.attempt_count, h.worker_id,
 h.heartbeat_at, h.scheduled_at, h.due_at, h.created_at, h.started_at, h.updated_at, h.created_by, h.last_modified_by,
-h.last_error, h.trace_context
+h.last_error, h.trace_context, h.renewed_at
 
 -- fragment: list_where
 -- The filter grammar's lists and exclusions over rows aliased d (JSON arrays or null): DLQ and failure history.
@@ -643,7 +644,7 @@ SELECT 'job' AS kind, k.*, CAST(NULL AS text) AS cursor_due, CAST(NULL AS boolea
 FROM claimed k
 UNION ALL
 SELECT m.kind, m.id, m.queue, NULL, NULL, NULL, m.priority, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, m.cursor_due, m.cursor_passed, m.has_rows, m.snap_xmax, m.snap_xip
+       NULL, NULL, m.cursor_due, m.cursor_passed, m.has_rows, m.snap_xmax, m.snap_xip
 FROM meta m;
 
 -- name: discover_lanes
@@ -773,7 +774,7 @@ moved AS (
 deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (SELECT queue, 0, 0, 0, 0, 0, CAST(was = 2 AS integer), -CAST(was = 2 AS integer) FROM moved),
 counters AS ({{count_deltas}})
 SELECT id, queue, type, payload, tags, priority, attempt_count, created_at, scheduled_at, due_at, idempotency_key,
-       created_by, status, started_at, trace_context
+       created_by, status, started_at, trace_context, renewed_at
 FROM moved;
 
 -- name: finished_unseen
@@ -1149,13 +1150,16 @@ displaced AS (
 revived AS (
     -- trace_context: a resurrected job keeps its producer's trace, so its next run links to it.
     INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
-                          due_at, created_at, updated_at, created_by, last_modified_by, trace_context)
+                          due_at, created_at, updated_at, created_by, last_modified_by, trace_context, renewed_at)
     SELECT id, queue, type, coalesce(new_payload, payload), coalesce(new_tags, tags), NULL,
            coalesce(new_priority, 10), 0, 0,
            -- :spread_s: due times jittered uniformly over that window (0: due now), so a bulk resurrect
            -- of still-failing jobs does not come back as one synchronized wave (docs/api.md "spread").
            now() + make_interval(secs => random() * CAST(:spread_s AS double precision)),
-           created_at, now(), created_by, CAST(:actor AS text), trace_context
+           created_at, now(), created_by, CAST(:actor AS text), trace_context,
+           -- :renew = 1: the retry budget is renewed, the lifetime clock (Retry.MaxJobAge) restarts now
+           -- (attempts restart at 0 either way); 0 keeps the clock at created_at.
+           CASE WHEN CAST(:renew AS integer) = 1 THEN now() END
     FROM moved m WHERE NOT EXISTS (SELECT 1 FROM hot_twins t WHERE t.id = m.id)
     RETURNING id, queue
 ),
@@ -1181,7 +1185,8 @@ audit AS (
                                                                      'priority', coalesce(new_priority, 10))) END
             || jsonb_build_object('failure_reason',
                                   (SELECT r.name FROM failure_reasons r WHERE r.code = m.failure_reason),
-                                  'fingerprint', m.fingerprint))::text
+                                  'fingerprint', m.fingerprint,
+                                  'renewed', CAST(:renew AS integer) = 1))::text
     FROM moved m WHERE NOT EXISTS (SELECT 1 FROM hot_twins t WHERE t.id = m.id)
 ),
 events AS (
@@ -1456,6 +1461,29 @@ WHERE d.id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))) GROUP BY d
 UNION ALL
 SELECT 'type', d.type, count(*) FROM jobs_dlq d
 WHERE d.id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))) GROUP BY d.type;
+
+-- name: dlq_breakdown_capped
+-- What a bulk operation capped at :limit jobs would touch (the newest failures first, as a plan freezes
+-- them): counts by reason, queue and type of exactly those jobs.
+WITH chosen AS (
+    SELECT d.failure_reason, d.queue, d.type FROM jobs_dlq d WHERE {{dlq_where}}
+    ORDER BY d.failed_at DESC, d.id LIMIT CAST(:limit AS integer)
+)
+SELECT 'reason' AS dimension, CAST(failure_reason AS text) AS value, count(*) AS n FROM chosen GROUP BY failure_reason
+UNION ALL
+SELECT 'queue', queue, count(*) FROM chosen GROUP BY queue
+UNION ALL
+SELECT 'type', type, count(*) FROM chosen GROUP BY type;
+
+-- name: dlq_past_lifetime
+-- Of the jobs a bulk resurrect would touch (a filter, ids being one; at most :limit, newest failures first),
+-- how many were created more than :max_age_s ago: resurrected without renewing their retry budget, their
+-- first failure would not be retried (RetryLifetimeExpired).
+SELECT count(*) AS n FROM (
+    SELECT d.created_at FROM jobs_dlq d
+    WHERE {{dlq_where}}
+    ORDER BY d.failed_at DESC, d.id LIMIT CAST(:limit AS integer)
+) c WHERE c.created_at < now() - make_interval(secs => CAST(:max_age_s AS double precision));
 
 -- name: dlq_existing_ids
 SELECT d.id FROM jobs_dlq d WHERE d.id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)))
@@ -1819,11 +1847,50 @@ FROM page p;
 
 -- name: plan_create
 -- A plan whose items are all frozen, with their totals (counted as the batches were written) and its
--- preview (JSON): the row appears complete, so nothing ever sees a half-frozen plan.
-INSERT INTO plans (id, action, actor, chunk_size, total, chunks, details, label)
-VALUES (CAST(:id AS text), CAST(:action AS text), CAST(:actor AS text), CAST(:chunk_size AS integer),
-        CAST(:total AS integer), CAST(:chunks AS integer), CAST(:details AS text), CAST(:label AS text))
+-- preview (JSON): the row appears complete, so nothing ever sees a half-frozen plan. It seals the
+-- plan's freeze (plan_freezes): no row when the freeze was reclaimed meanwhile (its process was taken
+-- for dead), so a plan is never made of items a reclaim is deleting.
+WITH sealed AS (
+    DELETE FROM plan_freezes WHERE plan_id = CAST(:id AS text) AND state = 'freezing' RETURNING plan_id
+)
+INSERT INTO plans (id, action, actor, chunk_size, total, chunks, details, label, rate)
+SELECT CAST(:id AS text), CAST(:action AS text), CAST(:actor AS text), CAST(:chunk_size AS integer),
+       CAST(:total AS integer), CAST(:chunks AS integer), CAST(:details AS text), CAST(:label AS text),
+       CAST(:rate AS double precision)
+FROM sealed
 RETURNING *;
+
+-- name: plan_freeze_begin
+-- A freeze starts: its row says the items written under this plan id belong to a plan in the making.
+INSERT INTO plan_freezes (plan_id, actor) VALUES (CAST(:plan_id AS text), CAST(:actor AS text));
+
+-- name: plan_freeze_beat
+-- A freeze is alive (before each batch); no row when it was reclaimed: the freezer stops.
+UPDATE plan_freezes SET beat_at = now() WHERE plan_id = CAST(:plan_id AS text) AND state = 'freezing'
+RETURNING plan_id;
+
+-- name: plan_freezes
+-- Freezes in progress or abandoned (beaten more than :grace_s ago), with the items they hold.
+SELECT f.plan_id, f.actor, f.state, f.started_at, f.beat_at,
+       (SELECT count(*) FROM plan_items i WHERE i.plan_id = f.plan_id) AS items,
+       CASE WHEN f.state = 'reclaiming'
+                 OR f.beat_at < now() - make_interval(secs => CAST(:grace_s AS double precision))
+            THEN 1 ELSE 0 END AS abandoned
+FROM plan_freezes f ORDER BY f.started_at, f.plan_id;
+
+-- name: plan_freeze_reclaim
+-- Takes an abandoned freeze for reclaiming (one reclaimer wins; its late freezer can no longer seal it).
+UPDATE plan_freezes SET state = 'reclaiming', beat_at = now()
+WHERE plan_id = CAST(:plan_id AS text)
+  AND (state = 'reclaiming' OR beat_at <= now() - make_interval(secs => CAST(:grace_s AS double precision)))
+RETURNING plan_id, actor, started_at;
+
+-- name: plan_freeze_end
+-- The reclaimed freeze's items are gone: its row goes, with an audit row of what was reclaimed.
+DELETE FROM plan_freezes WHERE plan_id = CAST(:plan_id AS text) AND state = 'reclaiming';
+INSERT INTO audit_log (actor, action, job_id, plan_id, count, details)
+VALUES (CAST(:actor AS text), 'plan_reclaim', NULL, CAST(:plan_id AS text), CAST(:count AS integer),
+        CAST(:details AS text));
 
 -- name: plan_by_label
 -- The newest unfinished plan of :action with :label: what a labelled re-run resumes.
@@ -1936,12 +2003,55 @@ SELECT * FROM plans WHERE id = CAST(:id AS text) FOR UPDATE;
 SELECT * FROM plans
 WHERE (CAST(:state AS text) IS NULL OR state = CAST(:state AS text))
   AND (CAST(:action AS text) IS NULL OR action = CAST(:action AS text))
+  AND (CAST(:label AS text) IS NULL OR label = CAST(:label AS text))
 ORDER BY created_at DESC, id DESC LIMIT CAST(:limit AS integer) OFFSET CAST(:offset AS integer);
 
 -- name: plan_count
 SELECT count(*) AS n FROM plans
 WHERE (CAST(:state AS text) IS NULL OR state = CAST(:state AS text))
-  AND (CAST(:action AS text) IS NULL OR action = CAST(:action AS text));
+  AND (CAST(:action AS text) IS NULL OR action = CAST(:action AS text))
+  AND (CAST(:label AS text) IS NULL OR label = CAST(:label AS text));
+
+-- name: plan_clock
+-- The plan's clocks on the database clock, inside a chunk's transaction: seconds until its pace lets
+-- the next chunk start (<= 0: now) and until its lease ends (null: no lease).
+SELECT extract(epoch FROM coalesce(not_before, now()) - now()) AS wait_s,
+       extract(epoch FROM lease_until - now()) AS lease_left_s
+FROM plans WHERE id = CAST(:id AS text);
+
+-- name: plan_paced
+-- After a chunk: the pace moves the next chunk's earliest start :seconds on (from now, or from the
+-- previous mark when it is still ahead, so two processes working the plan share one pace), and the
+-- working run's lease is renewed for :ttl_s.
+UPDATE plans
+SET not_before = CASE WHEN CAST(:seconds AS double precision) > 0
+                      THEN greatest(coalesce(not_before, now()), now())
+                           + make_interval(secs => CAST(:seconds AS double precision))
+                      ELSE not_before END,
+    lease_until = CASE WHEN CAST(:holder AS text) IS NOT NULL AND lease_holder = CAST(:holder AS text)
+                       THEN now() + make_interval(secs => CAST(:ttl_s AS double precision))
+                       ELSE lease_until END
+WHERE id = CAST(:id AS text);
+
+-- name: plan_pace
+-- Sets the plan's pace (jobs/s; null: none); every process working the plan follows it from its next chunk.
+UPDATE plans SET rate = CAST(:rate AS double precision), updated_at = now() WHERE id = CAST(:id AS text)
+RETURNING *;
+
+-- name: plan_lease
+-- A run takes (or renews) the plan's lease for :ttl_s: free, its own, expired, or held by :take_from (a
+-- holder its caller found dead). No row: another run holds it, or the plan is finished.
+UPDATE plans SET lease_holder = CAST(:holder AS text),
+                 lease_until = now() + make_interval(secs => CAST(:ttl_s AS double precision))
+WHERE id = CAST(:id AS text) AND state IN ('ready', 'running')
+  AND (lease_holder IS NULL OR lease_holder = CAST(:holder AS text) OR lease_until < now()
+       OR (CAST(:take_from AS text) IS NOT NULL AND lease_holder = CAST(:take_from AS text)))
+RETURNING *;
+
+-- name: plan_release
+UPDATE plans SET lease_holder = NULL, lease_until = NULL
+WHERE id = CAST(:id AS text) AND lease_holder = CAST(:holder AS text)
+RETURNING id;
 
 -- name: plan_claim_chunk
 -- Claims the lowest unfinished chunk: its items are stamped done in the transaction that then moves the
@@ -1994,7 +2104,8 @@ WHERE id = CAST(:id AS text) AND state IN ('ready', 'running')
 RETURNING *;
 
 -- name: plan_items
-SELECT job_id, chunk, ord, done_at, outcome, payload, tags, priority FROM plan_items
+-- The job's id is `id`, as in every other listing and frame.
+SELECT job_id AS id, chunk, ord, done_at, outcome, payload, tags, priority FROM plan_items
 WHERE plan_id = CAST(:plan_id AS text) ORDER BY ord LIMIT CAST(:limit AS integer) OFFSET CAST(:offset AS integer);
 
 -- name: plan_outcomes
@@ -2287,6 +2398,10 @@ INSERT INTO job_types AS t (type, idempotent, updated_at)
 SELECT i.type, i.idempotent, now()
 FROM jsonb_to_recordset(CAST(:types AS jsonb)) AS i(type text, idempotent boolean) ORDER BY i.type
 ON CONFLICT (type) DO UPDATE SET idempotent = excluded.idempotent, updated_at = excluded.updated_at;
+
+-- name: job_types
+-- Every job type some worker declared when it started: whether it is idempotent, and when it was said.
+SELECT type, idempotent, updated_at FROM job_types ORDER BY type;
 
 -- name: idempotent_types
 SELECT type FROM job_types WHERE idempotent ORDER BY type;

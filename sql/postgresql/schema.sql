@@ -26,6 +26,7 @@ CREATE TABLE jobs_hot (
     -- reads the rows of transactions its previous claim could not see (docs/endurance.md).
     ready_xid         xid8         NOT NULL DEFAULT pg_current_xact_id(),
     trace_context     text,  -- the producer's W3C trace context, JSON (docs/tracing.md)
+    renewed_at        timestamptz,  -- 0013: a renewing resurrect restarted the lifetime clock (MaxJobAge) here
     CONSTRAINT pk_jobs_hot PRIMARY KEY (id),
     CONSTRAINT ck_jobs_hot_status CHECK (status IN (0, 1, 2))
 ) WITH (fillfactor = 80, autovacuum_analyze_scale_factor = 0.02,
@@ -356,11 +357,17 @@ CREATE TABLE plans (
     approved_by  varchar(100),  -- four-eyes approval (0003): a token name other than actor
     approved_at  timestamptz,
     label        varchar(200),  -- the CLI's --label: a re-run resumes the unfinished plan with it
+    rate         double precision,  -- 0008: the plan's pace in jobs/s, shared by every process working it
+    not_before   timestamptz,       -- the earliest start of the next chunk under that pace
+    lease_holder varchar(200),      -- the run working the plan (one at a time) ...
+    lease_until  timestamptz,       -- ... until then, renewed by each chunk it runs
     CONSTRAINT pk_plans PRIMARY KEY (id),
     CONSTRAINT ck_plans_action CHECK (action IN ('resurrect', 'purge', 'cancel')),
     CONSTRAINT ck_plans_state CHECK (state IN ('ready', 'running', 'done', 'discarded'))
 );
 CREATE INDEX ix_plans_label ON plans (label, action, created_at) WHERE label IS NOT NULL;
+CREATE UNIQUE INDEX ux_plans_open_label ON plans (label, action)
+    WHERE label IS NOT NULL AND state IN ('ready', 'running');
 CREATE INDEX ix_plans_created ON plans (created_at, id);
 
 -- One row per job of a plan. `outcome`: done (acted on) or skipped (no longer where the plan found it).
@@ -380,6 +387,18 @@ CREATE TABLE plan_items (
 -- The next chunk to run: only unfinished items are indexed, so a resumed 1M-item plan finds it at once.
 CREATE INDEX ix_plan_items_pending ON plan_items (plan_id, chunk) WHERE done_at IS NULL;
 CREATE INDEX ix_plan_items_order ON plan_items (plan_id, ord);
+
+-- Plans being frozen (0008): from the first batch of items to the plan's creation, beaten every batch; the
+-- items of a freeze whose process died are reclaimed (chokaq plans ls --orphans).
+CREATE TABLE plan_freezes (
+    plan_id     varchar(50)  NOT NULL,
+    actor       varchar(100) NOT NULL,
+    state       varchar(10)  NOT NULL DEFAULT 'freezing',
+    started_at  timestamptz  NOT NULL DEFAULT now(),
+    beat_at     timestamptz  NOT NULL DEFAULT now(),
+    CONSTRAINT pk_plan_freezes PRIMARY KEY (plan_id),
+    CONSTRAINT ck_plan_freezes_state CHECK (state IN ('freezing', 'reclaiming'))
+);
 
 -- Trigram indexes behind DLQ `search` when pg_trgm is available (see migrations/0004_dlq_search_trigram.sql).
 DO $$

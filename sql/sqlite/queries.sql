@@ -20,9 +20,10 @@ CREATE INDEX IF NOT EXISTS temp.ix_staged_key ON staged (key) WHERE key IS NOT N
 CREATE TEMP TABLE IF NOT EXISTS displaced (id TEXT, queue TEXT, location TEXT, copy TEXT)
 
 -- fragment: claimed_columns
--- What a claim returns per row (fetch, fetch_head, recover_claims): the job, its status and start.
+-- What a claim returns per row (fetch, fetch_head, recover_claims): the job, its status and start, and
+-- renewed_at (the lifetime clock's restart by a renewing resurrect: the retry decision reads it).
 id, queue, type, payload, tags, priority, attempt_count, created_at, scheduled_at, due_at, idempotency_key,
-created_by, status, started_at, trace_context
+created_by, status, started_at, trace_context, renewed_at
 
 -- fragment: claim_and_start
 -- The end of a claim (fetch, fetch_head): the rows of `picked` marked `go` are started (processing,
@@ -758,13 +759,16 @@ FROM jobs_dlq d WHERE d.id IN (SELECT id FROM staged WHERE key = 'hot');
 {{displaced_report}};
 -- trace_context: a resurrected job keeps its producer's trace, so its next run links to it.
 INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
-                      due_at, created_at, updated_at, created_by, last_modified_by, trace_context)
+                      due_at, created_at, updated_at, created_by, last_modified_by, trace_context, renewed_at)
 SELECT d.id, d.queue, d.type, coalesce(s.payload, d.payload), coalesce(s.tags, d.tags), NULL,
        coalesce(s.priority, 10), 0, 0,
        -- :spread_s: due times jittered uniformly over that window (0: due now), so a bulk resurrect of
        -- still-failing jobs does not come back as one synchronized wave (docs/api.md "spread").
        strftime('%Y-%m-%d %H:%M:%f', julianday('now') + (abs(random()) % 1000000) / 1000000.0 * :spread_s / 86400.0),
-       d.created_at, {{now}}, d.created_by, :actor, d.trace_context
+       d.created_at, {{now}}, d.created_by, :actor, d.trace_context,
+       -- :renew = 1: the retry budget is renewed, the lifetime clock (Retry.MaxJobAge) restarts now
+       -- (attempts restart at 0 either way); 0 keeps the clock at created_at.
+       CASE WHEN :renew = 1 THEN {{now}} END
 FROM staged s JOIN jobs_dlq d ON d.id = s.id WHERE s.key IS NULL;
 INSERT INTO queues (name) SELECT DISTINCT queue FROM staged WHERE true ON CONFLICT DO NOTHING;
 {{staged_counters_failed_down}};
@@ -778,7 +782,7 @@ SELECT :actor, 'resurrect', s.id, :plan_id,
                                                              'tags', coalesce(s.tags, d.tags),
                                                              'priority', coalesce(s.priority, 10))) END,
                 '$.failure_reason', (SELECT r.name FROM failure_reasons r WHERE r.code = d.failure_reason),
-                '$.fingerprint', d.fingerprint)
+                '$.fingerprint', d.fingerprint, '$.renewed', json(CASE WHEN :renew = 1 THEN 'true' ELSE 'false' END))
 FROM staged s JOIN jobs_dlq d ON d.id = s.id WHERE s.key IS NULL ORDER BY s.ord;
 INSERT INTO events (kind, message, data)
 SELECT 'resurrect', 'Resurrected ' || count(*) || ' job(s) by ' || :actor,
@@ -1005,6 +1009,29 @@ SELECT 'queue', d.queue, count(*) FROM jobs_dlq d WHERE d.id IN (SELECT value FR
 UNION ALL
 SELECT 'type', d.type, count(*) FROM jobs_dlq d WHERE d.id IN (SELECT value FROM json_each(:ids)) GROUP BY d.type;
 
+-- name: dlq_breakdown_capped
+-- What a bulk operation capped at :limit jobs would touch (the newest failures first, as a plan freezes
+-- them): counts by reason, queue and type of exactly those jobs.
+WITH chosen AS (
+    SELECT d.failure_reason, d.queue, d.type FROM jobs_dlq d WHERE {{dlq_where}}
+    ORDER BY d.failed_at DESC, d.id LIMIT :limit
+)
+SELECT 'reason' AS dimension, CAST(failure_reason AS TEXT) AS value, count(*) AS n FROM chosen GROUP BY failure_reason
+UNION ALL
+SELECT 'queue', queue, count(*) FROM chosen GROUP BY queue
+UNION ALL
+SELECT 'type', type, count(*) FROM chosen GROUP BY type;
+
+-- name: dlq_past_lifetime
+-- Of the jobs a bulk resurrect would touch (a filter, ids being one; at most :limit, newest failures first),
+-- how many were created more than :max_age_s ago: resurrected without renewing their retry budget, their
+-- first failure would not be retried (RetryLifetimeExpired).
+SELECT count(*) AS n FROM (
+    SELECT d.created_at FROM jobs_dlq d
+    WHERE {{dlq_where}}
+    ORDER BY d.failed_at DESC, d.id LIMIT :limit
+) c WHERE c.created_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :max_age_s || ' seconds');
+
 -- name: dlq_existing_ids
 SELECT d.id FROM jobs_dlq d WHERE d.id IN (SELECT value FROM json_each(:ids)) ORDER BY d.failed_at DESC, d.id;
 
@@ -1226,10 +1253,45 @@ SELECT {{frame_common}}, p.status, p.heartbeat_at, p.scheduled_at {{hot_page}};
 
 -- name: plan_create
 -- A plan whose items are all frozen, with their totals (counted as the batches were written) and its
--- preview (JSON): the row appears complete, so nothing ever sees a half-frozen plan.
-INSERT INTO plans (id, action, actor, chunk_size, total, chunks, details, label)
-VALUES (:id, :action, :actor, :chunk_size, :total, :chunks, :details, :label)
+-- preview (JSON): the row appears complete, so nothing ever sees a half-frozen plan. It seals the
+-- plan's freeze (plan_freezes): no row when the freeze was reclaimed meanwhile (its process was taken
+-- for dead), so a plan is never made of items a reclaim is deleting.
+INSERT INTO plans (id, action, actor, chunk_size, total, chunks, details, label, rate)
+SELECT :id, :action, :actor, :chunk_size, :total, :chunks, :details, :label, :rate
+WHERE EXISTS (SELECT 1 FROM plan_freezes WHERE plan_id = :id AND state = 'freezing')
 RETURNING *;
+DELETE FROM plan_freezes WHERE plan_id = :id AND EXISTS (SELECT 1 FROM plans WHERE id = :id);
+
+-- name: plan_freeze_begin
+-- A freeze starts: its row says the items written under this plan id belong to a plan in the making.
+INSERT INTO plan_freezes (plan_id, actor) VALUES (:plan_id, :actor);
+
+-- name: plan_freeze_beat
+-- A freeze is alive (before each batch); no row when it was reclaimed: the freezer stops.
+UPDATE plan_freezes SET beat_at = {{now}} WHERE plan_id = :plan_id AND state = 'freezing'
+RETURNING plan_id;
+
+-- name: plan_freezes
+-- Freezes in progress or abandoned (beaten more than :grace_s ago), with the items they hold.
+SELECT f.plan_id, f.actor, f.state, f.started_at, f.beat_at,
+       (SELECT count(*) FROM plan_items i WHERE i.plan_id = f.plan_id) AS items,
+       CASE WHEN f.state = 'reclaiming' OR f.beat_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :grace_s || ' seconds')
+            THEN 1 ELSE 0 END AS abandoned
+FROM plan_freezes f ORDER BY f.started_at, f.plan_id;
+
+-- name: plan_freeze_reclaim
+-- Takes an abandoned freeze for reclaiming (one reclaimer wins; its late freezer can no longer seal it).
+-- At or past the grace (`<=`): with :grace_s 0 a failed freeze beaten this millisecond is taken too.
+UPDATE plan_freezes SET state = 'reclaiming', beat_at = {{now}}
+WHERE plan_id = :plan_id
+  AND (state = 'reclaiming' OR beat_at <= strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || :grace_s || ' seconds'))
+RETURNING plan_id, actor, started_at;
+
+-- name: plan_freeze_end
+-- The reclaimed freeze's items are gone: its row goes, with an audit row of what was reclaimed.
+DELETE FROM plan_freezes WHERE plan_id = :plan_id AND state = 'reclaiming';
+INSERT INTO audit_log (actor, action, job_id, plan_id, count, details)
+VALUES (:actor, 'plan_reclaim', NULL, :plan_id, :count, :details);
 
 -- name: plan_by_label
 -- The newest unfinished plan of :action with :label: what a labelled re-run resumes.
@@ -1333,10 +1395,52 @@ SELECT * FROM plans WHERE id = :id;
 -- name: plan_list
 SELECT * FROM plans
 WHERE (:state IS NULL OR state = :state) AND (:action IS NULL OR action = :action)
+  AND (:label IS NULL OR label = :label)
 ORDER BY created_at DESC, id DESC LIMIT :limit OFFSET :offset;
 
 -- name: plan_count
-SELECT count(*) AS n FROM plans WHERE (:state IS NULL OR state = :state) AND (:action IS NULL OR action = :action);
+SELECT count(*) AS n FROM plans WHERE (:state IS NULL OR state = :state) AND (:action IS NULL OR action = :action)
+  AND (:label IS NULL OR label = :label);
+
+-- name: plan_clock
+-- The plan's clocks on the database clock, inside a chunk's transaction: seconds until its pace lets
+-- the next chunk start (<= 0: now) and until its lease ends (null: no lease).
+SELECT (julianday(coalesce(not_before, {{now}})) - julianday({{now}})) * 86400.0 AS wait_s,
+       CASE WHEN lease_until IS NULL THEN NULL
+            ELSE (julianday(lease_until) - julianday({{now}})) * 86400.0 END AS lease_left_s
+FROM plans WHERE id = :id;
+
+-- name: plan_paced
+-- After a chunk: the pace moves the next chunk's earliest start :seconds on (from now, or from the
+-- previous mark when it is still ahead, so two processes working the plan share one pace), and the
+-- working run's lease is renewed for :ttl_s.
+UPDATE plans
+SET not_before = CASE WHEN :seconds > 0
+                      THEN strftime('%Y-%m-%d %H:%M:%f',
+                                    julianday(max(coalesce(not_before, {{now}}), {{now}})) + :seconds / 86400.0)
+                      ELSE not_before END,
+    lease_until = CASE WHEN :holder IS NOT NULL AND lease_holder = :holder
+                       THEN strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :ttl_s || ' seconds')
+                       ELSE lease_until END
+WHERE id = :id;
+
+-- name: plan_pace
+-- Sets the plan's pace (jobs/s; null: none); every process working the plan follows it from its next chunk.
+UPDATE plans SET rate = :rate, updated_at = {{now}} WHERE id = :id RETURNING *;
+
+-- name: plan_lease
+-- A run takes (or renews) the plan's lease for :ttl_s: free, its own, expired, or held by :take_from (a
+-- holder its caller found dead). No row: another run holds it, or the plan is finished.
+UPDATE plans SET lease_holder = :holder,
+                 lease_until = strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || :ttl_s || ' seconds')
+WHERE id = :id AND state IN ('ready', 'running')
+  AND (lease_holder IS NULL OR lease_holder = :holder OR lease_until < {{now}}
+       OR (:take_from IS NOT NULL AND lease_holder = :take_from))
+RETURNING *;
+
+-- name: plan_release
+UPDATE plans SET lease_holder = NULL, lease_until = NULL WHERE id = :id AND lease_holder = :holder
+RETURNING id;
 
 -- name: plan_claim_chunk
 -- Claims the lowest unfinished chunk: its items are stamped done in the transaction that then moves the
@@ -1381,7 +1485,8 @@ UPDATE plans SET state = 'discarded', updated_at = {{now}} WHERE id = :id AND st
 RETURNING *;
 
 -- name: plan_items
-SELECT job_id, chunk, ord, done_at, outcome, payload, tags, priority FROM plan_items
+-- The job's id is `id`, as in every other listing and frame.
+SELECT job_id AS id, chunk, ord, done_at, outcome, payload, tags, priority FROM plan_items
 WHERE plan_id = :plan_id ORDER BY ord LIMIT :limit OFFSET :offset;
 
 -- name: plan_outcomes
@@ -1636,6 +1741,10 @@ ORDER BY j.key;
 INSERT INTO job_types (type, idempotent, updated_at)
 SELECT json_extract(value, '$.type'), json_extract(value, '$.idempotent'), {{now}} FROM json_each(:types) WHERE true
 ON CONFLICT (type) DO UPDATE SET idempotent = excluded.idempotent, updated_at = excluded.updated_at;
+
+-- name: job_types
+-- Every job type some worker declared when it started: whether it is idempotent, and when it was said.
+SELECT type, idempotent, updated_at FROM job_types ORDER BY type;
 
 -- name: idempotent_types
 SELECT type FROM job_types WHERE idempotent = 1 ORDER BY type;

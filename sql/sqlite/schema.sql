@@ -23,7 +23,8 @@ CREATE TABLE jobs_hot (
     created_by        TEXT,
     last_modified_by  TEXT,
     last_error        TEXT,
-    trace_context     TEXT  -- the producer's W3C trace context, JSON (docs/tracing.md)
+    trace_context     TEXT,  -- the producer's W3C trace context, JSON (docs/tracing.md)
+    renewed_at        TEXT  -- 0009: a renewing resurrect restarted the lifetime clock (MaxJobAge) here
 );
 CREATE INDEX ix_jobs_hot_fetch ON jobs_hot (priority DESC, due_at) WHERE status = 0;
 CREATE INDEX ix_jobs_hot_queue_fetch ON jobs_hot (queue, priority DESC, due_at) WHERE status = 0;
@@ -245,9 +246,15 @@ CREATE TABLE plans (
     details      TEXT,
     approved_by  TEXT,  -- four-eyes approval (0003): a token name other than actor
     approved_at  TEXT,
-    label        TEXT   -- the CLI's --label: a re-run resumes the unfinished plan with it
+    label        TEXT,  -- the CLI's --label: a re-run resumes the unfinished plan with it
+    rate         REAL,  -- 0007: the plan's pace in jobs/s, shared by every process working it
+    not_before   TEXT,  -- the earliest start of the next chunk under that pace
+    lease_holder TEXT,  -- the run working the plan (one at a time) ...
+    lease_until  TEXT   -- ... until then, renewed by each chunk it runs
 );
 CREATE INDEX ix_plans_label ON plans (label, action, created_at) WHERE label IS NOT NULL;
+CREATE UNIQUE INDEX ux_plans_open_label ON plans (label, action)
+    WHERE label IS NOT NULL AND state IN ('ready', 'running');
 CREATE INDEX ix_plans_created ON plans (created_at, id);
 
 -- One row per job of a plan. `outcome`: done (acted on) or skipped (no longer where the plan found it).
@@ -266,6 +273,16 @@ CREATE TABLE plan_items (
 -- The next chunk to run: only unfinished items are indexed, so a resumed 1M-item plan finds it at once.
 CREATE INDEX ix_plan_items_pending ON plan_items (plan_id, chunk) WHERE done_at IS NULL;
 CREATE INDEX ix_plan_items_order ON plan_items (plan_id, ord);
+
+-- Plans being frozen (0007): from the first batch of items to the plan's creation, beaten every batch; the
+-- items of a freeze whose process died are reclaimed (chokaq plans ls --orphans).
+CREATE TABLE plan_freezes (
+    plan_id     TEXT NOT NULL PRIMARY KEY,
+    actor       TEXT NOT NULL,
+    state       TEXT NOT NULL DEFAULT 'freezing' CHECK (state IN ('freezing', 'reclaiming')),
+    started_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now')),
+    beat_at     TEXT NOT NULL DEFAULT (strftime('%Y-%m-%d %H:%M:%f', 'now'))
+);
 
 -- The circuit breaker of each job type, shared by every worker (docs/circuits.md). state: 0 closed,
 -- 1 open, 2 half-open; forced 1: opened by an operator, stays open until an operator closes it. The

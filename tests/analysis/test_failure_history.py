@@ -53,7 +53,10 @@ def test_resurrected_job_that_succeeds_keeps_its_failures(any_client, store, db_
     # The retried attempt is fingerprinted as its dead-lettering was: one group for the job's failures.
     assert list(history["fingerprint"]) == [dead["fingerprint"], dead["fingerprint"]]
     assert history["error_line"].iloc[0] == "RuntimeError: upstream 503 for request 1"
-    assert history["error_line"].iloc[1] == "MaxRetriesExceeded: attempt 2 of 2 failed"
+    # The dead row names its cause, not only the verdict.
+    assert history["error_line"].iloc[1] == (
+        "MaxRetriesExceeded: attempt 2 of 2 failed: RuntimeError: upstream 503 for request 2"
+    )
     assert "upstream 503 for request 2" in history["error_details"].iloc[1]
     assert str(history["failed_at"].dtype) == "datetime64[us, UTC]"
 

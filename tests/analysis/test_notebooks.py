@@ -4,7 +4,6 @@ served API (`chokaq serve`); a cell that raises fails the test."""
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import sqlite3
@@ -22,6 +21,7 @@ from nbclient.exceptions import CellExecutionError
 from chokaq_ops.client import DbClient
 from chokaq_ops.models import Actor, DlqFilter, FailureReason
 from chokaq_ops.storage import Store
+from tests.support.cli import record
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[2] / "notebooks").glob("*.ipynb"))
 CHOKAQ = str(Path(sys.executable).with_name("chokaq"))
@@ -82,7 +82,7 @@ def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
-    made = json.loads(done.stdout)
+    made = record(done.stdout)
     assert made["dlq"] > 0 and made["archive"] > 0, made
     return path
 

@@ -18,6 +18,7 @@ from chokaq_ops.errors import FatalJobError
 from chokaq_ops.models import FailureReason
 from chokaq_ops.settings import Settings
 from chokaq_ops.storage import Dead, Retry
+from tests.support.cli import final
 from tests.support.seeds import plan_audit_ids, seed_dlq, table_counts
 
 TYPE = "billing.charge.v1"
@@ -69,7 +70,7 @@ def test_outcomes_report_where_resurrected_jobs_went(client, store) -> None:
     plan.execute(progress=False, max_chunks=2)
     got = plan.outcomes()
     assert (got["acted"], got["waiting"], got["settled"], got["failure_rate"]) == (20, 20, 0, None)
-    done = plan.items().query("outcome == 'done'")["job_id"].tolist()
+    done = plan.items().query("outcome == 'done'")["id"].tolist()
     # Move the 20 resurrected jobs on as a worker would: 12 archived, 5 dead again, 2 running, 1 retrying.
     store.fetch("w", 20, ["billing"])
     store.mark_processing("w", done)
@@ -215,15 +216,16 @@ def test_cli_canary_stops_with_exit_1_and_resumes(capsys, store, db_url) -> None
         code = main([*argv, "--watch", "30s", "--format", "json", "--db", db_url])
     out, _ = capsys.readouterr()
     assert code == 1
-    halted = json.loads(out.splitlines()[-1])
+    halted = final(out)
+    assert (halted["event"], halted["exit_code"], halted["reason"]) == ("halted", 1, "halted")
     assert (halted["resurrected"], halted["batches"], halted["remaining"]) == (10, 1, 20)
-    assert halted["outcomes"]["failed_by_reason"] == {"Fatal": 10} and "canary" in halted["halted"]
+    assert halted["outcomes"]["failed_by_reason"] == {"Fatal": 10} and "canary" in halted["message"]
     assert table_counts(store)["dlq"] == 30
 
     # After "the fix" the operator resumes the same plan without a canary: the other 20 go.
     code = main(["dlq", "resurrect", "--resume", halted["plan_id"], "--format", "json", "--db", db_url])
     out, _ = capsys.readouterr()
-    assert code == 0 and json.loads(out.splitlines()[-1])["resurrected"] == 30
+    assert code == 0 and final(out)["resurrected"] == 30
     assert table_counts(store) == {"hot": 20, "archive": 0, "dlq": 10}
 
 
@@ -243,7 +245,6 @@ def test_cli_bad_pacing_exits_2_and_changes_nothing(capsys, store, db_url, flags
     seed(store, 3, broken=False)
     before = table_counts(store)
     plans = len(store.list_plans()[0])
-    with pytest.raises(SystemExit) as exited:
-        raise SystemExit(main(["dlq", "resurrect", "--reason", "Zombie", *flags, "--db", db_url]))
-    assert exited.value.code == 2 and "error" in capsys.readouterr().err
+    assert main(["dlq", "resurrect", "--reason", "Zombie", *flags, "--db", db_url]) == 2
+    assert "error" in capsys.readouterr().err
     assert table_counts(store) == before and len(store.list_plans()[0]) == plans

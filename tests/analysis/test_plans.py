@@ -59,7 +59,7 @@ def test_plan_over_2500_jobs_survives_sigkill_and_resumes_without_touching_a_job
     assert table_counts(store) == {"hot": 1000, "archive": 0, "dlq": 1505}
 
     # Some resurrected jobs die again before the plan resumes: they are back in the DLQ, same ids.
-    first_chunk = plan.items().query("outcome == 'done'")["job_id"].tolist()
+    first_chunk = plan.items().query("outcome == 'done'")["id"].tolist()
     assert len(first_chunk) == 1000
     again = first_chunk[:7]
     cancelled, _ = store.cancel_many(again, actor=Actor("bob"))
@@ -144,7 +144,7 @@ def test_purge_and_cancel_plans(client: DbClient, store) -> None:
     store.mark_processing("w-cancel", running)  # running jobs are skipped, not killed
     cancel.execute(progress=False)
     assert (cancel.done, cancel.skipped) == (10, 2)
-    items = cancel.items().set_index("job_id")
+    items = cancel.items().set_index("id")
     assert set(items.loc[running, "outcome"]) == {"skipped"}
     assert set(client.load_dlq(reason="Cancelled")["id"]) == set(pending) - set(running)
     plans = client.plans()

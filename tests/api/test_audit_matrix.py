@@ -47,6 +47,12 @@ def _plan(store: Store, by: str = "creator") -> tuple[str, str]:
     return store.create_plan("resurrect", actor=Actor(by), ids=[job])["id"], job
 
 
+def _leased(store: Store) -> str:
+    plan_id = _plan(store)[0]
+    store.lease_plan(plan_id, holder="cron@host:1:ab", actor=Actor("creator"))
+    return plan_id
+
+
 def _location(store: Store, job: str) -> str:
     return store.get_job(job)["location"]
 
@@ -238,6 +244,30 @@ CASES: dict[tuple[str, str], Case] = {
         lambda s, _: _count(s, "alert_rules") == 0,
         ("alert_rule_delete",),
         ok=204,
+    ),
+    ("POST", "/plans/<plan_id>/lease"): Case(
+        lambda s: (f"/plans/{(p := _plan(s))[0]}/lease", {"holder": "cron@host:1:ab"}, p[0]),
+        lambda s, plan: s.get_plan(plan)["lease_holder"] == "cron@host:1:ab",
+        ("plan_lease",),
+    ),
+    ("POST", "/plans/<plan_id>/release"): Case(
+        lambda s: (f"/plans/{(p := _leased(s))}/release", {"holder": "cron@host:1:ab"}, p),
+        lambda s, plan: s.get_plan(plan)["lease_holder"] is None,
+        ("plan_release",),
+    ),
+    ("POST", "/plans/<plan_id>/pace"): Case(
+        lambda s: (f"/plans/{(p := _plan(s))[0]}/pace", {"rate": 50}, p[0]),
+        lambda s, plan: s.get_plan(plan)["rate"] == 50,
+        ("plan_pace",),
+    ),
+    ("POST", "/plans/<plan_id>/notes"): Case(
+        lambda s: (
+            f"/plans/{(p := _plan(s))[0]}/notes",
+            {"event": "plan_halt", "details": {"why": "x"}},
+            p[0],
+        ),
+        lambda s, plan: bool(s.list_audit(plan_id=plan, action="plan_halt").items),
+        ("plan_halt",),
     ),
     ("POST", "/plans/<plan_id>/approve"): Case(
         lambda s: (f"/plans/{(p := _plan(s))[0]}/approve", None, p[0]),

@@ -10,7 +10,7 @@ import threading
 from chokaq_ops.engine.handlers import Registry
 from chokaq_ops.engine.hosting import Host
 from chokaq_ops.settings import Settings
-from tests.support.cli import chokaq
+from tests.support.cli import chokaq, record, rows
 from tests.support.dbprobe import scalar
 from tests.support.webhook import SECRET_PATH, signature_ok, webhook
 
@@ -23,7 +23,7 @@ def test_receivers_and_rules_from_the_command_line(capsys, db_url, store, tmp_pa
     code, out, err = chokaq(capsys, db_url, "alerts", "receivers", "add", "ops", "--url", url,
                             "--secret-file", str(secret_file), "--format", "json")  # fmt: skip
     assert code == 0, err
-    [view] = json.loads(out)
+    [view] = rows(out)
     assert view["url"] == "https://hooks.example.com/…" and view["secret_set"] is True
     assert "s3cret-from-a-file" not in out + err and SECRET_PATH not in out + err
 
@@ -38,10 +38,10 @@ def test_receivers_and_rules_from_the_command_line(capsys, db_url, store, tmp_pa
                             "--receivers", "ops", "--threshold", "5", "--window", "15m", "--for", "1m",
                             "--format", "json")  # fmt: skip
     assert code == 0, err
-    [rule] = json.loads(out)
+    [rule] = rows(out)
     assert (rule["window_s"], rule["for_s"], rule["threshold"]) == (900, 60, 5)
     code, out, _ = chokaq(capsys, db_url, "alerts", "ls", "--format", "json")
-    assert code == 0 and json.loads(out) == []
+    assert code == 0 and rows(out) == []
     code, _, _ = chokaq(capsys, db_url, "alerts", "rules", "set", "dead", "--no-enabled")
     assert code == 0 and not store.alert_rules()[0].enabled
     actors = {a["actor"] for a in store.list_audit().items if a["action"].startswith("alert_")}
@@ -68,9 +68,9 @@ def test_receivers_and_rules_from_the_command_line(capsys, db_url, store, tmp_pa
         code, out, err = chokaq(capsys, db_url, *argv)
         assert code == 2 and needle in err, (argv, err)
     code, _, err = chokaq(capsys, db_url, "alerts", "rules", "rm", "nope")
-    assert code == 1 and "no rule named nope" in err
+    assert code == 2 and "no rule named nope" in err  # an unknown name is a usage error (docs/cli-json.md)
     assert scalar(store, "SELECT count(*) FROM audit_log") == before
-    assert chokaq(capsys, db_url, "alerts", "receivers", "rm", "ops")[0] == 1, "a rule sends to it"
+    assert chokaq(capsys, db_url, "alerts", "receivers", "rm", "ops")[0] == 2, "a rule sends to it"
     assert chokaq(capsys, db_url, "alerts", "rules", "rm", "dead")[0] == 0
     assert chokaq(capsys, db_url, "alerts", "receivers", "rm", "ops")[0] == 0
     assert store.alert_receivers() == [] and store.alert_rules() == []
@@ -103,7 +103,7 @@ def test_alerts_test_goes_through_the_queue_to_a_real_receiver(capsys, db_url, s
         finally:
             host.shutdown()
         assert result["code"] == 0, result
-        assert json.loads(result["out"])["delivered"] is True
+        assert record(result["out"])["delivered"] is True
         assert len(hook.requests) == 2 and all(
             signature_ok("whsec-cli-test-000111222", r) for r in hook.requests
         )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import time
@@ -15,7 +14,7 @@ from chokaq_ops.client import DbClient
 from chokaq_ops.models import FailureReason, HotFilter
 from chokaq_ops.storage import Store
 from chokaq_ops.storage.migrate import migrate
-from tests.support.cli import chokaq
+from tests.support.cli import chokaq, final, lines, record, rows
 from tests.support.seeds import seed_archive, seed_dlq, table_counts
 from tests.support.served import CHOKAQ
 
@@ -25,7 +24,7 @@ def test_dlq_ls_show_summary(capsys, store, db_url) -> None:
     seed_dlq(store, 2, queue="billing")
     code, out, _ = chokaq(capsys, db_url, "dlq", "ls", "--reason", "Zombie", "--format", "json")
     assert code == 0
-    listed = json.loads(out)
+    listed = rows(out)
     assert {j["id"] for j in listed} == set(zombies)
     assert {j["failure_reason"] for j in listed} == {"Zombie"} and listed[0]["location"] == "dlq"
     code, out, err = chokaq(capsys, db_url, "dlq", "ls", "--queue", "billing")
@@ -39,11 +38,11 @@ def test_dlq_ls_show_summary(capsys, store, db_url) -> None:
     code, out, _ = chokaq(capsys, db_url, "dlq", "show", zombies[0])
     assert code == 0 and "heartbeat_age_seconds" in out and "TimeoutError: order" in out
     code, out, _ = chokaq(capsys, db_url, "dlq", "show", zombies[0], "--format", "json")
-    shown = json.loads(out)
+    shown = record(out)
     assert shown["id"] == zombies[0] and shown["failure_reason"] == "Zombie" and shown["runtime_seconds"] >= 0
 
     code, out, _ = chokaq(capsys, db_url, "dlq", "summary", "--format", "json")
-    summary = json.loads(out)
+    summary = record(out)
     assert summary["total"] == 5 and {e["value"] for e in summary["by_reason"]} == {
         "Zombie",
         "MaxRetriesExceeded",
@@ -56,9 +55,9 @@ def test_dlq_ls_show_summary(capsys, store, db_url) -> None:
 
 def last_line(out: str) -> dict:
     """The final object of a bulk run's JSON lines (the first line is the plan)."""
-    lines = [json.loads(line) for line in out.splitlines()]
-    assert lines[0]["event"] == "plan"
-    return lines[-1]
+    got = lines(out)
+    assert got[0]["event"] == "plan"
+    return got[-1]
 
 
 def test_dlq_resurrect_dry_run_then_for_real_as_an_audited_plan(capsys, store, db_url, monkeypatch) -> None:
@@ -68,8 +67,9 @@ def test_dlq_resurrect_dry_run_then_for_real_as_an_audited_plan(capsys, store, d
     code, out, _ = chokaq(
         capsys, db_url, "dlq", "resurrect", "--reason", "zombie", "--dry-run", "--format", "json"
     )
-    preview = json.loads(out)
-    assert code == 0 and preview["matched"] == 4 and preview["by_reason"] == {"Zombie": 4}
+    preview = lines(out)[0]  # a dry run is the same stream: the plan line, dry_run true, then the final
+    assert code == 0 and preview["dry_run"] is True and preview["plan_id"] is None
+    assert preview["matched"] == 4 and preview["by_reason"] == {"Zombie": 4}
     assert table_counts(store)["dlq"] == 6
     code, out, _ = chokaq(capsys, db_url, "dlq", "resurrect", "--reason", "Zombie", "--dry-run")
     assert "would resurrect 4 dead job(s)" in out
@@ -175,34 +175,36 @@ def test_bad_input_exits_2_with_a_message(capsys, tmp_path, argv) -> None:
         assert table_counts(store) == before
 
 
-def test_missing_job_exits_1(capsys, store, db_url) -> None:
+def test_missing_job_exits_2_not_found(capsys, store, db_url) -> None:
     code, _, err = chokaq(capsys, db_url, "dlq", "show", "no-such-job")
-    assert code == 1 and "no-such-job" in err
+    assert code == 2 and "no-such-job" in err
+    code, out, _ = chokaq(capsys, db_url, "dlq", "show", "no-such-job", "--format", "json")
+    assert code == 2 and final(out)["reason"] == "not_found" and "no-such-job" in final(out)["message"]
 
 
 def test_archive_purge(capsys, store, db_url) -> None:
     seed_archive(store, 7)
     code, out, _ = chokaq(capsys, db_url, "archive", "purge", "--older-than", "30d", "--format", "json")
-    assert json.loads(out)["purged"] == 0
+    assert record(out)["purged"] == 0
     time.sleep(0.01)  # the rows finished strictly before the cutoff (SQLite keeps milliseconds)
     cutoff = store.now().isoformat()
     code, out, _ = chokaq(
         capsys, db_url, "archive", "purge", "--older-than", cutoff, "--dry-run", "--format", "json"
     )
-    assert code == 0 and json.loads(out)["would_purge"] == 7 and table_counts(store)["archive"] == 7
+    assert code == 0 and record(out)["would_purge"] == 7 and table_counts(store)["archive"] == 7
     later = (store.now() + timedelta(hours=1)).isoformat()
     code, _, err = chokaq(capsys, db_url, "archive", "purge", "--older-than", later)
     assert code == 2 and "future" in err and table_counts(store)["archive"] == 7
     code, out, _ = chokaq(capsys, db_url, "archive", "purge", "--older-than", cutoff, "--format", "json")
-    assert code == 0 and json.loads(out)["purged"] == 7 and table_counts(store)["archive"] == 0
+    assert code == 0 and record(out)["purged"] == 7 and table_counts(store)["archive"] == 0
 
 
 def test_queues_ls_pause_resume_set(capsys, store, db_url) -> None:
     seed_dlq(store, 1, queue="media")
     code, out, _ = chokaq(capsys, db_url, "queues", "pause", "media", "--actor", "ops", "--format", "json")
-    assert code == 0 and json.loads(out)[0]["paused"] is True
+    assert code == 0 and rows(out)[0]["paused"] is True
     code, out, _ = chokaq(capsys, db_url, "queues", "ls", "--format", "json")
-    assert {q["name"]: q["paused"] for q in json.loads(out)}["media"] is True
+    assert {q["name"]: q["paused"] for q in rows(out)}["media"] is True
     chokaq(capsys, db_url, "queues", "resume", "media")
     code, out, _ = chokaq(
         capsys,
@@ -217,12 +219,12 @@ def test_queues_ls_pause_resume_set(capsys, store, db_url) -> None:
         "--format",
         "json",
     )
-    row = json.loads(out)[0]
+    row = rows(out)[0]
     assert (row["paused"], row["max_workers"], row["zombie_timeout_seconds"]) == (False, 4, 600)
     code, out, _ = chokaq(
         capsys, db_url, "queues", "set", "media", "--max-workers", "none", "--format", "json"
     )
-    assert json.loads(out)[0]["max_workers"] is None and json.loads(out)[0]["zombie_timeout_seconds"] == 600
+    assert rows(out)[0]["max_workers"] is None and rows(out)[0]["zombie_timeout_seconds"] == 600
     code, out, _ = chokaq(capsys, db_url, "queues", "ls")
     assert code == 0 and out.startswith("NAME")
     actions = [a["action"] for a in store.list_audit(action="set_queue").items]
@@ -240,17 +242,14 @@ def test_circuits_open_ls_close_and_a_bad_command(tmp_path, capsys):
     assert main(["circuits", "open", "pay.v1", "--db", url, "--actor", "alice", "--format", "json"]) == 0
     capsys.readouterr()
     assert main(["circuits", "ls", "--db", url, "--format", "json"]) == 0
-    [row] = json.loads(capsys.readouterr().out)
+    [row] = rows(capsys.readouterr().out)
     assert (row["type"], row["state"], row["forced"]) == ("pay.v1", "open", True)
     assert main(["circuits", "close", "pay.v1", "--db", url, "--actor", "alice", "--format", "json"]) == 0
-    [row] = json.loads(capsys.readouterr().out)
+    [row] = rows(capsys.readouterr().out)
     assert (row["state"], row["forced"]) == ("closed", False)
     with Store(url) as s:
         assert [a["actor"] for a in s.list_audit(action="set_circuit").items] == ["alice", "alice"]
-    try:
-        code = main(["circuits", "half", "pay.v1", "--db", url])
-    except SystemExit as exc:
-        code = exc.code
+    code = main(["circuits", "half", "pay.v1", "--db", url])
     assert code == 2
 
 
@@ -264,19 +263,16 @@ def test_workers_ls_and_set(tmp_path, capsys):
         migrate(s)
         s.worker_register("w1", host="box", pid=42, queues=["mail"], concurrency=8, running=3, prefetched=0)
     assert main(["workers", "ls", "--db", url, "--format", "json"]) == 0
-    [row] = json.loads(capsys.readouterr().out)
+    [row] = rows(capsys.readouterr().out)
     assert (row["worker_id"], row["host"], row["concurrency"], row["alive"]) == ("w1", "box", 8, True)
     args = ["workers", "set", "w1", "--concurrency", "2", "--db", url, "--actor", "bob", "--format", "json"]
     assert main(args) == 0
-    [row] = json.loads(capsys.readouterr().out)
+    [row] = rows(capsys.readouterr().out)
     assert row["desired_concurrency"] == 2
     with Store(url) as s:
         assert [a["actor"] for a in s.list_audit(action="set_worker").items] == ["bob"]
     for bad in (["--concurrency", "0"], ["--concurrency", "x"]):
-        try:
-            code = main(["workers", "set", "w1", *bad, "--db", url])
-        except SystemExit as exc:
-            code = exc.code
+        code = main(["workers", "set", "w1", *bad, "--db", url])
         assert code == 2
     assert main(["workers", "set", "nobody", "--concurrency", "3", "--db", url, "--actor", "bob"]) != 0
 
@@ -288,14 +284,11 @@ def test_dlq_resurrect_spread_jitters_due_times(capsys, store, db_url) -> None:
     code, out, _ = chokaq(
         capsys, db_url, "dlq", "resurrect", "--queue", "spread", "--spread", "60s", "--format", "json"
     )
-    assert code == 0 and json.loads(out.splitlines()[-1])["resurrected"] == 200  # JSON lines; summary last
+    assert code == 0 and final(out)["resurrected"] == 200  # JSON lines; summary last
     due = [
         (j["due_at"] - start).total_seconds()
         for j in store.list_hot(HotFilter(queue="spread"), page_size=500).items
     ]
     assert len(due) == 200 and max(due) > 45 and min(due) >= 0 and max(due) <= 61
-    try:
-        code = main(["dlq", "resurrect", "--queue", "spread", "--spread", "soon", "--db", db_url])
-    except SystemExit as exc:
-        code = exc.code
+    code = main(["dlq", "resurrect", "--queue", "spread", "--spread", "soon", "--db", db_url])
     assert code == 2

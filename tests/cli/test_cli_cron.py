@@ -13,7 +13,7 @@ import pytest
 
 from chokaq_ops.client import DbClient
 from chokaq_ops.models import FailureReason
-from tests.support.cli import chokaq
+from tests.support.cli import chokaq, final, lines, record, rows
 from tests.support.polling import wait_for
 from tests.support.seeds import plan_audit_ids, seed_dlq
 from tests.support.served import CHOKAQ
@@ -42,8 +42,8 @@ def _interrupt(store, db_url: str, sig: signal.Signals) -> tuple[int, list[dict]
     wait_for(lambda: store.get_plan(plan_id)["chunks_done"] > start, 30, "a chunk of this run")
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=30)
-    lines = [first] + [json.loads(line) for line in out.splitlines()]  # every line parses on its own
-    return proc.returncode, lines, err
+    got = [first] + [json.loads(line) for line in out.splitlines()]  # every line parses on its own
+    return proc.returncode, got, err
 
 
 @pytest.mark.slow  # real `chokaq` processes, interrupted and killed mid-run
@@ -51,10 +51,10 @@ def test_labelled_json_resurrect_survives_sigint_sigterm_and_sigkill(store, db_u
     ids = seed_dlq(store, JOBS, queue="nightly", reason=FailureReason.Zombie)
     seed_dlq(store, 2, queue="other", reason=FailureReason.Zombie)  # outside the filter: never touched
 
-    code, lines, err = _interrupt(store, db_url, signal.SIGINT)
+    code, got, err = _interrupt(store, db_url, signal.SIGINT)
     assert code == 3, err
-    plan_id = lines[0]["plan_id"]
-    assert lines[0] == {
+    plan_id = got[0]["plan_id"]
+    assert {k: got[0][k] for k in ("event", "plan_id", "label", "resumed", "total", "remaining")} == {
         "event": "plan",
         "plan_id": plan_id,
         "label": "nightly",
@@ -62,23 +62,23 @@ def test_labelled_json_resurrect_survives_sigint_sigterm_and_sigkill(store, db_u
         "total": JOBS,
         "remaining": JOBS,
     }
-    assert lines[-1]["event"] == "interrupted" and lines[-1]["signal"] == "SIGINT"
-    assert 0 < lines[-1]["resurrected"] < JOBS and lines[-1]["plan_id"] == plan_id
+    assert got[-1]["event"] == "interrupted" and got[-1]["signal"] == "SIGINT"
+    assert 0 < got[-1]["resurrected"] < JOBS and got[-1]["plan_id"] == plan_id
 
     for sig, want in ((signal.SIGTERM, 3), (signal.SIGKILL, -signal.SIGKILL)):
-        code, lines, err = _interrupt(store, db_url, sig)
+        code, got, err = _interrupt(store, db_url, sig)
         assert code == want, err
-        assert lines[0]["plan_id"] == plan_id and lines[0]["resumed"] is True, "the label resumed the plan"
+        assert got[0]["plan_id"] == plan_id and got[0]["resumed"] is True, "the label resumed the plan"
         if sig is signal.SIGTERM:
-            assert lines[-1]["event"] == "interrupted" and lines[-1]["signal"] == "SIGTERM"
+            assert got[-1]["event"] == "interrupted" and got[-1]["signal"] == "SIGTERM"
         else:
-            assert len(lines) == 1, "killed: no final line, but what was printed parses"
+            assert got[-1]["event"] in ("plan", "chunk"), "killed: no final line; what it printed parses"
 
     code, out, err = chokaq(capsys, db_url, *NIGHTLY, *PACED)
     assert code == 0, err
-    lines = [json.loads(line) for line in out.splitlines()]
-    assert lines[0]["plan_id"] == plan_id and lines[0]["resumed"] is True
-    last = lines[-1]
+    got = lines(out)
+    assert got[0]["plan_id"] == plan_id and got[0]["resumed"] is True
+    last = got[-1]
     assert (last["event"], last["state"], last["resurrected"], last["remaining"]) == (
         "finished",
         "done",
@@ -95,6 +95,10 @@ def test_labelled_json_resurrect_survives_sigint_sigterm_and_sigkill(store, db_u
         for r in reversed(store.list_audit(plan_id=plan_id, page_size=1000).items)
         if r["action"].startswith("plan_")
     ]
+    # Each run takes the plan's lease; all but the killed one give it back.
+    held = [a for a in lifecycle if a in ("plan_lease", "plan_release")]
+    assert Counter(held) == Counter({"plan_lease": 4, "plan_release": 3})
+    lifecycle = [a for a in lifecycle if a not in held]
     assert lifecycle[:2] == ["plan_create", "plan_start"] and lifecycle[-1] == "plan_finish"
     assert Counter(lifecycle) == Counter(
         {"plan_create": 1, "plan_start": 1, "plan_interrupt": 2, "plan_resume": 3, "plan_finish": 1}
@@ -102,7 +106,9 @@ def test_labelled_json_resurrect_survives_sigint_sigterm_and_sigkill(store, db_u
 
     # Done: the next night freezes a new plan for new failures, and an empty match is no plan at all.
     code, out, _ = chokaq(capsys, db_url, *NIGHTLY, *PACED)
-    assert code == 0 and [json.loads(line) for line in out.splitlines()] == [{"matched": 0, "plan_id": None}]
+    [nothing] = lines(out)  # one final line: nothing matched, no plan
+    assert code == 0 and (nothing["event"], nothing["reason"]) == ("finished", "nothing_matched")
+    assert (nothing["matched"], nothing["plan_id"], nothing["exit_code"]) == (0, None, 0)
 
 
 def test_plans_and_audit_commands(store, db_url, capsys) -> None:
@@ -110,33 +116,34 @@ def test_plans_and_audit_commands(store, db_url, capsys) -> None:
     client = DbClient(store, actor="alice")
     ready = client.plan_resurrect(queue="q2")
     code, out, _ = chokaq(capsys, db_url, "plans", "ls", "--format", "json")
-    assert code == 0 and [(p["id"], p["state"], p["total"]) for p in json.loads(out)] == [
-        (ready.id, "ready", 4)
-    ]
+    assert code == 0 and [(p["id"], p["state"], p["total"]) for p in rows(out)] == [(ready.id, "ready", 4)]
     code, out, _ = chokaq(capsys, db_url, "plans", "show", ready.id, "--format", "json")
-    assert code == 0 and json.loads(out)["action"] == "resurrect"
+    assert code == 0 and record(out)["action"] == "resurrect"
 
     code, out, err = chokaq(
         capsys, db_url, "plans", "resume", ready.id, "--format", "json", "--actor", "cron"
     )
     assert code == 0, err
-    lines = [json.loads(line) for line in out.splitlines()]
-    assert lines[0]["plan_id"] == ready.id and lines[0]["resumed"] is True
-    assert (lines[-1]["event"], lines[-1]["resurrected"]) == ("finished", 4)
+    got = lines(out)
+    assert got[0]["plan_id"] == ready.id and got[0]["resumed"] is True
+    assert (got[-1]["event"], got[-1]["resurrected"]) == ("finished", 4)
 
     code, out, _ = chokaq(capsys, db_url, "audit", "ls", "--plan-id", ready.id, "--format", "json")
-    actions = [r["action"] for r in json.loads(out)]
+    actions = [r["action"] for r in rows(out)]
     assert code == 0 and actions.count("resurrect") == 4
     assert {"plan_create", "plan_resume", "plan_start", "plan_finish"} <= set(actions)
 
     seed_dlq(store, 2, queue="q3", reason=FailureReason.Timeout)
     other = client.plan_resurrect(queue="q3")
     code, out, _ = chokaq(capsys, db_url, "plans", "discard", other.id, "--format", "json", "--actor", "bob")
-    assert code == 0 and json.loads(out)["state"] == "discarded"
+    assert code == 0 and record(out)["state"] == "discarded"
+    code, out, _ = chokaq(capsys, db_url, "plans", "discard", other.id, "--format", "json", "--actor", "bob")
+    assert code == 0 and record(out)["state"] == "discarded", "discarding twice is no error"
     code, out, _ = chokaq(capsys, db_url, "audit", "ls", "--action", "plan_discard", "--format", "json")
-    assert [(r["plan_id"], r["actor"]) for r in json.loads(out)] == [(other.id, "bob")]
+    assert [(r["plan_id"], r["actor"]) for r in rows(out)] == [(other.id, "bob")], "audited once"
+    assert isinstance(rows(out)[0]["details"], dict), "details are objects, not JSON in a string"
     code, _, err = chokaq(capsys, db_url, "plans", "show", "nope")
-    assert code == 1 and "nope" in err
+    assert code == 2 and "nope" in err
 
 
 def test_idempotent_only_uses_what_workers_declared(store, db_url, capsys) -> None:
@@ -146,7 +153,8 @@ def test_idempotent_only_uses_what_workers_declared(store, db_url, capsys) -> No
     code, out, _ = chokaq(
         capsys, db_url, "dlq", "resurrect", "--queue", "z", "--idempotent-only", "--format", "json"
     )
-    assert code == 0 and json.loads(out) == {"matched": 0, "plan_id": None}, "no worker declared anything yet"
+    assert code == 0 and final(out)["matched"] == 0, "no worker declared anything yet"
+    assert final(out)["plan_id"] is None
 
     safe = seed_dlq(store, 2, queue="z", type="thumb.v1", reason=FailureReason.Zombie)
     unsafe = seed_dlq(store, 2, queue="z", type="charge.v1", reason=FailureReason.Zombie)
@@ -162,7 +170,7 @@ def test_idempotent_only_uses_what_workers_declared(store, db_url, capsys) -> No
     args = ["dlq", "resurrect", "--queue", "z", "--idempotent-only", "--type", "thumb.v1,charge.v1"]
     code, out, err = chokaq(capsys, db_url, *args, "--format", "json")
     assert code == 0, err
-    assert json.loads(out.splitlines()[-1])["resurrected"] == 2
+    assert final(out)["resurrected"] == 2
     assert {store.get_job(i)["location"] for i in safe} == {"hot"}
     assert {store.get_job(i)["location"] for i in unsafe + other} == {"dlq"}, (
         "not idempotent, or not asked for"

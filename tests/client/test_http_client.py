@@ -112,7 +112,7 @@ def test_plan_over_the_api_survives_a_killed_client(api, store) -> None:
     assert killed.returncode == -signal.SIGKILL, killed.stderr
     plan.refresh()
     assert (plan.state, plan.chunks_done, plan.done) == ("running", 1, 1000)
-    again = plan.items().query("outcome == 'done'")["job_id"].tolist()[:3]
+    again = plan.items().query("outcome == 'done'")["id"].tolist()[:3]
     store.cancel_many(again, actor=Actor("bob"))  # back in the DLQ before the plan resumes
 
     chunks: list[dict] = []

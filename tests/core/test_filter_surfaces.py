@@ -12,7 +12,7 @@ from chokaq_ops.client import DbClient
 from chokaq_ops.models import Actor, FailureReason
 from tests.api.conftest import ApiClient
 from tests.engine.worker_support import fast_settings
-from tests.support.cli import chokaq
+from tests.support.cli import chokaq, rows
 from tests.support.dbprobe import age
 from tests.support.seeds import seed_dlq
 
@@ -56,7 +56,7 @@ def test_the_same_filter_gives_the_same_rows_everywhere(
         capsys, db_url, "dlq", "ls", "--format", "json", "--limit", "1000", *_cli_args(spec)
     )
     assert code == 0, err
-    cli = {j["id"] for j in json.loads(out)}
+    cli = {j["id"] for j in rows(out)}
 
     app = bound_app(fast_settings(store), store=store)
     api = ApiClient(app, {"reader": store.create_token("reader-t", "reader", actor=Actor("setup"))})
@@ -92,7 +92,7 @@ def test_ids_and_half_open_windows(dead, store, db_url, capsys) -> None:
     assert job not in set(load(queue="c", failed_to=at)["id"])
     assert job in set(load(queue="c", failed_from=at)["id"])
     code, out, _ = chokaq(capsys, db_url, "dlq", "ls", "--format", "json", "--ids", f"{job},nope")
-    assert code == 0 and [j["id"] for j in json.loads(out)] == [job]
+    assert code == 0 and [j["id"] for j in rows(out)] == [job]
 
 
 def test_bad_filters_are_refused_alike(store, db_url, capsys, bound_app) -> None:

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tests.support.cli import record
 from tests.support.polling import wait_for  # noqa: F401 (the crash tests import it from here)
 
 TESTS_DIR = Path(__file__).resolve().parent.parent
@@ -153,7 +154,7 @@ def run_rescue(url: str, config: Path, workdir: Path, env: Mapping[str, str] | N
         env={**os.environ, **(env or {})},
     )
     assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
+    return record(out.stdout)  # its one record line (docs/cli-json.md)
 
 
 def executions(workdir: Path) -> list[tuple[str, str, int, int]]:

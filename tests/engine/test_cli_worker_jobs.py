@@ -17,6 +17,7 @@ import pytest
 from worker_support import settled
 
 from chokaq_ops.cli import main
+from tests.support.cli import record, rows
 
 CHOKAQ = os.environ.get("CHOKAQ_TEST_CLI") or str(Path(sys.executable).with_name("chokaq"))
 SEEDS_PAYLOAD = '{"to": "ops@example.com" "subject": "Weekly report"}'
@@ -40,15 +41,15 @@ def test_enqueue_prints_the_id_and_jobs_show_finds_it(db_url, capsys):
                  "--priority", "20", "--tags", "weekly,ops", "--delay", "10m"]) == 0  # fmt: skip
     job_id = capsys.readouterr().out.strip()
     assert main(["jobs", "show", job_id, "--db", db_url, "--format", "json"]) == 0
-    job = json.loads(capsys.readouterr().out)
+    job = record(capsys.readouterr().out)
     assert (job["id"], job["location"], job["status"], job["queue"], job["priority"], job["tags"]) == (
         job_id, "hot", "pending", "reports", 20, "weekly,ops",
     )  # fmt: skip
     assert job["payload"] == '{"week": 48}' and job["created_by"].startswith("cli:")
     assert main(["jobs", "ls", "--db", db_url, "--queue", "reports", "--format", "json"]) == 0
-    assert [j["id"] for j in json.loads(capsys.readouterr().out)] == [job_id]
+    assert [j["id"] for j in rows(capsys.readouterr().out)] == [job_id]
     assert main(["jobs", "ls", "--db", db_url, "--queue", "nope", "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out) == []
+    assert rows(capsys.readouterr().out) == []
 
 
 def test_enqueue_invalid_json_is_stored_and_idempotency_returns_the_holder(db_url, capsys):
@@ -57,7 +58,7 @@ def test_enqueue_invalid_json_is_stored_and_idempotency_returns_the_holder(db_ur
     assert main(["enqueue", "mail.send", "{}", "--db", db_url, "--idempotency-key", "k-1"]) == 0
     out = capsys.readouterr()
     assert out.out.strip() == first and "already holds idempotency key" in out.err
-    assert main(["enqueue", "mail.send", "{}", "--db", db_url, "--id", first]) == 1
+    assert main(["enqueue", "mail.send", "{}", "--db", db_url, "--id", first]) == 2  # conflict
     assert "already exists" in capsys.readouterr().err
 
 
@@ -75,19 +76,17 @@ def test_enqueue_invalid_json_is_stored_and_idempotency_returns_the_holder(db_ur
     ],
 )
 def test_bad_input_exits_2_and_changes_nothing(db_url, capsys, args):
-    with pytest.raises(SystemExit) as exc:  # argparse choices exit on their own, with 2
-        raise SystemExit(main([*args, "--db", db_url]))
-    assert exc.value.code == 2
+    assert main([*args, "--db", db_url]) == 2
     assert "error" in capsys.readouterr().err
     assert main(["jobs", "ls", "--db", db_url, "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out) == []
+    assert rows(capsys.readouterr().out) == []
 
 
 def test_enqueue_reads_the_payload_from_stdin(db_url):
     done = chokaq("enqueue", "t", "-", "--db", db_url, stdin='{"from": "stdin"}\n')
     assert done.returncode == 0, done.stderr
     shown = chokaq("jobs", "show", done.stdout.strip(), "--db", db_url, "--format", "json")
-    assert json.loads(json.loads(shown.stdout)["payload"]) == {"from": "stdin"}
+    assert json.loads(record(shown.stdout)["payload"]) == {"from": "stdin"}
 
 
 HANDLERS = """
@@ -146,7 +145,7 @@ def test_worker_process_drains_jobs_and_stops_on_sigterm(db_url, tmp_path, store
     assert "chokaq: worker " in out and "concurrency 2" in out
     assert "worker stopped" in err
     assert main(["jobs", "ls", "--db", db_url, "--status", "succeeded", "--format", "json"]) == 0
-    assert sorted(j["id"] for j in json.loads(capsys.readouterr().out)) == sorted(ids)
+    assert sorted(j["id"] for j in rows(capsys.readouterr().out)) == sorted(ids)
 
 
 def _free_port() -> int:

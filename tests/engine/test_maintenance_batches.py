@@ -220,11 +220,11 @@ def test_a_filter_plan_is_frozen_in_batches_from_one_snapshot(batched, observer)
     items = batched.plan_items(plan["id"])
     # Exactly the jobs in the DLQ when freezing began, newest failure first: the late arrival is out,
     # the job that left is in (executing the plan will skip it).
-    assert [i["job_id"] for i in items] == ids
+    assert [i["id"] for i in items] == ids
     assert [i["ord"] for i in items] == list(range(8))
     assert [i["chunk"] for i in items] == [0] * 8  # the execution chunk (1000) is not the freeze batch
     assert (plan["total"], plan["chunks"]) == (8, 1)
-    assert late[0] not in {i["job_id"] for i in items}
+    assert late[0] not in {i["id"] for i in items}
     batched.approve_plan(plan["id"], actor=Actor("carol"))
     after, chunk = batched.execute_plan_chunk(plan["id"], actor=Actor("alice"))
     assert chunk == {"chunk": 0, "claimed": 8, "done": 7, "skipped": 1}
@@ -247,9 +247,9 @@ def test_an_id_plan_is_frozen_in_batches_and_a_job_entering_the_dlq_meanwhile_st
     )
     assert probe.seen == [(3, 0), (5, 0), (7, 0)]  # batches of 3 given ids; the second found two
     items = batched.plan_items(plan["id"])
-    assert [i["job_id"] for i in items] == ids
+    assert [i["id"] for i in items] == ids
     assert [i["chunk"] for i in items] == [0, 0, 1, 1, 2, 2, 3]
-    assert [i["priority"] for i in items if i["job_id"] == ids[5]] == [3]
+    assert [i["priority"] for i in items if i["id"] == ids[5]] == [3]
     assert (plan["total"], plan["chunks"], plan["edited"]) == (7, 4, 1)
 
 
@@ -277,5 +277,5 @@ def test_freezing_batches_split_jobs_with_the_same_time_without_losing_or_repeat
     cancel = batched.create_plan("cancel", actor=Actor("alice"), flt=HotFilter())
     assert [n for n, _ in probe.seen] == [3, 6, 8, 11, 14, 15]
     # Ties on the time are ordered by id, and each batch starts right after the last id of the one before.
-    assert [i["job_id"] for i in batched.plan_items(purge["id"])] == sorted(ids)
-    assert [i["job_id"] for i in batched.plan_items(cancel["id"])] == sorted(pending)
+    assert [i["id"] for i in batched.plan_items(purge["id"])] == sorted(ids)
+    assert [i["id"] for i in batched.plan_items(cancel["id"])] == sorted(pending)

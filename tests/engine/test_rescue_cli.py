@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 from crash.support import age, fetched, processing
 
 from chokaq_ops.cli import main
 from chokaq_ops.storage import Store
+from tests.support.cli import final, record
 
 
 def test_rescue_prints_counts_as_json(db_url, tmp_path, capsys, monkeypatch):
@@ -22,7 +21,7 @@ def test_rescue_prints_counts_as_json(db_url, tmp_path, capsys, monkeypatch):
         age(store, "jobs_hot", waiting + running, 20, "updated_at", "heartbeat_at")
         assert store.try_lease("rescue", "a-busy-worker", 600)  # the forced sweep ignores the lease
     assert main(["rescue", "--db", db_url, "--config", str(config), "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out) == {"recovered": 2, "archived": 3}
+    assert record(capsys.readouterr().out) == {"recovered": 2, "archived": 3}
     assert main(["rescue", "--db", db_url, "--config", str(config)]) == 0
     assert capsys.readouterr().out.split() == ["RECOVERED", "ARCHIVED", "0", "0"]
     with Store(db_url, pool_size=2) as store:
@@ -38,8 +37,14 @@ def test_rescue_uses_environment_timeouts_and_lists_ids(db_url, capsys, monkeypa
     assert f"recovered {waiting[0]}" in capsys.readouterr().out
 
 
-def test_rescue_on_a_broken_database_exits_1(tmp_path, capsys):
+def test_rescue_on_a_database_without_its_schema_exits_5(tmp_path, capsys):
     (tmp_path / "empty.db").touch()  # a database without the schema (a missing file is exit 2)
     url = f"sqlite:///{tmp_path / 'empty.db'}"
-    assert main(["rescue", "--db", url, "--format", "json"]) == 1
-    assert "chokaq migrate" in capsys.readouterr().err
+    assert main(["rescue", "--db", url, "--format", "json"]) == 5
+    out, err = capsys.readouterr()
+    assert "chokaq migrate" in err
+    assert (final(out)["event"], final(out)["reason"], final(out)["exit_code"]) == (
+        "error",
+        "schema_outdated",
+        5,
+    )

@@ -131,7 +131,10 @@ def test_max_retries_exceeded_keeps_the_last_traceback(store):
         row = settled(store, job_id, "dlq")
     assert row["failure_reason"] == "MaxRetriesExceeded"
     assert row["attempt_count"] == 2
-    assert row["error_details"].startswith("MaxRetriesExceeded: attempt 2 of 2 failed\nTraceback")
+    # The verdict and its cause on the first line, then the last traceback.
+    assert row["error_details"].startswith(
+        "MaxRetriesExceeded: attempt 2 of 2 failed: RuntimeError: still broken on attempt 2\nTraceback"
+    )
     assert "RuntimeError: still broken on attempt 2" in row["error_details"]
     assert row["fingerprint"] == fingerprint_text(row["error_details"]).id
 

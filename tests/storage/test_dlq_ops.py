@@ -207,7 +207,8 @@ def test_bulk_resurrect_of_2500_by_filter_runs_as_three_transactions(store):
     assert store.get_job(other)["location"] == "dlq"
     details = audit(store, "resurrect")[0]["details"]
     assert details == {"filter": {"queue": "bulk", "reason": "Transient"}, "failure_reason": "Transient"} | {
-        "fingerprint": details["fingerprint"]
+        "fingerprint": details["fingerprint"],
+        "renewed": True,  # the default: the retry budget starts afresh
     }
 
 

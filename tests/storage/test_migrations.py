@@ -4,7 +4,6 @@ same named queries."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -19,6 +18,7 @@ from storage_factories import sql
 from chokaq_ops.storage import Store
 from chokaq_ops.storage import queries as named
 from chokaq_ops.storage.migrate import current_version, latest_version, migrate, migrations, require_current
+from tests.support.cli import record
 
 CHOKAQ = str(Path(sys.executable).with_name("chokaq"))
 
@@ -102,7 +102,7 @@ def test_concurrent_migrate_processes_on_a_fresh_database_all_succeed(fresh_url,
     outs = [p.communicate(timeout=60) for p in procs]
     for p, (_, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err
-    results = [json.loads(out) for out, _ in outs]
+    results = [record(out) for out, _ in outs]
     with Store(fresh_url, pool_size=1) as s:
         latest = latest_version(s.dialect.name)
         assert ledger(s) == expected_ledger(s.dialect.name)

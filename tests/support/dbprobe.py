@@ -22,6 +22,7 @@ _AGEABLE = {
     "metric_buckets": ("bucket_start",),
     "events": ("at",),
     "job_failures": ("failed_at",),  # no id column: age every row (ids=None)
+    "plan_freezes": ("beat_at",),  # no id column: age every row (ids=None)
 }
 
 

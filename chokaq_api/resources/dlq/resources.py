@@ -7,7 +7,7 @@ from typing import Any
 from flask.views import MethodView
 
 from chokaq_api.auth import actor, require_plan_below_threshold
-from chokaq_api.extensions import Blueprint, store
+from chokaq_api.extensions import Blueprint, ctx, store
 from chokaq_api.resources.dlq.schemas import (
     BulkResurrectSchema,
     BulkSchema,
@@ -74,7 +74,7 @@ class Preview(MethodView):
     @blp.response(200, PreviewResultSchema)
     def post(self, body: dict[str, Any]) -> Any:
         """What a bulk resurrect or purge of `ids` or `filter` would touch; changes nothing"""
-        return store().preview_dlq(**body)
+        return store().preview_dlq(**body, max_job_age=ctx().settings.retry.max_job_age)
 
 
 @blp.route("/resurrect")

@@ -105,6 +105,17 @@ class SummaryQuery(DlqFilterSchema):
         return {"flt": to_dlq_filter(data), "top": top}
 
 
+def renew_flag() -> ma.fields.Boolean:
+    return ma.fields.Boolean(
+        load_default=True,
+        metadata={
+            "description": "Renew each job's retry budget (default): attempts and the lifetime clock "
+            "(Retry.MaxJobAge) restart at the resurrect. false keeps the clock at the job's creation: a job "
+            "older than MaxJobAge then dies as RetryLifetimeExpired on its first failure."
+        },
+    )
+
+
 class SelectionSchema(Schema):
     """`ids` or `filter`, not both."""
 
@@ -119,10 +130,26 @@ class SelectionSchema(Schema):
 
 class PreviewSchema(SelectionSchema):
     sample = ma.fields.Integer(load_default=10, validate=ma.validate.Range(0, 100))
+    max_jobs = ma.fields.Integer(
+        validate=ma.validate.Range(1, 100_000_000),
+        metadata={"description": "Preview the operation capped at this many jobs: every count is of them"},
+    )
+    renew = ma.fields.Boolean(
+        metadata={
+            "description": "Preview a resurrect that renews (true) or keeps (false) the jobs' retry budget; "
+            "with false, `past_lifetime` and `warnings` say how many would die on their first failure"
+        }
+    )
 
     @ma.post_load
     def to_call(self, data: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        return {"ids": data.get("ids"), "flt": data.get("filter"), "sample": data["sample"]}
+        return {
+            "ids": data.get("ids"),
+            "flt": data.get("filter"),
+            "sample": data["sample"],
+            "max_jobs": data.get("max_jobs"),
+            "renew": data.get("renew"),
+        }
 
 
 class BulkSchema(SelectionSchema):
@@ -160,6 +187,8 @@ class BulkResurrectSchema(BulkSchema):
         },
     )
 
+    renew = renew_flag()
+
     @ma.post_load
     def to_call(self, data: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         return {
@@ -168,6 +197,7 @@ class BulkResurrectSchema(BulkSchema):
             "max_jobs": data.get("max_jobs"),
             "spread": data.get("spread"),
             "rate": data.get("rate"),
+            "renew": data["renew"],
         }
 
 
@@ -189,6 +219,11 @@ class PreviewResultSchema(ma.Schema):
     by_reason = ma.fields.Dict(keys=ma.fields.String(), values=ma.fields.Integer(), required=True)
     by_queue = ma.fields.Dict(keys=ma.fields.String(), values=ma.fields.Integer(), required=True)
     by_type = ma.fields.Dict(keys=ma.fields.String(), values=ma.fields.Integer(), required=True)
+    renew = ma.fields.Boolean(metadata={"description": "The renew asked for (absent when not asked)"})
+    past_lifetime = ma.fields.Integer(
+        metadata={"description": "renew=false: jobs older than Retry.MaxJobAge (die on their first failure)"}
+    )
+    warnings = ma.fields.List(ma.fields.String(), metadata={"description": "What the operator should know"})
 
 
 class BreakdownSchema(ma.Schema):
@@ -253,6 +288,7 @@ class EditDeadSchema(Schema):
 
 
 class ResurrectOneSchema(Schema):
+    renew = renew_flag()
     payload = fields.Payload(metadata={"description": "Replacement payload; must be valid JSON."})
     tags = ma.fields.String(validate=ma.validate.Length(0, validation.MAX_TAGS))
     priority = ma.fields.Integer(

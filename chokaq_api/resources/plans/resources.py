@@ -20,11 +20,19 @@ from chokaq_api.resources.plans.schemas import (
     CreatePlanSchema,
     ExecutedSchema,
     ExecuteSchema,
+    LeaseSchema,
+    NotedSchema,
+    NoteSchema,
+    OpenedSchema,
+    OrphanSchema,
     OutcomesQuery,
     OutcomesSchema,
+    PaceSchema,
     PlanItemSchema,
     PlanListQuery,
     PlanSchema,
+    ReleasedSchema,
+    ReleaseSchema,
 )
 from chokaq_ops import errors
 
@@ -65,7 +73,7 @@ class Plans(MethodView):
     @blp.response(200, PlanSchema(many=True))
     @blp.paginate()
     def get(self, args: dict[str, Any], pagination_parameters: Any) -> Any:
-        """Plans, newest first; filter by state and action"""
+        """Plans, newest first; filter by state, action and label"""
         rows, total = store().list_plans(
             **args, page=pagination_parameters.page, page_size=pagination_parameters.page_size
         )
@@ -73,12 +81,19 @@ class Plans(MethodView):
         return rows
 
     @blp.arguments(CreatePlanSchema)
-    @blp.response(201, PlanSchema, description="The frozen plan: a dry run until executed.")
+    @blp.response(201, OpenedSchema, description="The frozen plan: a dry run until executed.")
+    @blp.alt_response(200, schema=OpenedSchema, description="The label's unfinished plan, resumed.")
+    @blp.alt_response(409, response="CONFLICT", description="The label is bound to another selection.")
     def post(self, body: dict[str, Any]) -> Any:
-        """Freeze the jobs of a resurrect, purge or cancel plan (by `ids` or `filter`) and preview them"""
+        """Freeze the jobs of a resurrect, purge or cancel plan (by `ids` or `filter`) and preview them;
+        with a `label`, resume its unfinished plan instead"""
         require_role_for(body["action"])
         action = body.pop("action")
-        return store().create_plan(action, actor=actor(), **body)
+        label, spec, new = body.pop("label"), body.pop("spec"), body.pop("new")
+        if body["ids"] is None and body["flt"] is None:
+            body.pop("ids"), body.pop("flt")
+        plan, resumed = store().open_plan(action, actor=actor(), label=label, spec=spec, new=new, **body)
+        return plan | {"resumed": resumed}, 200 if resumed else 201
 
 
 @blp.route("/<plan_id>")
@@ -107,14 +122,21 @@ class Execute(MethodView):
         max_chunks = body.get("max_chunks")
         deadline = time.monotonic() + body.get("max_seconds", 30.0)
         executed: list[dict[str, Any]] = []
+        wait = None
         while max_chunks is None or len(executed) < max_chunks:
-            plan, chunk = st.execute_plan_chunk(plan_id, actor=actor(plan_id), spread=body.get("spread", 0.0))
+            plan, chunk = st.execute_plan_chunk(
+                plan_id, actor=actor(plan_id), spread=body.get("spread", 0.0), holder=body.get("holder")
+            )
             if chunk is None:
+                break
+            if "wait" in chunk:
+                # The plan's pace: a request never sleeps on it; the caller asks again after wait_s.
+                wait = chunk["wait"]
                 break
             executed.append(chunk)
             if time.monotonic() >= deadline:
                 break
-        return plan | {"executed": executed}
+        return plan | {"executed": executed, "wait_s": wait}
 
 
 @blp.route("/<plan_id>/approve")
@@ -166,3 +188,65 @@ class Outcomes(MethodView):
     def get(self, args: dict[str, Any], plan_id: str) -> Any:
         """Where the jobs a resurrect plan moved are now: waiting, running, succeeded, failed again"""
         return store().plan_outcomes(plan_id, **args)
+
+
+@blp.route("/<plan_id>/lease")
+class Lease(MethodView):
+    @blp.arguments(LeaseSchema)
+    @blp.response(200, PlanSchema, description="The plan with lease_holder and lease_until.")
+    @blp.alt_response(404, response="NOT_FOUND")
+    @blp.alt_response(
+        409, response="CONFLICT", description="Another run holds it (field lease), or it is finished."
+    )
+    def post(self, body: dict[str, Any], plan_id: str) -> Any:
+        """Take or renew the plan's lease: one run at a time works a plan (a label's run holds it)"""
+        st = store()
+        require_role_for(st.get_plan(plan_id)["action"])
+        return st.lease_plan(plan_id, actor=actor(plan_id), **body)
+
+
+@blp.route("/<plan_id>/release")
+class Release(MethodView):
+    @blp.arguments(ReleaseSchema)
+    @blp.response(200, ReleasedSchema)
+    @blp.alt_response(404, response="NOT_FOUND")
+    def post(self, body: dict[str, Any], plan_id: str) -> Any:
+        """Give the plan's lease back (a run that ends for any reason but a kill)"""
+        st = store()
+        require_role_for(st.get_plan(plan_id)["action"])
+        return {"released": st.release_plan(plan_id, holder=body["holder"], actor=actor(plan_id))}
+
+
+@blp.route("/<plan_id>/pace")
+class Pace(MethodView):
+    @blp.arguments(PaceSchema)
+    @blp.response(200, PlanSchema)
+    @blp.alt_response(404, response="NOT_FOUND")
+    def post(self, body: dict[str, Any], plan_id: str) -> Any:
+        """Set the plan's pace (jobs per second; null: none), kept by every process working it; audited"""
+        st = store()
+        require_role_for(st.get_plan(plan_id)["action"])
+        return st.pace_plan(plan_id, body["rate"], actor=actor(plan_id))
+
+
+@blp.route("/<plan_id>/notes")
+class Notes(MethodView):
+    @blp.arguments(NoteSchema)
+    @blp.response(200, NotedSchema)
+    @blp.alt_response(404, response="NOT_FOUND")
+    def post(self, body: dict[str, Any], plan_id: str) -> Any:
+        """Record how a run working the plan ended or began (plan_halt, plan_interrupt, plan_resume) in the
+        audit log, as the CLI and the Python client do"""
+        st = store()
+        require_role_for(st.get_plan(plan_id)["action"])
+        st.note_plan(plan_id, body["event"], actor=actor(plan_id), details=body["details"])
+        return {"plan_id": plan_id, "event": body["event"]}
+
+
+@blp.route("/orphans")
+class Orphans(MethodView):
+    @blp.response(200, OrphanSchema(many=True))
+    def get(self) -> Any:
+        """Plans being frozen, and abandoned freezes not reclaimed yet (their rows are reclaimed by the next
+        plan creation or retention pass)"""
+        return store().list_orphans()

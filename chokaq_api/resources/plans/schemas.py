@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import marshmallow as ma
 
 from chokaq_api import fields
 from chokaq_api.extensions import Schema
-from chokaq_api.resources.dlq.schemas import DlqFilterSchema, all_flag, require_narrow
+from chokaq_api.resources.dlq.schemas import DlqFilterSchema, all_flag, renew_flag, require_narrow
 from chokaq_ops import validation
-from chokaq_ops.filters import hot_filter
+from chokaq_ops.filters import hot_filter, selection_spec
 from chokaq_ops.storage.admin_ops import MAX_SPREAD_S
-from chokaq_ops.storage.plan_ops import ACTIONS, MAX_PLAN_JOBS, PLAN_CHUNK
+from chokaq_ops.storage.plan_ops import ACTIONS, LEASE_TTL_S, MAX_PLAN_JOBS, MAX_RATE, PLAN_CHUNK, PLAN_EVENTS
 
 MAX_PLAN_IDS = 100_000
 STATES = ("ready", "running", "done", "discarded")
@@ -68,24 +69,60 @@ class CreatePlanSchema(Schema):
         metadata={"description": "Resurrect plans: {job id: {payload?, tags?, priority?}}"},
     )
     all = all_flag()
+    label = ma.fields.String(
+        validate=ma.validate.Length(1, 200),
+        metadata={
+            "description": "Name the plan. While a plan with this label and action is unfinished, a "
+            "request with the label resumes it (200, `resumed: true`) instead of freezing a new one, "
+            "provided it asks for the same selection (else 409 naming both, field label); with the label "
+            "alone (no ids or filter) it resumes it or answers 422"
+        },
+    )
+    spec = ma.fields.Dict(
+        keys=ma.fields.String(validate=ma.validate.Length(1, 50)),
+        values=ma.fields.String(validate=ma.validate.Length(0, 2000)),
+        validate=ma.validate.Length(max=30),
+        metadata={
+            "description": "The selection as the caller wrote it (the clients send it: `{queue: billing, "
+            "failed_from: 24h}`), what a label is bound to; default: the filter fields as sent"
+        },
+    )
+    new = ma.fields.Boolean(
+        load_default=False,
+        metadata={"description": "With a label: discard its unfinished plan (audited) and freeze a new one"},
+    )
+    renew = renew_flag()
+    rate = ma.fields.Float(
+        validate=ma.validate.Range(min=0, min_inclusive=False, max=MAX_RATE),
+        metadata={"description": "The plan's pace in jobs per second, kept by every process working it"},
+    )
 
     @ma.validates_schema
     def selection(self, data: dict[str, Any], **kwargs: Any) -> None:
-        if ("ids" in data) == ("filter" in data):
+        if "ids" in data and "filter" in data:
             raise ma.ValidationError("give either ids or filter", "ids")
+        if "ids" not in data and "filter" not in data and "label" not in data:
+            raise ma.ValidationError("give either ids or filter (or a label to resume its plan)", "ids")
         if data.get("edits") and data.get("action") != "resurrect":
             raise ma.ValidationError("only resurrect plans take edits", "edits")
+        if data.get("new") and "label" not in data:
+            raise ma.ValidationError("new goes with a label", "new")
 
     @ma.post_load
     def to_call(self, data: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
-        flt = data.get("filter")
+        raw = data.get("filter")
+        flt = raw
         if flt is not None:
             schema = HotFilterSchema() if data["action"] == "cancel" else DlqFilterSchema()
             try:
                 flt = schema.load(flt)
             except ma.ValidationError as exc:
                 raise ma.ValidationError({"filter": exc.messages}) from None
-        require_narrow(flt, data["all"], "ids" in data)
+        if "ids" in data or flt is not None:
+            require_narrow(flt, data["all"], "ids" in data)
+        spec = data.get("spec")
+        if spec is None and ("ids" in data or raw is not None):
+            spec = selection_spec(ids=data.get("ids"), filters=raw, max_jobs=data.get("max_jobs"))
         return {
             "action": data["action"],
             "ids": data.get("ids"),
@@ -93,6 +130,11 @@ class CreatePlanSchema(Schema):
             "edits": data.get("edits") or None,
             "max_jobs": data.get("max_jobs"),
             "chunk_size": data["chunk_size"],
+            "label": data.get("label"),
+            "spec": spec,
+            "new": data["new"],
+            "renew": data["renew"],
+            "rate": data.get("rate"),
         }
 
 
@@ -111,11 +153,83 @@ class ExecuteSchema(Schema):
         validate=ma.validate.Range(0, MAX_SPREAD_S),
         metadata={"description": "Resurrect plans: each chunk's due times jittered over this many seconds"},
     )
+    holder = ma.fields.String(
+        validate=ma.validate.Length(1, 200),
+        metadata={
+            "description": "The run holding the plan's lease (POST /plans/{id}/lease); renewed by each chunk"
+        },
+    )
+
+
+class LeaseSchema(Schema):
+    holder = ma.fields.String(required=True, validate=ma.validate.Length(1, 200))
+    ttl = ma.fields.Float(
+        load_default=LEASE_TTL_S,
+        validate=ma.validate.Range(1, 3600),
+        metadata={
+            "description": "Seconds the lease lasts unless renewed (a chunk run by the holder renews it)"
+        },
+    )
+    take_from = ma.fields.String(
+        validate=ma.validate.Length(1, 200),
+        metadata={
+            "description": "A holder the caller knows is dead (its process is gone): take its lease now"
+        },
+    )
+
+
+class ReleaseSchema(Schema):
+    holder = ma.fields.String(required=True, validate=ma.validate.Length(1, 200))
+
+
+class ReleasedSchema(ma.Schema):
+    released = ma.fields.Boolean(required=True, metadata={"description": "False: the holder held no lease"})
+
+
+class PaceSchema(Schema):
+    rate = ma.fields.Float(
+        required=True,
+        allow_none=True,
+        validate=ma.validate.Range(min=0, min_inclusive=False, max=MAX_RATE),
+        metadata={"description": "Jobs per second for every process working the plan; null: unpaced"},
+    )
+
+
+class NoteSchema(Schema):
+    event = fields.choice(PLAN_EVENTS, required=True)
+    details = ma.fields.Dict(
+        load_default=dict,
+        validate=lambda d: len(json.dumps(d, default=str)) <= 4000,
+        metadata={
+            "description": "What the run reports (a halt's reason, an interrupt's signal), as an object"
+        },
+    )
+
+
+class NotedSchema(ma.Schema):
+    plan_id = ma.fields.String(required=True)
+    event = ma.fields.String(required=True)
+
+
+class OrphanSchema(ma.Schema):
+    class Meta:
+        ordered = True
+
+    plan_id = ma.fields.String(required=True)
+    actor = ma.fields.String(required=True)
+    state = ma.fields.String(required=True, metadata={"enum": ["freezing", "reclaiming"]})
+    started_at = fields.UtcDateTime(required=True)
+    beat_at = fields.UtcDateTime(required=True)
+    items = ma.fields.Integer(required=True, metadata={"description": "plan_items rows it holds"})
+    abandoned = ma.fields.Boolean(
+        required=True, metadata={"description": "Silent past the grace: reclaimable"}
+    )
 
 
 class PlanListQuery(Schema):
     state = fields.choice(STATES)
     action = fields.choice(ACTIONS)
+    label = ma.fields.String(validate=ma.validate.Length(1, 200))
 
 
 class ChunkSchema(ma.Schema):
@@ -160,17 +274,33 @@ class PlanSchema(ma.Schema):
         metadata={"description": "Four-eyes: the token that approved the plan (not its creator)"},
     )
     approved_at = fields.UtcDateTime(allow_none=True)
+    label = ma.fields.String(allow_none=True)
+    spec = ma.fields.Dict(allow_none=True, metadata={"description": "The selection the label is bound to"})
+    renew = ma.fields.Boolean(metadata={"description": "Resurrect plans: the jobs' retry budget is renewed"})
+    rate = ma.fields.Float(allow_none=True, metadata={"description": "The plan's pace, jobs per second"})
+    lease_holder = ma.fields.String(allow_none=True, metadata={"description": "The run working the plan"})
+    lease_until = fields.UtcDateTime(allow_none=True)
+
+
+class OpenedSchema(PlanSchema):
+    resumed = ma.fields.Boolean(
+        required=True, metadata={"description": "True: the label's unfinished plan, resumed (nothing frozen)"}
+    )
 
 
 class ExecutedSchema(PlanSchema):
     executed = ma.fields.List(ma.fields.Nested(ChunkSchema), required=True)
+    wait_s = ma.fields.Float(
+        allow_none=True,
+        metadata={"description": "The plan's pace let no chunk start yet: ask again after this many seconds"},
+    )
 
 
 class PlanItemSchema(ma.Schema):
     class Meta:
         ordered = True
 
-    job_id = ma.fields.String(required=True)
+    id = ma.fields.String(required=True, metadata={"description": "The job's id"})
     chunk = ma.fields.Integer(required=True)
     ord = ma.fields.Integer(required=True)
     done_at = fields.UtcDateTime(allow_none=True)

@@ -118,6 +118,9 @@ export function render(section, ctx, params = {}) {
         ["Created by", `${plan.actor} at ${fmtTime(plan.created_at)}`],
         ["Approved by", plan.approved_by ? `${plan.approved_by} at ${fmtTime(plan.approved_at)}` : "—"],
         ["Filter", plan.filter ? JSON.stringify(plan.filter) : "selected ids"],
+        ...(plan.action === "resurrect" ? [["Retry budget", plan.renew === false ? "kept: the lifetime clock runs from each job's creation" : "renewed: attempts and Retry.MaxJobAge restart at the resurrect"]] : []),
+        ...(plan.label ? [["Label", plan.label]] : []),
+        ...(plan.rate ? [["Pace", `${fmtNum(plan.rate)} jobs/s (the plan's, for every process working it)`]] : []),
       ]),
       h("div", { class: "breakdowns" }, breakdown("By reason", plan.by_reason), breakdown("By queue", plan.by_queue), breakdown("By type", plan.by_type)),
       plan.sample && plan.sample.length ? h("details", {}, h("summary", { text: `Sample (${plan.sample.length})` }),
@@ -141,12 +144,32 @@ export function render(section, ctx, params = {}) {
     const chunk = h("input", { type: "number", id: "plan-chunk", min: 1, max: 1000, value: 1000, class: "narrow" });
     const limit = h("input", { type: "number", id: "plan-max", min: 1, placeholder: "all", class: "narrow" });
     const kind = select("action", [["resurrect", "resurrect"], ...(ctx.can("purge") ? [["purge", "purge"]] : [])], spec.action);
+    // A resurrect renews the jobs' retry budget unless told to keep it; keeping it is previewed at once:
+    // jobs older than Retry.MaxJobAge would die on their first failure (docs/worker.md).
+    const keep = h("input", { type: "checkbox", id: "plan-keep-budget" });
+    const budget = h("p", { role: "status", "data-testid": "budget-warning", class: "lag-warning" });
+    const selection = () => (spec.ids ? { ids: spec.ids } : { filter: spec.filter });
+    async function checkBudget() {
+      budget.textContent = "";
+      if (kind.value !== "resurrect" || !keep.checked) return;
+      try {
+        const { data } = await post("/dlq/preview", { ...selection(), renew: false, sample: 0, ...(limit.value ? { max_jobs: Number(limit.value) } : {}) });
+        budget.textContent = (data.warnings || []).join(" ") || "No job is older than Retry.MaxJobAge: keeping the budget costs none of them a retry.";
+      } catch (error) {
+        budget.textContent = error.message;
+      }
+    }
+    keep.addEventListener("change", checkBudget);
+    kind.addEventListener("change", checkBudget);
     fill(top, h("form", { class: "filters", "aria-label": "New plan", onsubmit: (e) => { e.preventDefault(); } },
       h("p", { text: spec.ids ? `${fmtNum(spec.ids.length)} selected jobs` : `Every dead job matching ${JSON.stringify(spec.filter)}` }),
       field("Action", kind), field("Jobs per chunk", chunk), field("At most", limit),
+      h("div", { class: "field inline" }, keep, h("label", { for: "plan-keep-budget", text: "Resurrect: keep the old retry budget (do not renew)" })),
+      budget,
       action(ctx, "plan", "Preview plan", () => create({
-        action: kind.value, ...(spec.ids ? { ids: spec.ids } : { filter: spec.filter }), chunk_size: Number(chunk.value) || 1000,
+        action: kind.value, ...selection(), chunk_size: Number(chunk.value) || 1000,
         ...(limit.value ? { max_jobs: Number(limit.value) } : {}),
+        ...(kind.value === "resurrect" ? { renew: !keep.checked } : {}),
       }), { class: "primary" })));
   } else if (params.plan) {
     showPlan(params.plan).catch((error) => fill(detail, errorBox(error)));
