@@ -174,12 +174,13 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                 if t >= timeline.end - 0.01:
                     break
         finally:
+            # The server first: whatever else fails to stop, no process outlives the bench.
+            server.stop()
             stop.set()
             producer.stop()
             if analytics:
                 analytics.stop()
             holder.stop()
-            server.stop()
         problems = [
             *producer.errors,
             *(analytics.errors if analytics else []),

@@ -48,6 +48,7 @@ COMMAND_MODULES = (
     "stats",
     "archive",
     "rescue",
+    "doctor",
     "demo",
     "bench",
 )

@@ -168,3 +168,62 @@ class LaneBook:
     def forget(self, worker_id: str) -> None:
         with self._lock:
             self._by_worker.pop(worker_id, None)
+
+
+class Peek:
+    """A reader's view of the lanes (queue lag for GET /queues, the metrics and readiness): the due
+    pending jobs per queue, read like a claim reads them (`peek_lanes`), from positions this reader
+    remembers; it never claims. A position only ever moves to the lane's first pending row, so the next
+    read walks the entries of jobs claimed since the last one, not of everything claimed before."""
+
+    def __init__(self) -> None:
+        self.positions: dict[tuple[str, int], Position] = {}
+        self.xmax: str | None = None
+        self.xip: list[str] = []
+        self.known = False
+        self.lock = threading.Lock()
+
+    def lags(
+        self, run: Callable[..., list[dict[str, Any]]], discover: Callable[..., list[dict[str, Any]]]
+    ) -> dict[str, dict[str, Any]]:
+        """Per queue with due pending jobs: due_pending, max_lag_s and avg_lag_s (database clock)."""
+        with self.lock:
+            if not self.known:
+                for r in discover(queues=None):
+                    if r["kind"] == "lane":
+                        self.positions[(r["queue"], int(r["priority"]))] = Position("-infinity", "", False)
+                    elif r["kind"] == "snap":
+                        self.xmax, self.xip = str(r["snap_xmax"]), json.loads(r["snap_xip"])
+                self.known = True
+            lanes = [
+                {"q": q, "p": p, "d": pos.due, "i": pos.id, "x": False}
+                for (q, p), pos in self.positions.items()
+            ]
+            rows = run(lanes=lanes, xmax=self.xmax, xip=self.xip)
+            seen: dict[tuple[str, int], Position] = {}
+            out: dict[str, dict[str, Any]] = {}
+            for r in rows:
+                if r["kind"] == "snap":
+                    self.xmax, self.xip = str(r["snap_xmax"]), json.loads(r["snap_xip"])
+                    continue
+                seen[(str(r["queue"]), int(r["priority"]))] = Position(
+                    str(r["cursor_due"]), str(r["id"]), False
+                )
+                n = int(r["due_n"] or 0)
+                if not n:
+                    continue
+                q = out.setdefault(r["queue"], {"due_pending": 0, "max_lag_s": 0.0, "lag_sum": 0.0})
+                q["due_pending"] += n
+                q["lag_sum"] += float(r["lag_sum"] or 0.0)
+                q["max_lag_s"] = max(q["max_lag_s"], float(r["max_lag_s"] or 0.0))
+            # A lane with no pending job is forgotten: a job that enters it later is made by a transaction
+            # the next read sees through the snapshot bookkeeping.
+            self.positions = seen
+        return {
+            name: {
+                "due_pending": q["due_pending"],
+                "avg_lag_s": q["lag_sum"] / q["due_pending"],
+                "max_lag_s": q["max_lag_s"],
+            }
+            for name, q in out.items()
+        }

@@ -168,51 +168,53 @@ class PlanOps:
         params: dict[str, Any],
         limit: int,
     ) -> int:
-        """Write the plan's items in CleanupBatchSize transactions, all read from one snapshot taken as
-        freezing begins, so the set is exactly what matched at that instant however long the writing
-        takes (docs/storage-contract.md, "Plans"). Returns how many were frozen. The plan row does not
-        exist yet: nothing can see, approve or run a plan half frozen."""
+        """Write the plan's items in CleanupBatchSize batches, each read and written in short transactions
+        of its own: a freeze never holds one snapshot for its whole length, which would keep vacuum (and on
+        SQLite the log's checkpoint) back for as long (docs/endurance.md). A filter takes the jobs that
+        matched at the freeze's start (`as_of`: failed, or created, by then), walked by a keyset cursor;
+        a job that leaves meanwhile is left out. Returns how many were frozen. The plan row does not exist
+        yet: nothing can see, approve or run a plan half frozen (docs/maintenance.md)."""
         batch = self.db.cleanup_batch_size
         frozen = seen = 0
-        after: dict[str, Any] = {"after_at": None, "after_id": None}
-        with self.db.snapshot("plan_snapshot") as snap:
-            for start in range(0, len(items) if items is not None else limit, batch):
-                started = time.monotonic()
-                self.freezes.beat(plan_id)
-                if items is not None:
-                    found = snap.run(
-                        "plan_scan_hot_ids" if hot else "plan_scan_dlq_ids",
-                        items=items[start : start + batch],
-                    )
-                else:
-                    want = min(batch, limit - seen)
-                    found = snap.run(
-                        "plan_scan_hot_filter" if hot else "plan_scan_dlq_filter",
-                        limit=want,
-                        **after,
-                        **params,
-                    )
-                    if found:
-                        after = {"after_at": found[-1]["key_at"], "after_id": found[-1]["id"]}
-                rows = [
-                    {
-                        "ord": seen + n,
-                        "id": r["id"],
-                        "payload": r.get("payload"),
-                        "tags": r.get("tags"),
-                        "priority": r.get("priority"),
-                    }
-                    for n, r in enumerate(found)
-                ]
-                seen += len(rows)
-                if rows:
-                    written = self.db.run(
-                        "plan_add_items", plan_id=plan_id, chunk_size=chunk_size, items=rows
-                    )
-                    frozen += int(written[0]["n"])
-                if items is None and len(found) < want:
-                    break
-                self.db.let_writers_in(time.monotonic() - started)
+        after: dict[str, Any] = {"after_at": None, "after_id": None, "as_of": self.db.now()}
+        for start in range(0, len(items) if items is not None else limit, batch):
+            started = time.monotonic()
+            self.freezes.beat(plan_id)
+            if items is not None:
+                found = self.db.run(
+                    "plan_scan_hot_ids" if hot else "plan_scan_dlq_ids",
+                    write=False,
+                    items=items[start : start + batch],
+                    as_of=after["as_of"],
+                )
+            else:
+                want = min(batch, limit - seen)
+                found = self.db.run(
+                    "plan_scan_hot_filter" if hot else "plan_scan_dlq_filter",
+                    write=False,
+                    limit=want,
+                    **after,
+                    **params,
+                )
+                if found:
+                    after |= {"after_at": found[-1]["key_at"], "after_id": found[-1]["id"]}
+            rows = [
+                {
+                    "ord": seen + n,
+                    "id": r["id"],
+                    "payload": r.get("payload"),
+                    "tags": r.get("tags"),
+                    "priority": r.get("priority"),
+                }
+                for n, r in enumerate(found)
+            ]
+            seen += len(rows)
+            if rows:
+                written = self.db.run("plan_add_items", plan_id=plan_id, chunk_size=chunk_size, items=rows)
+                frozen += int(written[0]["n"])
+            if items is None and len(found) < want:
+                break
+            self.db.let_writers_in(time.monotonic() - started)
         return frozen
 
     def _drop_unsealed(self, plan_id: str) -> None:

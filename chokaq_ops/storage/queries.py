@@ -23,7 +23,8 @@ from pathlib import Path
 DIALECT_ONLY = {
     "fetch_head": "sqlite",
     **dict.fromkeys(
-        ("discover_lanes", "fold_counters", "sweep_mark", "mark_abandoned", "mark_zombies"), "postgresql"
+        ("discover_lanes", "peek_lanes", "fold_counters", "sweep_mark", "mark_abandoned", "mark_zombies"),
+        "postgresql",
     ),
 }
 

@@ -12,6 +12,7 @@ from chokaq_ops.models import ArchiveFilter, DlqFilter, FailureReason, HotFilter
 from chokaq_ops.records import ArchivedJob, AuditEntry, DeadJob, HotJob, JobRecord, job_record
 from chokaq_ops.storage.database import Database, Tx
 from chokaq_ops.storage.filters import dlq_filter_params
+from chokaq_ops.storage.lanes import Peek
 
 MAX_PAGE_SIZE = 1000
 HOT_SORTS = ("created_at", "priority", "due_at", "id", "queue", "type", "status")
@@ -54,6 +55,7 @@ def budget_warning(n: int, matched: int, max_job_age: float) -> str:
 class ReadOps:
     def __init__(self, db: Database) -> None:
         self.db = db
+        self.peek = Peek()  # PostgreSQL: this process's positions for reading queue lag
 
     def get_job(self, job_id: str) -> JobRecord:
         """Any job by id, wherever it lives; `location` says where (hot, archive, dlq)."""
@@ -368,7 +370,7 @@ class ReadOps:
         counts: dict[str, dict[str, int]] = {}
         for r in self.db.run("hot_status_counts", write=False):
             counts.setdefault(r["queue"], {})[Status(int(r["status"])).name] = int(r["n"])
-        lags = {r["queue"]: r for r in self.db.run("queue_lag", write=False, gone_s=float(worker_gone_s))}
+        lags = self._lags(worker_gone_s)
         out = []
         for r in rows:
             c, lag = counts.get(r["name"], {}), lags.get(r["name"], {})
@@ -386,9 +388,40 @@ class ReadOps:
             )
         return out
 
-    def list_workers(self) -> list[dict[str, Any]]:
-        """Workers holding claimed jobs, from the hot table: there is no worker registry, so an idle worker
-        is invisible here (the API adds the one its own process hosts)."""
+    def _lags(self, worker_gone_s: float) -> dict[str, dict[str, Any]]:
+        """Per queue: due pending jobs and jobs stranded with a gone worker, the oldest's and the average
+        wait. PostgreSQL reads the pending side through lanes (storage/lanes.py, Peek) and the stranded
+        side only while a worker is gone: neither walks the dead versions a held snapshot keeps."""
+        stranded = {r["queue"]: r for r in self.db.run("queue_lag", write=False, gone_s=float(worker_gone_s))}
+        if "peek_lanes" not in self.db.queries:
+            return stranded  # SQLite: one statement counts both sides
+        pending = self.peek.lags(
+            lambda **p: self.db.run("peek_lanes", write=False, **p),
+            lambda **p: self.db.run("discover_lanes", write=False, **p),
+        )
+        out: dict[str, dict[str, Any]] = {}
+        for name in pending.keys() | stranded.keys():
+            p, s = pending.get(name, {}), stranded.get(name, {})
+            waiting = int(p.get("due_pending") or 0) + int(s.get("stranded") or 0)
+            out[name] = {
+                "due_pending": p.get("due_pending", 0),
+                "stranded": int(s.get("stranded") or 0),
+                "max_lag_s": max(float(p.get("max_lag_s") or 0.0), float(s.get("max_lag_s") or 0.0)),
+                "avg_lag_s": (
+                    float(p.get("avg_lag_s") or 0.0) * int(p.get("due_pending") or 0)
+                    + float(s.get("avg_lag_s") or 0.0) * int(s.get("stranded") or 0)
+                )
+                / max(1, waiting),
+            }
+        return out
+
+    def list_workers(
+        self, *, recent_s: float = 60.0, fetched_s: float = 600.0, gone_s: float = 30.0
+    ) -> list[dict[str, Any]]:
+        """Workers holding claimed jobs, from the hot table (the API joins the registry): an idle worker is
+        not here. PostgreSQL reads processing rows beaten in the last `recent_s`, fetched rows claimed in
+        the last `fetched_s` (Recovery.FetchedJobTimeout), and older processing rows only of workers gone
+        for `gone_s` (docs/endurance.md)."""
         return [
             r
             | {
@@ -397,7 +430,9 @@ class ReadOps:
                 "queues": sorted(filter(None, (r.pop("queues") or "").split(","))),
                 "silent_seconds": max(0.0, round(float(r.pop("silent_s") or 0.0), 3)),
             }
-            for r in self.db.run("list_workers", write=False)
+            for r in self.db.run(
+                "list_workers", write=False, recent_s=recent_s, fetched_s=fetched_s, gone_s=gone_s
+            )
         ]
 
     # ------------------------------------------------------------------ audit and events

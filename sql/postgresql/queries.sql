@@ -1505,14 +1505,37 @@ LIMIT CAST(:limit AS integer);
 SELECT id, error_details FROM jobs_dlq WHERE id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)));
 
 -- name: list_workers
--- Workers as the hot table sees them: every worker id holding fetched or processing rows (both statuses
--- have partial indexes, so this reads only claimed rows however large the queue is), database clock.
+-- Workers as the hot table sees them: every worker id holding fetched or processing rows, database clock.
+-- Read by time ranges of the two partial indexes, not whole: while a snapshot is held they keep the
+-- entries of every job processed since (docs/endurance.md). A live worker's processing rows beat every
+-- few seconds (the last :recent_s), its fetched rows were claimed within Recovery.FetchedJobTimeout
+-- (:fetched_s); older processing rows belong to a worker that stopped beating them, and are read from the
+-- zombie sweep's mark on only while the registry has a worker gone for :gone_s.
+WITH gone AS (
+    SELECT id FROM workers WHERE last_seen_at < now() - make_interval(secs => CAST(:gone_s AS double precision))
+),
+held AS (
+    SELECT h.worker_id, h.status, h.queue, h.heartbeat_at, h.updated_at, h.started_at FROM jobs_hot h
+    WHERE h.status = 2
+      AND coalesce(h.heartbeat_at, h.updated_at) >= now() - make_interval(secs => CAST(:recent_s AS double precision))
+    UNION ALL
+    SELECT h.worker_id, h.status, h.queue, h.heartbeat_at, h.updated_at, h.started_at FROM jobs_hot h
+    WHERE h.status = 1
+      AND h.updated_at >= now() - make_interval(secs => CAST(:fetched_s AS double precision))
+    UNION ALL
+    SELECT h.worker_id, h.status, h.queue, h.heartbeat_at, h.updated_at, h.started_at FROM jobs_hot h
+    WHERE EXISTS (SELECT 1 FROM gone) AND h.status = 2
+      AND coalesce(h.heartbeat_at, h.updated_at) < now() - make_interval(secs => CAST(:recent_s AS double precision))
+      AND coalesce(h.heartbeat_at, h.updated_at)
+          >= coalesce((SELECT m.at FROM sweep_marks m WHERE m.phase = 'zombies'), '-infinity')
+      AND h.worker_id IN (SELECT id FROM gone)
+)
 SELECT h.worker_id, count(*) FILTER (WHERE h.status = 1) AS fetched,
        count(*) FILTER (WHERE h.status = 2) AS processing,
        string_agg(DISTINCT h.queue, ',') AS queues, max(h.heartbeat_at) AS last_heartbeat_at,
        extract(epoch FROM now() - max(coalesce(h.heartbeat_at, h.updated_at))) AS silent_s,
        min(h.started_at) AS oldest_started_at
-FROM jobs_hot h WHERE (h.status = 1 OR h.status = 2) AND h.worker_id IS NOT NULL
+FROM held h WHERE h.worker_id IS NOT NULL
 GROUP BY h.worker_id ORDER BY h.worker_id;
 
 -- name: stats_totals
@@ -1552,21 +1575,84 @@ WHERE CAST(:name AS text) IS NULL OR q.name = CAST(:name AS text)
 ORDER BY q.name;
 
 -- name: queue_lag
--- Due jobs no live worker runs, per queue: pending ones, and those fetched by a worker whose registry row
--- is older than :gone_s (it died; the sweep returns them). Their count and how long the oldest has waited
--- (seconds, database clock). Two branches, so the pending one keeps its index.
-WITH waiting AS (
-    SELECT h.queue, h.status, h.due_at FROM jobs_hot h WHERE h.status = 0 AND h.due_at <= now()
-    UNION ALL
-    SELECT h.queue, h.status, h.due_at FROM jobs_hot h
-    WHERE h.status = 1 AND h.due_at <= now() AND h.worker_id IN (
-        SELECT id FROM workers
-        WHERE last_seen_at < now() - make_interval(secs => CAST(:gone_s AS double precision)))
+-- Jobs fetched by a worker whose registry row is older than :gone_s (it died; the sweep returns them),
+-- per queue: `stranded`, and how long the oldest has been due. Read only while a worker is gone (the
+-- fetched rows' index holds the dead entries of every fetch). The pending side of the lag is peek_lanes'.
+WITH gone AS (
+    SELECT id FROM workers WHERE last_seen_at < now() - make_interval(secs => CAST(:gone_s AS double precision))
 )
-SELECT queue, count(*) FILTER (WHERE status = 0) AS due_pending, count(*) FILTER (WHERE status = 1) AS stranded,
-       extract(epoch FROM now() - min(due_at)) AS max_lag_s,
-       avg(extract(epoch FROM now() - due_at)) AS avg_lag_s
-FROM waiting GROUP BY queue;
+SELECT h.queue, 0 AS due_pending, count(*) AS stranded, extract(epoch FROM now() - min(h.due_at)) AS max_lag_s,
+       avg(extract(epoch FROM now() - h.due_at)) AS avg_lag_s
+FROM jobs_hot h
+WHERE EXISTS (SELECT 1 FROM gone) AND h.status = 1 AND h.due_at <= now() AND h.worker_id IN (SELECT id FROM gone)
+GROUP BY h.queue;
+
+-- name: peek_lanes
+-- The due pending jobs per lane for a reader (queue lag in GET /queues, the metrics, readiness), read
+-- like a claim reads them (docs/endurance.md): from the reader's remembered position per lane (:lanes,
+-- as `fetch` takes them), plus the rows made pending by transactions its previous read could not see
+-- (:xmax, :xip). Never claims. Per lane (kind 'lane'): the first pending row (the next position), and the
+-- count, oldest due time and summed lag of the due ones; then the snapshot (kind 'snap'). Costs the due
+-- backlog and the jobs claimed since the previous read, not the dead versions of older work.
+WITH cur AS (
+    SELECT c.q, c.p, c.d, c.i FROM jsonb_to_recordset(CAST(:lanes AS jsonb))
+        AS c(q text, p integer, d timestamptz, i text, x boolean)
+),
+snap AS (SELECT pg_current_snapshot() AS s),
+settled AS (
+    SELECT CAST(x AS xid8) AS xid FROM jsonb_array_elements_text(CAST(:xip AS jsonb)) x
+    WHERE NOT (CAST(x AS xid8) = ANY (ARRAY(SELECT pg_snapshot_xip(s) FROM snap)))
+),
+news AS (
+    (SELECT h.id, h.queue, h.priority, h.due_at FROM jobs_hot h
+     WHERE h.status = 0 AND h.ready_xid >= CAST(:xmax AS xid8) ORDER BY h.ready_xid)
+    UNION ALL
+    (SELECT h.id, h.queue, h.priority, h.due_at FROM jobs_hot h
+     WHERE h.status = 0 AND h.ready_xid = ANY (ARRAY(SELECT xid FROM settled)) ORDER BY h.ready_xid)
+),
+lanes AS (
+    SELECT c.q, c.p, c.d, c.i FROM cur c
+    UNION ALL
+    SELECT DISTINCT n.queue, n.priority, CAST('-infinity' AS timestamptz), '' FROM news n
+    WHERE NOT EXISTS (SELECT 1 FROM cur c WHERE c.q = n.queue AND c.p = n.priority)
+),
+-- Rows made pending behind a position (a late commit, a release, a retry...).
+behind AS (
+    SELECT n.* FROM news n JOIN lanes l ON l.q = n.queue AND l.p = n.priority
+    WHERE (n.due_at, n.id) < (l.d, l.i)
+),
+per_lane AS (
+    SELECT l.q, l.p, f.due_at AS f_due, f.id AS f_id, a.n, a.oldest, a.lag_sum
+    FROM lanes l
+    LEFT JOIN LATERAL (
+        SELECT h.due_at, h.id FROM jobs_hot h
+        WHERE h.queue = l.q AND h.priority = l.p AND h.status = 0 AND (h.due_at, h.id) >= (l.d, l.i)
+        ORDER BY h.due_at, h.id LIMIT 1) f ON true
+    LEFT JOIN LATERAL (
+        SELECT count(*) AS n, min(x.due_at) AS oldest, sum(EXTRACT(EPOCH FROM now() - x.due_at)) AS lag_sum
+        FROM (SELECT h.due_at FROM jobs_hot h
+              WHERE h.queue = l.q AND h.priority = l.p AND h.status = 0 AND (h.due_at, h.id) >= (l.d, l.i)
+                AND h.due_at <= now()
+              ORDER BY h.due_at, h.id) x) a ON true
+)
+SELECT 'lane' AS kind, p.q AS queue, p.p AS priority,
+       CAST(coalesce(b.due_at, p.f_due) AS text) AS cursor_due, coalesce(b.id, p.f_id) AS id,
+       coalesce(p.n, 0) + coalesce(b.due_n, 0) AS due_n,
+       EXTRACT(EPOCH FROM now() - least(p.oldest, b.oldest)) AS max_lag_s,
+       coalesce(p.lag_sum, 0) + coalesce(b.lag_sum, 0) AS lag_sum, CAST(NULL AS text) AS snap_xmax,
+       CAST(NULL AS text) AS snap_xip
+FROM per_lane p
+LEFT JOIN LATERAL (
+    SELECT min(y.due_at) FILTER (WHERE y.due_at <= now()) AS oldest,
+           count(*) FILTER (WHERE y.due_at <= now()) AS due_n,
+           sum(EXTRACT(EPOCH FROM now() - y.due_at)) FILTER (WHERE y.due_at <= now()) AS lag_sum,
+           (array_agg(y.due_at ORDER BY y.due_at, y.id))[1] AS due_at, (array_agg(y.id ORDER BY y.due_at, y.id))[1] AS id
+    FROM behind y WHERE y.queue = p.q AND y.priority = p.p HAVING count(*) > 0) b ON true
+WHERE p.f_id IS NOT NULL OR b.id IS NOT NULL
+UNION ALL
+SELECT 'snap', NULL, NULL, NULL, NULL, NULL, NULL, NULL, CAST(pg_snapshot_xmax(s) AS text),
+       (SELECT CAST(coalesce(json_agg(CAST(x AS text)), '[]') AS text) FROM pg_snapshot_xip(s) x)
+FROM snap;
 
 -- name: throughput
 -- Outcomes over the last 1 and 5 minutes from the metric buckets.
@@ -1903,47 +1989,44 @@ ORDER BY created_at DESC, id DESC LIMIT 1;
 SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb))
     AS i(ord integer, id text, payload text, tags text, priority integer)
 
--- name: plan_snapshot
--- Makes the freezing reader's transaction one snapshot: every batch it reads sees the database as it
--- was at its first statement.
-SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY;
-
 -- name: plan_scan_dlq_ids
--- On the plan's snapshot: the given ids that are dead jobs, in the given order, with the per-job
--- payload/tags/priority a resurrect plan replaces.
+-- A batch of a freeze (its own short transaction): the given ids that were dead jobs by :as_of (the
+-- freeze's start), in the given order, with the per-job payload/tags/priority a resurrect plan replaces.
 SELECT i.ord, i.id, i.payload, i.tags, i.priority
-FROM ({{plan_items_json}}) i JOIN jobs_dlq d ON d.id = i.id ORDER BY i.ord;
+FROM ({{plan_items_json}}) i JOIN jobs_dlq d ON d.id = i.id WHERE d.failed_at <= CAST(:as_of AS timestamptz) ORDER BY i.ord;
 
 -- name: plan_scan_hot_ids
--- On the plan's snapshot: the given ids that are hot jobs (a cancel plan; running ones are skipped when
--- it executes), in the given order.
+-- A batch of a freeze (its own short transaction): the given ids that were hot jobs by :as_of (the
+-- freeze's start; a cancel plan's running ones are skipped when it executes), in the given order.
 SELECT i.ord, i.id, i.payload, i.tags, i.priority
-FROM ({{plan_items_json}}) i JOIN jobs_hot h ON h.id = i.id ORDER BY i.ord;
+FROM ({{plan_items_json}}) i JOIN jobs_hot h ON h.id = i.id WHERE h.created_at <= CAST(:as_of AS timestamptz) ORDER BY i.ord;
 
 -- name: plan_scan_dlq_filter
--- On the plan's snapshot: the next :limit dead jobs matching a filter, newest failure first, after the
+-- A batch of a freeze (its own short transaction): the next :limit dead jobs matching a filter that
+-- failed by :as_of (the freeze's start), newest failure first, after the
 -- (failed_at, id) where the previous batch ended (:after_at/:after_id; NULL for the first batch). The
 -- bound on failed_at stands alone so the index scan starts at the cursor: under an OR every batch
 -- walked the index from the newest entry.
 SELECT d.id, d.failed_at AS key_at FROM jobs_dlq d
 WHERE {{dlq_where}}
-  AND d.failed_at <= coalesce(CAST(:after_at AS timestamptz), 'infinity')
+  AND d.failed_at <= coalesce(CAST(:after_at AS timestamptz), CAST(:as_of AS timestamptz))
   AND (CAST(:after_at AS timestamptz) IS NULL OR d.failed_at < CAST(:after_at AS timestamptz)
        OR d.id > CAST(:after_id AS text))
 ORDER BY d.failed_at DESC, d.id LIMIT CAST(:limit AS integer);
 
 -- name: plan_scan_hot_filter
--- On the plan's snapshot: the next :limit pending or fetched hot jobs matching a filter, oldest first,
+-- A batch of a freeze (its own short transaction): the next :limit pending or fetched hot jobs matching a
+-- filter that were created by :as_of (the freeze's start), oldest first,
 -- after the (created_at, id) where the previous batch ended.
 SELECT h.id, h.created_at AS key_at FROM jobs_hot h
-WHERE {{hot_where}} AND h.status IN (0, 1)
+WHERE {{hot_where}} AND h.status IN (0, 1) AND h.created_at <= CAST(:as_of AS timestamptz)
   AND h.created_at >= coalesce(CAST(:after_at AS timestamptz), '-infinity')
   AND (CAST(:after_at AS timestamptz) IS NULL
        OR (h.created_at, h.id) > (CAST(:after_at AS timestamptz), CAST(:after_id AS text)))
 ORDER BY h.created_at, h.id LIMIT CAST(:limit AS integer);
 
 -- name: plan_add_items
--- Writes one batch of frozen items (read on the snapshot); an item's chunk follows from its ord.
+-- Writes one batch of frozen items; an item's chunk follows from its ord.
 WITH ins AS (
     INSERT INTO plan_items (plan_id, job_id, chunk, ord, payload, tags, priority)
     SELECT CAST(:plan_id AS text), i.id, i.ord / CAST(:chunk_size AS integer), i.ord, i.payload, i.tags, i.priority

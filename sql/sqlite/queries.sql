@@ -1305,44 +1305,42 @@ SELECT CAST(json_extract(j.value, '$.ord') AS INTEGER) AS ord, json_extract(j.va
        json_extract(j.value, '$.priority') AS priority
 FROM json_each(:items) j
 
--- name: plan_snapshot
--- Starts the read snapshot a plan is frozen from (run first in the freezing reader's transaction).
-SELECT count(*) AS n FROM sqlite_master;
-
 -- name: plan_scan_dlq_ids
--- On the plan's snapshot: the given ids that are dead jobs, in the given order, with the per-job
--- payload/tags/priority a resurrect plan replaces.
+-- A batch of a freeze (its own short transaction): the given ids that were dead jobs by :as_of (the
+-- freeze's start), in the given order, with the per-job payload/tags/priority a resurrect plan replaces.
 SELECT i.ord, i.id, i.payload, i.tags, i.priority
-FROM ({{plan_items_json}}) i JOIN jobs_dlq d ON d.id = i.id ORDER BY i.ord;
+FROM ({{plan_items_json}}) i JOIN jobs_dlq d ON d.id = i.id WHERE d.failed_at <= :as_of ORDER BY i.ord;
 
 -- name: plan_scan_hot_ids
--- On the plan's snapshot: the given ids that are hot jobs (a cancel plan; running ones are skipped when
--- it executes), in the given order.
+-- A batch of a freeze (its own short transaction): the given ids that were hot jobs by :as_of (the
+-- freeze's start; a cancel plan's running ones are skipped when it executes), in the given order.
 SELECT i.ord, i.id, i.payload, i.tags, i.priority
-FROM ({{plan_items_json}}) i JOIN jobs_hot h ON h.id = i.id ORDER BY i.ord;
+FROM ({{plan_items_json}}) i JOIN jobs_hot h ON h.id = i.id WHERE h.created_at <= :as_of ORDER BY i.ord;
 
 -- name: plan_scan_dlq_filter
--- On the plan's snapshot: the next :limit dead jobs matching a filter, newest failure first, after the
+-- A batch of a freeze (its own short transaction): the next :limit dead jobs matching a filter that
+-- failed by :as_of (the freeze's start), newest failure first, after the
 -- (failed_at, id) where the previous batch ended (:after_at/:after_id; NULL for the first batch). The
 -- bound on failed_at stands alone so the index scan starts at the cursor: under an OR every batch
 -- walked the index from the newest entry (1M jobs: 250 ms a batch and rising).
 SELECT d.id, d.failed_at AS key_at FROM jobs_dlq d
 WHERE {{dlq_where}}
-  AND d.failed_at <= coalesce(:after_at, '9999-12-31')
+  AND d.failed_at <= coalesce(:after_at, :as_of)
   AND (:after_at IS NULL OR d.failed_at < :after_at OR d.id > :after_id)
 ORDER BY d.failed_at DESC, d.id LIMIT :limit;
 
 -- name: plan_scan_hot_filter
--- On the plan's snapshot: the next :limit pending or fetched hot jobs matching a filter, oldest first,
+-- A batch of a freeze (its own short transaction): the next :limit pending or fetched hot jobs matching a
+-- filter that were created by :as_of (the freeze's start), oldest first,
 -- after the (created_at, id) where the previous batch ended.
 SELECT h.id, h.created_at AS key_at FROM jobs_hot h
-WHERE {{hot_where}} AND h.status IN (0, 1)
+WHERE {{hot_where}} AND h.status IN (0, 1) AND h.created_at <= :as_of
   AND h.created_at >= coalesce(:after_at, '')
   AND (:after_at IS NULL OR h.created_at > :after_at OR h.id > :after_id)
 ORDER BY h.created_at, h.id LIMIT :limit;
 
 -- name: plan_add_items
--- Writes one batch of frozen items (read on the snapshot); an item's chunk follows from its ord.
+-- Writes one batch of frozen items; an item's chunk follows from its ord.
 INSERT INTO plan_items (plan_id, job_id, chunk, ord, payload, tags, priority)
 SELECT :plan_id, i.id, i.ord / :chunk_size, i.ord, i.payload, i.tags, i.priority
 FROM ({{plan_items_json}}) i WHERE true ON CONFLICT DO NOTHING;

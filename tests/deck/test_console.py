@@ -4,6 +4,7 @@ resurrect plan with progress, and live arrivals without reload."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 
@@ -329,3 +330,46 @@ def test_payload_checker_points_at_the_error(deck):
             assert not got["ok"], text
             assert (got["error"]["line"], got["error"]["column"]) == (line, column), (text, got)
             assert words in got["error"]["message"], (text, got)
+
+
+def test_the_horizon_banner_names_the_holder_and_only_an_admin_ends_it(deck):
+    """A notebook keeps a snapshot open: every role sees the banner with its session; an admin ends the
+    session after typing its pid, and the banner goes (PostgreSQL; SQLite shows its pinned log instead)."""
+    if deck.dialect != "postgresql":
+        pytest.skip("a server-side snapshot holder exists on PostgreSQL only")
+    from chokaq_ops.storage.dialects import from_url
+    from tests.deck.conftest import SHOTS
+
+    (deck.workdir / "chokaq.toml").write_text(FAST_TOML + '\n[Health]\nHorizonDegraded = "1s"\n')
+    deck.serve("--no-worker")
+    notebook = from_url(deck.db_url).connect()
+    notebook.autocommit = False
+    cur = notebook.cursor()
+    cur.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    cur.execute("SET LOCAL application_name = 'triage-notebook'")
+    cur.execute("SELECT count(*) FROM jobs_archive")
+    cur.fetchall()
+    cur.execute("SELECT pg_backend_pid()")
+    pid = int(cur.fetchone()[0])
+    time.sleep(1.2)
+    try:
+        reader = deck.open("reader")
+        banner = reader.page.locator("#horizon")
+        banner.wait_for()
+        assert f"pid {pid}" in banner.text_content() and "triage-notebook" in banner.text_content()
+        assert banner.get_by_role("button").count() == 0  # a reader sees who, not how to end it
+        admin = deck.open("admin")
+        banner = admin.page.locator("#horizon")
+        banner.get_by_role("button", name="End this session…").wait_for()
+        SHOTS.mkdir(parents=True, exist_ok=True)
+        admin.page.screenshot(path=str(SHOTS / "horizon-banner.png"))
+        banner.get_by_role("button", name="End this session…").click()
+        admin.page.get_by_label(f"Type {pid} to confirm").fill(str(pid))
+        admin.page.get_by_role("button", name="Confirm").click()
+        admin.page.locator("#toast", has_text="released its snapshot").wait_for()
+        banner.wait_for(state="hidden")
+        trail = [a["action"] for a in deck.call("GET", "/audit").json() if a["action"].endswith("_session")]
+        assert sorted(trail) == ["cancel_session", "terminate_session"]
+    finally:
+        with contextlib.suppress(Exception):
+            notebook.close()

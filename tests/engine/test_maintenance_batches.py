@@ -201,35 +201,35 @@ def plan_rows(observer: Store) -> tuple[int, int]:
     )
 
 
-def test_a_filter_plan_is_frozen_in_batches_from_one_snapshot(batched, observer):
+def test_a_filter_plan_is_frozen_in_batches_as_of_its_start_without_one_long_snapshot(batched, observer):
     ids = dead(batched, 8, "d")
-    late: list[str] = []
+    running = processing(batched, "w", 1, prefix="r")
 
     def meanwhile(batch: int) -> None:
         if batch == 1:
-            # After the first batch: a matching job enters the DLQ with the oldest failure (where the
-            # scan has not been yet), and one not yet frozen leaves it.
-            late.extend(dead(batched, 1, "late", minutes_ago=60))
+            # After the first batch: a matching job dies (it failed after the freeze began), and one not
+            # yet frozen leaves the DLQ. Each batch reads in a transaction of its own (no snapshot held
+            # for the whole freeze: docs/endurance.md).
+            assert batched.move_to_dlq("w", [Dead(running[0], FailureReason.Fatal, "late")]) == running
             assert batched.resurrect(ids[-1], actor=Actor("bob"))
 
     probe = BatchProbe(batched, "plan_add_items", lambda: plan_rows(observer), meanwhile)
     plan = batched.create_plan("purge", actor=Actor("alice"), flt=DlqFilter())
-    # Three transactions of at most 3 items, each seen by another connection before the plan existed.
-    assert probe.seen == [(3, 0), (6, 0), (8, 0)]
-    assert plan_rows(observer) == (8, 1)
+    # Transactions of at most 3 items, each seen by another connection before the plan existed.
+    assert probe.seen == [(3, 0), (6, 0), (7, 0)]
+    assert plan_rows(observer) == (7, 1)
     items = batched.plan_items(plan["id"])
-    # Exactly the jobs in the DLQ when freezing began, newest failure first: the late arrival is out,
-    # the job that left is in (executing the plan will skip it).
-    assert [i["id"] for i in items] == ids
-    assert [i["ord"] for i in items] == list(range(8))
-    assert [i["chunk"] for i in items] == [0] * 8  # the execution chunk (1000) is not the freeze batch
-    assert (plan["total"], plan["chunks"]) == (8, 1)
-    assert late[0] not in {i["id"] for i in items}
+    # The jobs that had failed when freezing began, newest failure first: the late death is out, and so
+    # is the job that left before its batch was read.
+    assert [i["id"] for i in items] == ids[:-1]
+    assert [i["ord"] for i in items] == list(range(7))
+    assert [i["chunk"] for i in items] == [0] * 7  # the execution chunk (1000) is not the freeze batch
+    assert (plan["total"], plan["chunks"]) == (7, 1)
     batched.approve_plan(plan["id"], actor=Actor("carol"))
     after, chunk = batched.execute_plan_chunk(plan["id"], actor=Actor("alice"))
-    assert chunk == {"chunk": 0, "claimed": 8, "done": 7, "skipped": 1}
-    assert (after["state"], after["done"], after["skipped"]) == ("done", 7, 1)
-    assert {r[0] for r in sql(batched, "SELECT id FROM jobs_dlq")} == set(late)
+    assert chunk == {"chunk": 0, "claimed": 7, "done": 7, "skipped": 0}
+    assert (after["state"], after["done"], after["skipped"]) == ("done", 7, 0)
+    assert {r[0] for r in sql(batched, "SELECT id FROM jobs_dlq")} == set(running)
 
 
 def test_an_id_plan_is_frozen_in_batches_and_a_job_entering_the_dlq_meanwhile_stays_out(batched, observer):

@@ -175,3 +175,32 @@ def test_claim_cost_stays_flat_while_a_snapshot_keeps_50000_dead_versions(pg, pg
     assert full <= fresh * 1.5, (fresh, half, full)
     # Buffers undercount a walk (consecutive dead entries share heap pages), yet it shows.
     assert newcomer > 2 * full, (full, newcomer)
+
+
+def test_queue_lag_is_read_through_lanes_and_sees_jobs_put_back_behind_them(pg, pg_url):
+    """GET /queues, the metrics and readiness read the lag like claims read jobs: from remembered
+    positions, plus the jobs made pending behind them since."""
+
+    def lag(queue: str = "default") -> tuple[int, float]:
+        q = next(q for q in pg.queue_stats() if q["name"] == queue)
+        return q["due_pending"], q["max_lag_seconds"]
+
+    pg.enqueue([NewJob(type="t", id=f"j{i}") for i in range(5)])
+    age(pg, "jobs_hot", None, 30, "due_at")
+    n, oldest = lag()
+    assert n == 5 and 29 < oldest < 60
+    assert [r["id"] for r in pg.fetch("w", 3)] == ["j0", "j1", "j2"]
+    n, oldest = lag()
+    assert n == 2 and 29 < oldest < 60
+    assert pg.release("w", ["j0"]) == ["j0"]  # back behind the reader's position
+    assert lag()[0] == 3
+    app = _session(pg_url)
+    try:
+        pg.enqueue_on(app, [NewJob(type="t", id="late")])
+        assert lag()[0] == 3  # not committed yet
+        app.commit()
+    finally:
+        app.close()
+    assert lag()[0] == 4
+    assert len(pg.fetch("w2", 10)) == 4
+    assert lag() == (0, 0.0)

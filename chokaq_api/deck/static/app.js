@@ -3,6 +3,7 @@
 
 import { ApiError, get, hooks, session } from "./api.js";
 import { $, clear, fill, h, toast } from "./dom.js";
+import { startBanner } from "./horizon.js";
 import { follow } from "./live.js";
 import * as audit from "./panels/audit.js";
 import * as dlq from "./panels/dlq.js";
@@ -35,6 +36,7 @@ const ctx = {
 
 let current = null;
 let stream = null;
+let banner = null;
 
 function setLive(state) {
   const el = $("#live");
@@ -82,6 +84,7 @@ async function signIn(token) {
   fill(who, h("span", { class: "who-name", text: data.name }), " ", h("span", { class: `role role-${data.role}`, text: data.role }));
   $("#signout").hidden = false;
   stream = follow({ onEvent, onState: setLive });
+  banner = startBanner(ctx);
   const wanted = location.hash.replace(/^#\//, "");
   show(PANELS.some(([n]) => n === wanted) ? wanted : "overview");
 }
@@ -91,6 +94,8 @@ function signOut(message) {
   ctx.me = null;
   if (stream) stream.stop();
   stream = null;
+  if (banner) banner.stop();
+  banner = null;
   if (current && current.handle && current.handle.dispose) current.handle.dispose();
   current = null;
   clear($("#view")).hidden = true;

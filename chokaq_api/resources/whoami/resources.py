@@ -18,6 +18,7 @@ ABILITIES = {
     "operator": ("read", "enqueue", "edit", "resurrect", "cancel", "pause", "rescue", "plan"),
     "admin": (
         "read", "enqueue", "edit", "resurrect", "cancel", "pause", "rescue", "plan", "purge", "queue_limits",
+        "end_sessions",
     ),
 }  # fmt: skip
 

@@ -16,6 +16,7 @@ class WhoAmISchema(ma.Schema):
         required=True,
         metadata={
             "description": "What the role may do: read, enqueue, edit, resurrect, cancel, pause, rescue, "
-            "plan, purge, queue_limits (clients hide what is missing; the API refuses it anyway)"
+            "plan, purge, queue_limits, end_sessions (clients hide what is missing; the API refuses it "
+            "anyway)"
         },
     )

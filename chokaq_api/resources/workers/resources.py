@@ -62,8 +62,14 @@ def _registered(r: dict[str, Any], timeout: float) -> dict[str, Any]:
 
 
 def workers() -> list[dict[str, Any]]:
-    timeout = ctx().settings.health.worker_heartbeat_timeout
-    hot = {r["worker_id"]: r for r in store().list_workers()}
+    settings = ctx().settings
+    timeout = settings.health.worker_heartbeat_timeout
+    listed = store().list_workers(
+        recent_s=3 * settings.execution.heartbeat_interval_max + timeout,
+        fetched_s=settings.recovery.fetched_job_timeout,
+        gone_s=timeout,
+    )
+    hot = {r["worker_id"]: r for r in listed}
     reg = {r["worker_id"]: r for r in store().list_registry()}
     own = hosted_worker()
     out = []
