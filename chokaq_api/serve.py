@@ -50,6 +50,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-worker", action="store_true", help="do not run a worker in this process")
     p.add_argument("--no-rescue", action="store_true", help="do not run the rescue sweep in this process")
     p.add_argument("--no-retention", action="store_true", help="do not run retention in this process")
+    p.add_argument(
+        "--no-schedules", action="store_true", help="do not fire recurring schedules in this process"
+    )
     p.add_argument("--migrate", action="store_true", help="create or upgrade the schema first (PostgreSQL)")
     p.set_defaults(handler=run)
 
@@ -86,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         if host is not None:
             host.start()
         where = f"http://{server.effective_host}:{server.effective_port}"
-        parts = ", ".join(name for name, on in _engine_roles(args) if on) or "no engine"
+        parts = ", ".join(name for name, on in _engine_roles(args, settings) if on) or "no engine"
         print(f"chokaq: serving {where}/api/v1 on {api_store.dialect.redacted_url()} ({parts})", flush=True)
         if settings.deck.enabled:
             print(f"chokaq: The Deck (web console) at {where}{settings.deck.route_prefix}/", flush=True)
@@ -118,17 +121,18 @@ def listen(app: Any, settings: Settings) -> Any:
         ) from exc
 
 
-def _engine_roles(args: argparse.Namespace) -> list[tuple[str, bool]]:
+def _engine_roles(args: argparse.Namespace, settings: Settings) -> list[tuple[str, bool]]:
     return [
         ("worker", not args.no_worker),
         ("rescue", not args.no_rescue),
         ("retention", not args.no_retention),
+        ("schedules", not args.no_schedules and settings.schedules.enabled),
     ]
 
 
 def build_engine(settings: Settings, args: argparse.Namespace) -> Any:
     """The engine Host (not started) on its own store, so a busy worker cannot starve the API's pool."""
-    if not any(on for _, on in _engine_roles(args)):
+    if not any(on for _, on in _engine_roles(args, settings)):
         return None
     from chokaq_ops.engine.handlers import load_handler_modules
     from chokaq_ops.engine.hosting import Host
@@ -143,6 +147,7 @@ def build_engine(settings: Settings, args: argparse.Namespace) -> Any:
             run_worker=not args.no_worker,
             run_rescue=not args.no_rescue,
             run_retention=not args.no_retention,
+            run_schedules=not args.no_schedules,
         )
     except BaseException:
         store.close()

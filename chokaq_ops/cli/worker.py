@@ -1,4 +1,5 @@
-"""`chokaq worker`: a headless worker with its heartbeats, the rescue sweep and retention, until SIGTERM.
+"""`chokaq worker`: a headless worker with its heartbeats, the rescue sweep, retention and the schedule
+check, until SIGTERM.
 
 Run several (on one host or many) to scale out: each claims its own jobs, and the rescue sweep and
 retention take a database lease so one process does them per interval. On SIGTERM or SIGINT the worker
@@ -32,6 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--metrics-port", type=int, metavar="PORT", help="serve Prometheus metrics on this port")
     p.add_argument("--no-rescue", action="store_true", help="do not run the rescue sweep in this process")
     p.add_argument("--no-retention", action="store_true", help="do not run retention in this process")
+    p.add_argument(
+        "--no-schedules", action="store_true", help="do not fire recurring schedules in this process"
+    )
     p.set_defaults(handler=run)
 
 
@@ -69,7 +73,13 @@ def run(args: argparse.Namespace) -> int:
             migrate(store)
         else:
             require_current(store)
-        host = Host(settings, store, run_rescue=not args.no_rescue, run_retention=not args.no_retention)
+        host = Host(
+            settings,
+            store,
+            run_rescue=not args.no_rescue,
+            run_retention=not args.no_retention,
+            run_schedules=not args.no_schedules,
+        )
         if args.metrics_port is not None:
             from prometheus_client import start_http_server
 
@@ -81,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
             f"chokaq: worker {worker.worker_id} on {store.dialect.redacted_url()} "
             f"(concurrency {worker.concurrency}, queues {','.join(worker.queues or ()) or 'all'}, "
             f"handlers from {','.join(loaded) or 'none'}; "
-            f"rescue {'off' if args.no_rescue else 'on'}, retention {'off' if args.no_retention else 'on'})",
+            f"rescue {'off' if args.no_rescue else 'on'}, retention {'off' if args.no_retention else 'on'}, "
+            f"schedules {'on' if host.schedules else 'off'})",
             flush=True,
         )
         host.run_forever()

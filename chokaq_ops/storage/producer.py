@@ -153,6 +153,14 @@ class Producer:
         # idle-worker gate (see the enqueue SQL) could miss that worker.
         return self._results(tx.run, items, self._enqueue_in(tx, items, explicit, notify=True))
 
+    def enqueue_in(self, tx: Tx, jobs: Iterable[NewJob]) -> list[EnqueueResult]:
+        """Enqueue inside a transaction of this store that does more (a schedule's tick, with its ledger
+        row): the statements of enqueue_on; the caller commits, and publishes the wake-up after."""
+        items, explicit = self._enqueue_items(jobs)
+        if not items:
+            return []
+        return self._results(tx.run, items, self._enqueue_in(tx, items, explicit, notify=True))
+
     def enqueue_audited(self, job: NewJob, *, actor: Actor, max_queues: int | None = None) -> EnqueueResult:
         """Enqueue one job on an operator's behalf (the API): `created_by` is the actor, and a new job's
         audit row commits in the same transaction. With `max_queues`, a job for a queue that does not exist

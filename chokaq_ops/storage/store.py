@@ -23,6 +23,7 @@ from chokaq_ops.storage.pool import Pool
 from chokaq_ops.storage.read_ops import ReadOps
 from chokaq_ops.storage.registry_ops import RegistryOps
 from chokaq_ops.storage.rescue import Rescue
+from chokaq_ops.storage.schedule_ops import ScheduleOps
 from chokaq_ops.storage.tokens import Tokens
 from chokaq_ops.storage.worker_ops import WorkerOps
 
@@ -72,6 +73,7 @@ class Store:
         self.registry = RegistryOps(self.db)
         self.failures = FailureOps(self.db)
         self.events = Events(self.db)
+        self.schedules = ScheduleOps(self.db, self.producer)
 
     @classmethod
     def from_settings(cls, settings: Settings, url: str | None = None) -> Store:
@@ -169,6 +171,7 @@ class Store:
     next_due = forward("producer", producer.Producer.next_due)
     enqueue_on = forward("producer", producer.Producer.enqueue_on)
     enqueue_audited = forward("producer", producer.Producer.enqueue_audited)
+    enqueue_in = forward("producer", producer.Producer.enqueue_in)
 
     # ------------------------------------------------------------------ worker (WorkerOps)
 
@@ -279,3 +282,18 @@ class Store:
     events_after = forward("events", Events.events_after)
     last_event_id = forward("events", Events.last_event_id)
     prune = forward("events", Events.prune)
+
+    # ------------------------------------------------------------------ recurring schedules (ScheduleOps)
+
+    get_schedule = forward("schedules", ScheduleOps.get_schedule)
+    list_schedules = forward("schedules", ScheduleOps.list_schedules)
+    schedule_runs = forward("schedules", ScheduleOps.schedule_runs)
+    due_schedules = forward("schedules", ScheduleOps.due_schedules)
+    create_schedule = forward("schedules", ScheduleOps.create_schedule)
+    update_schedule = forward("schedules", ScheduleOps.update_schedule)
+    delete_schedule = forward("schedules", ScheduleOps.delete_schedule)
+    pause_schedule = forward("schedules", ScheduleOps.pause_schedule)
+    resume_schedule = forward("schedules", ScheduleOps.resume_schedule)
+    trigger_schedule = forward("schedules", ScheduleOps.trigger_schedule)
+    sync_schedules = forward("schedules", ScheduleOps.sync_schedules)
+    fire_schedule = forward("schedules", ScheduleOps.fire_schedule)

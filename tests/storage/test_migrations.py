@@ -221,7 +221,7 @@ def test_schema_sql_equals_a_replay_of_the_migrations(fresh_url, tmp_path, pg_se
 
 
 def test_both_dialects_define_the_same_query_names():
-    for file in ("queries", "bench"):
+    for file in ("queries", "schedules", "bench"):
         lite, pg = named.load("sqlite", file), named.load("postgresql", file)
         assert set(lite) ^ set(pg) == set(), file
         assert len(lite) > (100 if file == "queries" else 5)
@@ -255,7 +255,7 @@ def test_every_named_query_compiles(store):
                 for st in store.queries["enqueue"].statements:
                     if _head(st.sql) == "CREATE":
                         cur.execute(st.sql)
-            for file in ("queries", "bench"):
+            for file in ("queries", "schedules", "bench"):
                 for name, query in named.load(store.dialect.name, file).items():
                     for i, st in enumerate(query.statements):
                         head = _head(st.sql)
