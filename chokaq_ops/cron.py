@@ -122,26 +122,6 @@ class Cron:
             tick = self.next_after(tick)
         return out
 
-    def between(self, start: datetime, end: datetime, limit: int) -> tuple[list[datetime], bool]:
-        """The ticks in [start, end], oldest first, at most `limit` of them; and whether more were left."""
-        out: list[datetime] = []
-        tick = self.at_or_after(start)
-        while tick is not None and tick <= end:
-            if len(out) >= limit:
-                return out, True
-            out.append(tick)
-            tick = self.next_after(tick)
-        return out, False
-
-    def count(self, start: datetime, end: datetime, cap: int) -> int:
-        """How many ticks fall in [start, end), counted up to `cap`."""
-        n = 0
-        tick = self.at_or_after(start)
-        while tick is not None and tick < end and n < cap:
-            n += 1
-            tick = self.next_after(tick)
-        return n
-
     def latest(self, start: datetime, end: datetime, count: int) -> list[datetime]:
         """The newest `count` ticks in [start, end), oldest first, without walking every tick since
         `start` (a schedule of every second, down for a day, has 86,400): a window ending at `end` grows

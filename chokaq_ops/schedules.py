@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -203,19 +204,32 @@ def plan_ticks(
     catch_up_max: int,
     grace_s: float,
 ) -> TickPlan:
-    """The ticks in [due, now] that run now. `due` is the schedule's next_run_at, `now` the database's."""
+    """The ticks in [due, now] that run now. `due` is the schedule's next_run_at, `now` the database's.
+
+    The ticks are the chain APScheduler's own scheduler walks: `due`, then each next fire time after the
+    last. Recomputed from an arbitrary instant, APScheduler 3 can name other ticks (from inside a
+    spring-forward gap it does not see the shifted tick it names from before the gap), so a `due` still
+    ahead of `now` is kept as it is, and the chain is walked from it."""
+    if due > now:
+        return TickPlan(fire=(), late=frozenset(), missed=0, next_run_at=due)
     boundary = now - timedelta(seconds=grace_s)
-    late: list[datetime] = []
+    keep = min({"skip": 0, "once": 1, "catch_up": catch_up_max}.get(misfire, 1), MAX_TICKS_PER_CHECK)
+    late: deque[datetime] = deque(maxlen=keep)
     missed = 0
-    if due < boundary:
-        keep = {"skip": 0, "once": 1, "catch_up": catch_up_max}.get(misfire, 1)
-        keep = min(keep, MAX_TICKS_PER_CHECK)
-        late = expression.latest(due, boundary, keep)
-        missed = max(0, expression.count(due, boundary, MAX_COUNTED_MISSES) - len(late))
-    on_time, more = expression.between(max(due, boundary), now, MAX_TICKS_PER_CHECK - len(late))
-    fire = tuple(late + on_time)
-    if more and fire:
-        next_run_at = expression.next_after(fire[-1])  # the rest at the next check
+    tick: datetime | None = due
+    while tick is not None and tick < boundary and missed < MAX_COUNTED_MISSES:
+        missed += 1
+        late.append(tick)
+        tick = expression.next_after(tick)
+    if tick is not None and tick < boundary:
+        # A long outage: counted up to the cap (a floor), the newest missed ticks found from the boundary.
+        late = deque(expression.latest(tick, boundary, keep), maxlen=keep)
+        tick = expression.at_or_after(boundary)
     else:
-        next_run_at = expression.next_after(now)
-    return TickPlan(fire=fire, late=frozenset(late), missed=missed, next_run_at=next_run_at)
+        missed -= len(late)
+    on_time: list[datetime] = []
+    while tick is not None and tick <= now and len(late) + len(on_time) < MAX_TICKS_PER_CHECK:
+        on_time.append(tick)
+        tick = expression.next_after(tick)
+    # The first tick not handled: after now, or the rest of a check that reached MAX_TICKS_PER_CHECK.
+    return TickPlan(fire=(*late, *on_time), late=frozenset(late), missed=missed, next_run_at=tick)

@@ -119,6 +119,8 @@ class ScheduleChecker:
             catch_up_max=int(row["catch_up_max"]),
             grace_s=float(grace),
         )
+        if not plan.fire and not plan.missed and plan.next_run_at == row["next_run_at"]:
+            return  # not due yet on the clock the plan was made with
         fired = self.store.fire_schedule(
             row["name"], expected=row["next_run_at"], plan=plan, fired_by=self.holder
         )
