@@ -97,6 +97,16 @@ ROUTES: Mapping[tuple[str, str], Rule] = {
     ("GET", "/circuits"): READER,
     ("GET", "/circuits/<path:type_key>"): READER,
     ("PATCH", "/circuits/<path:type_key>"): ADMIN,
+    # Recurring schedules (docs/schedules.md): operators pause, resume and trigger what admins define.
+    ("GET", "/schedules"): READER,
+    ("POST", "/schedules"): ADMIN,
+    ("GET", "/schedules/<name>"): READER,
+    ("PATCH", "/schedules/<name>"): ADMIN,
+    ("DELETE", "/schedules/<name>"): ADMIN,
+    ("POST", "/schedules/<name>/pause"): OPERATOR,
+    ("POST", "/schedules/<name>/resume"): OPERATOR,
+    ("POST", "/schedules/<name>/trigger"): OPERATOR,
+    ("GET", "/schedules/<name>/runs"): READER,
 }
 
 

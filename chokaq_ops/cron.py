@@ -53,7 +53,7 @@ def zone(tz: Any) -> ZoneInfo:
         raise errors.ValidationError(f"tz must be an IANA time zone name, got {tz!r}", field="tz")
     try:
         return ZoneInfo(tz.strip())
-    except (ZoneInfoNotFoundError, ValueError, OSError):
+    except (ZoneInfoNotFoundError, ValueError, OSError, TypeError):
         raise errors.ValidationError(
             f"unknown time zone {tz!r} (use an IANA name such as UTC or Europe/Berlin)", field="tz"
         ) from None
@@ -175,7 +175,7 @@ def parse(expression: Any, tz: Any = "UTC") -> Cron:
                     CronTrigger(day="*", day_of_week=names, **common),
                 ]
             )
-    except ValueError as exc:
+    except (ValueError, TypeError, IndexError, KeyError) as exc:  # APScheduler's parse errors
         raise errors.ValidationError(f"cron {text!r}: {exc}", field="cron") from None
     cron = Cron(text, where.key, trigger)
     try:

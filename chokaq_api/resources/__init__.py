@@ -16,6 +16,7 @@ from chokaq_api.resources import (
     plans,
     queues,
     rescue,
+    schedules,
     stats,
     whoami,
     workers,
@@ -37,6 +38,7 @@ MODULES = (
     workers,
     circuits,
     failures,
+    schedules,
     whoami,
 )
 URL_PREFIX = "/api/v1"

@@ -41,6 +41,13 @@ class Case:
     ok: int = 200
 
 
+def _schedule(store: Store, **kw: Any) -> str:
+    store.create_schedule(
+        {"name": "matrix", "type": "matrix.v1", "cron": "@hourly", **kw}, actor=Actor("creator")
+    )
+    return "matrix"
+
+
 def _plan(store: Store, by: str = "creator") -> tuple[str, str]:
     job = to_dlq(store)[0]
     return store.create_plan("resurrect", actor=Actor(by), ids=[job])["id"], job
@@ -154,6 +161,39 @@ CASES: dict[tuple[str, str], Case] = {
         lambda s, plan: s.get_plan(plan)["approved_by"] is not None,
         ("plan_approve",),
     ),
+    ("POST", "/schedules"): Case(
+        lambda s: ("/schedules", {"name": "matrix", "type": "matrix.v1", "cron": "*/5 * * * *"}, None),
+        lambda s, _: scalar(s, "SELECT count(*) FROM schedules WHERE name = 'matrix'") == 1,
+        ("schedule_create",),
+        ok=201,
+    ),
+    ("PATCH", "/schedules/<name>"): Case(
+        lambda s: (f"/schedules/{_schedule(s)}", {"priority": 3, "tz": "Europe/Berlin"}, None),
+        lambda s, _: (s.get_schedule("matrix").priority, s.get_schedule("matrix").tz) == (3, "Europe/Berlin"),
+        ("schedule_update",),
+    ),
+    ("DELETE", "/schedules/<name>"): Case(
+        lambda s: (f"/schedules/{_schedule(s)}", None, None),
+        lambda s, _: scalar(s, "SELECT count(*) FROM schedules") == 0,
+        ("schedule_delete",),
+        ok=204,
+    ),
+    ("POST", "/schedules/<name>/pause"): Case(
+        lambda s: (f"/schedules/{_schedule(s)}/pause", None, None),
+        lambda s, _: s.get_schedule("matrix").paused,
+        ("schedule_pause",),
+    ),
+    ("POST", "/schedules/<name>/resume"): Case(
+        lambda s: (f"/schedules/{_schedule(s, paused=True)}/resume", None, None),
+        lambda s, _: not s.get_schedule("matrix").paused,
+        ("schedule_resume",),
+    ),
+    ("POST", "/schedules/<name>/trigger"): Case(
+        lambda s: (f"/schedules/{_schedule(s)}/trigger", None, None),
+        lambda s, _: scalar(s, "SELECT count(*) FROM jobs_hot WHERE tags = 'schedule:matrix'") == 1,
+        ("schedule_trigger",),
+        ok=201,
+    ),
 }
 
 
@@ -193,7 +233,8 @@ def audit_rows(store: Store) -> list[tuple[Any, ...]]:
 
 
 def reset(store: Store) -> None:
-    for table in ("audit_log", "plan_items", "plans", "jobs_hot", "jobs_dlq", "jobs_archive", "events"):
+    tables = ("audit_log", "plan_items", "plans", "jobs_hot", "jobs_dlq", "jobs_archive", "events")
+    for table in (*tables, "schedule_runs", "schedules"):
         sql(store, f"DELETE FROM {table}")
     sql(store, "UPDATE queues SET paused = ? WHERE name = 'default'", False)
 
