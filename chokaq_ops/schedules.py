@@ -183,6 +183,14 @@ class Schedule:
         return check_definition(values)
 
 
+def next_ticks(expression: str, tz: str, first: datetime | None, count: int = 5) -> list[datetime]:
+    """A schedule's next `count` ticks as the check will run them: its next_run_at and the chain after it
+    (none while paused)."""
+    if first is None:
+        return []
+    return [first, *cron.parse(expression, tz).upcoming(first, count - 1)]
+
+
 @dataclass(frozen=True)
 class TickPlan:
     """What one check does for a due schedule: the ticks to enqueue (oldest first), which of them are

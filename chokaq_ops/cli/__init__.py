@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "jobs",
     "queues",
     "circuits",
+    "schedules",
     "workers",
     "dlq",
     "plans",

@@ -17,8 +17,8 @@ from chokaq_api.resources.schedules.schemas import (
     ScheduleRunSchema,
     ScheduleSchema,
 )
-from chokaq_ops import cron
 from chokaq_ops.records import ScheduleRecord
+from chokaq_ops.schedules import next_ticks
 
 URL = "/schedules"
 blp = Blueprint(
@@ -29,13 +29,7 @@ NEXT_RUNS = 5
 
 def view(schedule: ScheduleRecord) -> dict[str, Any]:
     """A schedule with its next ticks: the chain from next_run_at, as the schedule check walks it."""
-    out = schedule.to_dict()
-    runs = []
-    if schedule.next_run_at is not None:
-        runs = [schedule.next_run_at]
-        runs += cron.parse(schedule.cron, schedule.tz).upcoming(schedule.next_run_at, NEXT_RUNS - 1)
-    out["next_runs"] = runs
-    return out
+    return {**schedule, "next_runs": next_ticks(schedule.cron, schedule.tz, schedule.next_run_at, NEXT_RUNS)}
 
 
 @blp.route("")
