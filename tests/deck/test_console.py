@@ -95,7 +95,7 @@ def _visit_everything(console, job_id):
     page = console.panel("DLQ")
     page.get_by_role("button", name=f"Inspect {job_id}").click()
     page.get_by_test_id("error-details").wait_for()
-    for name in ("Overview", "Queues", "Workers", "Jobs", "Error groups", "Bulk plans", "Audit"):
+    for name in ("Overview", "Queues", "Workers", "Schedules", "Jobs", "Error groups", "Bulk plans", "Audit"):
         console.panel(name)
         yield name, page
     page = console.panel("DLQ")
