@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from chokaq_ops import errors
@@ -68,28 +69,60 @@ def settings_for(args: argparse.Namespace) -> Settings:
             "worker.concurrency": args.concurrency,
         },
     )
-    # Each open event stream holds a server thread: always leave threads for ordinary requests.
+    return fit_streams(settings)
+
+
+def fit_streams(settings: Settings) -> Settings:
+    """Each open event stream holds a server thread: always leave threads for ordinary requests."""
     streams = max(1, min(settings.api.sse_max_streams, settings.api.threads - 2))
     if streams != settings.api.sse_max_streams:
         settings = settings.with_overrides({"api.sse_max_streams": streams})
     return settings
 
 
+@dataclass(frozen=True)
+class Roles:
+    """What the engine of a serving process runs besides the API."""
+
+    worker: bool = True
+    rescue: bool = True
+    retention: bool = True
+    schedules: bool = True
+
+    def names(self, settings: Settings) -> list[str]:
+        on = {**asdict(self), "schedules": self.schedules and settings.schedules.enabled}
+        return [name for name, running in on.items() if running]
+
+
+def roles_of(args: argparse.Namespace) -> Roles:
+    return Roles(
+        worker=not args.no_worker,
+        rescue=not args.no_rescue,
+        retention=not args.no_retention,
+        schedules=not args.no_schedules,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
+    return serve(settings_for(args), roles_of(args), migrate=args.migrate)
+
+
+def serve(settings: Settings, roles: Roles, *, migrate: bool = False, registry: Any = None) -> int:
+    """The API (and The Deck) on waitress with the engine's `roles` until SIGTERM/SIGINT. `registry`: the
+    handlers the worker runs (default: those the Worker.Handlers modules register)."""
     from chokaq_api import create_app
 
-    settings = settings_for(args)
     api_store = Store.from_settings(settings)
     host = None
     try:
-        common.ensure_schema(api_store, migrate_requested=args.migrate)
-        host = build_engine(settings, args)
+        common.ensure_schema(api_store, migrate_requested=migrate)
+        host = build_engine(settings, roles, registry)
         app = create_app(settings, store=api_store, host=host)
         server = listen(app, settings)  # before the engine starts: a taken port starts no worker
         if host is not None:
             host.start()
         where = f"http://{server.effective_host}:{server.effective_port}"
-        parts = ", ".join(name for name, on in _engine_roles(args, settings) if on) or "no engine"
+        parts = ", ".join(roles.names(settings)) or "no engine"
         print(f"chokaq: serving {where}/api/v1 on {api_store.dialect.redacted_url()} ({parts})", flush=True)
         if settings.deck.enabled:
             print(f"chokaq: The Deck (web console) at {where}{settings.deck.route_prefix}/", flush=True)
@@ -121,33 +154,25 @@ def listen(app: Any, settings: Settings) -> Any:
         ) from exc
 
 
-def _engine_roles(args: argparse.Namespace, settings: Settings) -> list[tuple[str, bool]]:
-    return [
-        ("worker", not args.no_worker),
-        ("rescue", not args.no_rescue),
-        ("retention", not args.no_retention),
-        ("schedules", not args.no_schedules and settings.schedules.enabled),
-    ]
-
-
-def build_engine(settings: Settings, args: argparse.Namespace) -> Any:
+def build_engine(settings: Settings, roles: Roles, registry: Any = None) -> Any:
     """The engine Host (not started) on its own store, so a busy worker cannot starve the API's pool."""
-    if not any(on for _, on in _engine_roles(args, settings)):
+    if not roles.names(settings):
         return None
     from chokaq_ops.engine.handlers import load_handler_modules
     from chokaq_ops.engine.hosting import Host
 
-    if not args.no_worker:
+    if roles.worker and registry is None:
         load_handler_modules(settings.worker.handlers)
     store = Store.from_settings(settings)
     try:
         return Host(
             settings,
             store,
-            run_worker=not args.no_worker,
-            run_rescue=not args.no_rescue,
-            run_retention=not args.no_retention,
-            run_schedules=not args.no_schedules,
+            registry=registry,
+            run_worker=roles.worker,
+            run_rescue=roles.rescue,
+            run_retention=roles.retention,
+            run_schedules=roles.schedules,
         )
     except BaseException:
         store.close()
