@@ -56,6 +56,9 @@ APP_CONNECTION: Any = object()
 class ChokaQ:
     def __init__(self, app: Flask | None = None, *, connection: Callable[[], Any] | None = None) -> None:
         self._connection = connection
+        # ChokaQ(app) binds this object to one app, which it then serves outside an app context too (a
+        # script, a thread); with init_app (app factories) an app context says which app is meant.
+        self._app = app
         if app is not None:
             self.init_app(app)
 
@@ -81,8 +84,14 @@ class ChokaQ:
 
     @property
     def state(self) -> FlaskState:
+        app = current_app._get_current_object() if has_app_context() else self._app  # type: ignore[attr-defined]
+        if app is None:
+            raise errors.ConfigError(
+                "no Flask app: use chokaq inside an application context (a request, a `flask` command, "
+                "`with app.app_context():`), or bind it to one app with ChokaQ(app)"
+            )
         try:
-            return current_app.extensions[KEY]
+            return app.extensions[KEY]
         except KeyError:
             raise errors.ConfigError(
                 "chokaq is not set up on this app: call ChokaQ(app) or init_app"

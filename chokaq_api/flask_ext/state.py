@@ -24,13 +24,29 @@ def settings_from_config(config: Mapping[str, Any], environ: Mapping[str, str] |
     """Settings for an application: defaults < the TOML file (`CHOKAQ_CONFIG` in the app's config, else in
     the environment, else ./chokaq.toml) < `CHOKAQ_*` environment variables < the app's own `CHOKAQ_*`
     keys, with the environment's spelling (`CHOKAQ_DB`, `CHOKAQ_WORKER__CONCURRENCY = 4`,
-    `CHOKAQ_SCHEDULES__CHECK_INTERVAL = "500ms"`). Values may be typed (ints, bools, lists). Validated:
-    a bad value raises ConfigError naming the key when the extension is set up."""
+    `CHOKAQ_SCHEDULES__CHECK_INTERVAL = "500ms"`) or as tables (`CHOKAQ_WORKER = {"CONCURRENCY": 4}`,
+    which is what Flask's `from_prefixed_env` makes of `FLASK_CHOKAQ_WORKER__CONCURRENCY`). Values may be
+    typed (ints, bools, lists). Validated: a bad value raises ConfigError naming the key."""
     environ = os.environ if environ is None else environ
-    keys = {k: v for k, v in config.items() if k.upper().startswith("CHOKAQ_") and k.upper() != FILE_KEY}
+    keys: dict[str, Any] = {}
+    for key, value in config.items():
+        if not key.upper().startswith("CHOKAQ_") or key.upper() == FILE_KEY:
+            continue
+        if isinstance(value, Mapping):
+            keys.update(_flat(key, value))
+        else:
+            keys[key] = value
     merged: dict[str, Any] = {**{k: v for k, v in environ.items() if k.upper() != FILE_KEY}, **keys}
     path = config.get(FILE_KEY) or environ.get(FILE_KEY) or None
     return load_settings(path, env=merged)
+
+
+def _flat(prefix: str, table: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in table.items():
+        name = f"{prefix}__{key}"
+        out.update(_flat(name, value) if isinstance(value, Mapping) else {name: value})
+    return out
 
 
 @dataclass
