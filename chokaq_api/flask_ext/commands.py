@@ -108,9 +108,8 @@ def worker_command(
     worker_id: str | None,
 ) -> None:
     """Run a worker until SIGTERM/SIGINT, its handlers in the app's context."""
-    from chokaq_ops.engine.hosting import Host
+    from chokaq_ops.cli.worker import require_handlers, worker_host
     from chokaq_ops.storage import Store
-    from chokaq_ops.storage.migrate import migrate, require_current
 
     settings = _settings(
         {
@@ -121,25 +120,16 @@ def worker_command(
         }
     )
     registry = _registry(settings)
-    if not len(registry):
-        raise errors.ValidationError(
-            "no job handlers: name the modules holding your @job functions with --handlers or "
-            "CHOKAQ_WORKER__HANDLERS (a worker without handlers would dead-letter every job it claims)",
-            field="handlers",
-        )
+    require_handlers(registry)
     store = Store.from_settings(settings)  # its own pool: a busy worker does not starve the app's
     try:
-        if store.dialect.name == "sqlite":
-            migrate(store)
-        else:
-            require_current(store)
-        host = Host(
+        host = worker_host(
             settings,
             store,
             registry=registry,
-            run_rescue=not no_rescue,
-            run_retention=not no_retention,
-            run_schedules=not no_schedules,
+            rescue=not no_rescue,
+            retention=not no_retention,
+            schedules=not no_schedules,
         )
         assert host.worker is not None
         click.echo(

@@ -11,9 +11,16 @@ from __future__ import annotations
 
 import argparse
 import logging
+from typing import TYPE_CHECKING
 
 from chokaq_ops import errors
 from chokaq_ops.cli import common
+
+if TYPE_CHECKING:
+    from chokaq_ops.engine.handlers import Registry
+    from chokaq_ops.engine.hosting import Host
+    from chokaq_ops.settings import Settings
+    from chokaq_ops.storage import Store
 
 log = logging.getLogger("chokaq.worker")
 
@@ -40,10 +47,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from chokaq_ops.engine.handlers import load_handler_modules
-    from chokaq_ops.engine.hosting import Host
+    from chokaq_ops.engine.handlers import load_handler_modules, registry
     from chokaq_ops.storage import Store
-    from chokaq_ops.storage.migrate import migrate, require_current
 
     if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
         raise errors.ValidationError("--metrics-port must be between 0 and 65535", field="metrics_port")
@@ -57,28 +62,15 @@ def run(args: argparse.Namespace) -> int:
         },
     )
     loaded = load_handler_modules(settings.worker.handlers)
-    from chokaq_ops.engine.handlers import registry
-
-    if not len(registry):
-        raise errors.ValidationError(
-            "no job handlers: name the modules holding your @job functions with --handlers mod1,mod2 "
-            "or Worker.Handlers (a worker without handlers would dead-letter every job it claims)",
-            field="handlers",
-        )
+    require_handlers(registry)
     store = Store.from_settings(settings)
     try:
-        # SQLite is the embedded default and must work out of the box; a shared PostgreSQL database
-        # is upgraded deliberately (`chokaq migrate`), never by whichever worker starts first.
-        if store.dialect.name == "sqlite":
-            migrate(store)
-        else:
-            require_current(store)
-        host = Host(
+        host = worker_host(
             settings,
             store,
-            run_rescue=not args.no_rescue,
-            run_retention=not args.no_retention,
-            run_schedules=not args.no_schedules,
+            rescue=not args.no_rescue,
+            retention=not args.no_retention,
+            schedules=not args.no_schedules,
         )
         if args.metrics_port is not None:
             from prometheus_client import start_http_server
@@ -99,3 +91,41 @@ def run(args: argparse.Namespace) -> int:
     finally:
         store.close()
     return 0
+
+
+def require_handlers(registry: Registry) -> None:
+    if not len(registry):
+        raise errors.ValidationError(
+            "no job handlers: name the modules holding your @job functions with --handlers mod1,mod2 "
+            "or Worker.Handlers (a worker without handlers would dead-letter every job it claims)",
+            field="handlers",
+        )
+
+
+def worker_host(
+    settings: Settings,
+    store: Store,
+    *,
+    registry: Registry | None = None,
+    rescue: bool = True,
+    retention: bool = True,
+    schedules: bool = True,
+) -> Host:
+    """A headless worker's Host (not started) on `store`, its schema checked first: SQLite is the
+    embedded default and must work out of the box; a shared PostgreSQL database is upgraded deliberately
+    (`chokaq migrate`), never by whichever worker starts first."""
+    from chokaq_ops.engine.hosting import Host
+    from chokaq_ops.storage.migrate import migrate, require_current
+
+    if store.dialect.name == "sqlite":
+        migrate(store)
+    else:
+        require_current(store)
+    return Host(
+        settings,
+        store,
+        registry=registry,
+        run_rescue=rescue,
+        run_retention=retention,
+        run_schedules=schedules,
+    )

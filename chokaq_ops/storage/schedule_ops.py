@@ -189,19 +189,7 @@ class ScheduleOps:
             after = {**before, **changed}
             if after == before:
                 return
-            restart = (after["cron"], after["tz"]) != (before["cron"], before["tz"])
-            self._write(tx, row, after, actor=actor, restart=restart)
-            diff = [k for k in DEFINITION if after[k] != before[k]]
-            audit_in(
-                tx,
-                actor,
-                "schedule_update",
-                details={
-                    "schedule": name,
-                    "before": {k: before[k] for k in diff},
-                    "after": {k: after[k] for k in diff},
-                },
-            )
+            diff = self._replace(tx, row, before, after, actor=actor)
             _event(tx, f"Schedule {name} changed by {actor.name}: {', '.join(diff)}", name)
 
         self.db.transaction(update)
@@ -435,6 +423,28 @@ class ScheduleOps:
             actor=actor.name,
         )
 
+    def _replace(
+        self,
+        tx: Tx,
+        row: Mapping[str, Any],
+        before: Mapping[str, Any],
+        after: Mapping[str, Any],
+        *,
+        actor: Actor,
+        source: str | None = None,
+    ) -> list[str]:
+        """Store a locked schedule's new definition (a new cron or zone restarts its ticks from now) and
+        audit the fields that changed, before and after. Returns their names."""
+        restart = (after["cron"], after["tz"]) != (before["cron"], before["tz"])
+        self._write(tx, row, after, actor=actor, restart=restart, source=source)
+        diff = [k for k in DEFINITION if after[k] != before[k]]
+        details: dict[str, Any] = {"schedule": row["name"]}
+        if source is not None:
+            details["source"] = source
+        details |= {"before": {k: before[k] for k in diff}, "after": {k: after[k] for k in diff}}
+        audit_in(tx, actor, "schedule_update", details=details)
+        return diff
+
     def _set_paused(self, name: str, paused: bool, actor: Actor) -> ScheduleRecord:
         actor = person(actor)
         name = check_name(name)
@@ -469,20 +479,7 @@ class ScheduleOps:
             return "unchanged"
         if row["source"] != "code":
             log.warning("schedule %s was created over the API; its declaration in code replaces it", name)
-        restart = (after["cron"], after["tz"]) != (before["cron"], before["tz"])
-        self._write(tx, row, after, actor=actor, restart=restart, source="code")
-        diff = [k for k in DEFINITION if after[k] != before[k]]
-        audit_in(
-            tx,
-            actor,
-            "schedule_update",
-            details={
-                "schedule": name,
-                "source": "code",
-                "before": {k: before[k] for k in diff},
-                "after": {k: after[k] for k in diff},
-            },
-        )
+        self._replace(tx, row, before, after, actor=actor, source="code")
         return "updated"
 
     def _is_own(self, values: Mapping[str, Any], actor: Actor) -> bool:
