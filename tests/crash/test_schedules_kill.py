@@ -141,6 +141,7 @@ def test_one_job_per_tick_while_serve_processes_are_killed_and_restarted(db_url,
     late = {_utc(store, t) for t, is_late, _ in rows if is_late}
     ledger_jobs = [j for _, _, j in rows]
     report = _report(fleet, dialect, ticks, late, outage_start, restart, end)
+    report |= {"jobs": len(_job_keys(store)), "missed_total": store.get_schedule(SCHEDULE).missed_total}
     print(json.dumps(report, indent=2))
 
     # Exactly one job per tick: one ledger row per tick, one job per row, keyed by its tick, and no other.

@@ -249,7 +249,10 @@ def test_handlers_run_inside_the_apps_context(shop, store):
     assert seen == [("shopapp", "fresh"), ("shopapp", "fresh")]
 
 
-def test_flask_chokaq_migrate_and_usage_errors(tmp_path):
+def test_flask_chokaq_migrate_and_usage_errors(tmp_path, monkeypatch):
+    from chokaq_ops.engine import handlers
+
+    monkeypatch.setattr(handlers, "registry", Registry())  # no handler another test registered
     app = Flask("cli")
     app.config["CHOKAQ_DB"] = f"sqlite:///{tmp_path}/cli.db"
     ChokaQ(app)
