@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from chokaq_ops.models import FailureReason
+from chokaq_ops.models import Actor, FailureReason
 from tests.api.conftest import to_dlq
 from tests.support.served import FAST_TOML, wait_for
 
@@ -166,10 +166,14 @@ def test_hostile_text_stays_text(deck):
     assert "unsafe-inline" not in csp and "unsafe-eval" not in csp and "*" not in csp
     assert page_headers["X-Content-Type-Options"] == "nosniff"
 
+    deck.store.create_schedule(
+        {"name": "hostile", "type": f"t{SCRIPT_END}", "cron": "@daily", "payload": payload, "tags": HOSTILE},
+        actor=Actor("test"),
+    )
     console = deck.open("admin")
     assert console.response.headers["content-security-policy"] == csp
     page = console.page
-    for name in ("Overview", "Queues", "Jobs", "Error groups", "Audit", "DLQ"):
+    for name in ("Overview", "Queues", "Schedules", "Jobs", "Error groups", "Audit", "DLQ"):
         console.panel(name)
         page.wait_for_timeout(300)
     page.get_by_role("button", name=f"Inspect {job_id}").click()
