@@ -66,6 +66,7 @@ class ScheduleChecker:
         self.synced = not self.declared
         self.checks = 0
         self.last_error: str | None = None
+        self._failing: dict[str, str] = {}  # schedule -> the error its last check failed with
         self._lock = threading.Lock()  # one check at a time in this process (a manual one and the timer)
 
     def sync(self) -> bool:
@@ -99,12 +100,19 @@ class ScheduleChecker:
                 result.errors.append(str(exc))
                 return result
             for row in due:
+                name = row["name"]
                 try:
                     self._fire(row, now or row["now_at"], result)
                 except Exception as exc:
-                    self.last_error = f"{row['name']}: {exc}"
-                    log.error("schedule %s: this check failed; the next one retries it: %s", row["name"], exc)
+                    self.last_error = f"{name}: {exc}"
                     result.errors.append(self.last_error)
+                    # Once per schedule and error, not at every check (a stored zone tzdata dropped, say).
+                    level = logging.DEBUG if self._failing.get(name) == str(exc) else logging.ERROR
+                    log.log(level, "schedule %s: this check failed; the next one retries it: %s", name, exc)
+                    self._failing[name] = str(exc)
+                else:
+                    if self._failing.pop(name, None) is not None:
+                        log.info("schedule %s: fires again", name)
             self.checks += 1
         return result
 
