@@ -1,4 +1,5 @@
-"""`chokaq serve`: the REST API on waitress plus the engine (worker, rescue sweep, retention) in one process.
+"""`chokaq serve`: the REST API on waitress plus the engine (worker, rescue sweep, retention, the checks of
+recurring schedules) in one process.
 
 On SQLite (the embedded default `sqlite:///./chokaq.db`) the schema is created or upgraded at start, so
 `pip install chokaq && chokaq serve` works. On PostgreSQL the schema must be current (`chokaq migrate`),
@@ -36,7 +37,7 @@ class _Stop(SystemExit):
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "serve",
-        help="serve the REST API and run a worker, the rescue sweep and retention",
+        help="serve the REST API and run a worker, the rescue sweep, retention and recurring schedules",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

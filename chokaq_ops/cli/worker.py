@@ -28,7 +28,7 @@ log = logging.getLogger("chokaq.worker")
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "worker",
-        help="run a worker (with the rescue sweep and retention) until SIGTERM/SIGINT",
+        help="run a worker (with the rescue sweep, retention and schedules) until SIGTERM/SIGINT",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
