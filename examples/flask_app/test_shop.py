@@ -122,7 +122,10 @@ def test_a_flask_chokaq_worker_confirms_orders_inside_the_app_context(app, tmp_p
             time.sleep(0.1)
         with app.app_context():
             assert chokaq.store.get_job(order["job"]).location == "archive"
-            # The worker wrote the schedule its handler module declares.
+            # The worker writes the schedule its handler module declares (at its first schedule check).
+            while not chokaq.store.list_schedules().total:
+                assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text()
+                time.sleep(0.1)
             nightly = chokaq.store.get_schedule("shop.daily-report.v1")
             assert (nightly.cron, nightly.tz, nightly.source) == ("0 6 * * *", "Europe/Berlin", "code")
     finally:

@@ -12,7 +12,7 @@ The ledger and the jobs are counted at the end: one ledger row per tick, one job
 idempotency key names the tick), wherever the job is now (hot, archive or DLQ: killed workers leave
 zombies).
 
-The durations are parameters (environment): CI runs about 20 s of churn and 10 s of outage with a 4 s
+The durations are parameters (environment): CI runs about 20 s of churn and 10 s of outage with a 5 s
 grace. The issue's full run, by hand (docs/schedules.md, "Proof"):
 
     CHOKAQ_SCHEDULE_SOAK_S=600 CHOKAQ_SCHEDULE_OUTAGE_S=120 CHOKAQ_SCHEDULE_GRACE_S=30 \\
@@ -41,7 +41,7 @@ pytestmark = pytest.mark.slow
 
 SOAK_S = float(os.environ.get("CHOKAQ_SCHEDULE_SOAK_S", "20"))
 OUTAGE_S = float(os.environ.get("CHOKAQ_SCHEDULE_OUTAGE_S", "10"))
-GRACE_S = float(os.environ.get("CHOKAQ_SCHEDULE_GRACE_S", "4"))
+GRACE_S = float(os.environ.get("CHOKAQ_SCHEDULE_GRACE_S", "5"))
 AFTER_S = float(os.environ.get("CHOKAQ_SCHEDULE_AFTER_S", "5"))
 CATCH_UP = 3
 PROCESSES = {"sqlite": 2, "postgresql": 3}
@@ -155,7 +155,7 @@ def test_one_job_per_tick_while_serve_processes_are_killed_and_restarted(db_url,
     assert len(gaps) == 1, f"ticks missing outside the outage: {gaps}"
     before, after = gaps[0]
     outage = (_at(outage_start), _at(restart))
-    assert outage[0] - timedelta(seconds=2) <= before <= outage[0] + timedelta(seconds=1), (before, outage)
+    assert outage[0] - timedelta(seconds=2) <= before <= outage[0] + timedelta(seconds=2), (before, outage)
     assert outage[0] < after < outage[1] + timedelta(seconds=AFTER_S)
     # The misfire policy after the outage: exactly the newest CATCH_UP missed ticks ran, late, right after
     # the gap; every other tick ran on time.
