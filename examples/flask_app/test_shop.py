@@ -116,16 +116,19 @@ def test_a_flask_chokaq_worker_confirms_orders_inside_the_app_context(app, tmp_p
     try:
         client = app.test_client()
         deadline = time.monotonic() + 30
-        while client.get(f"/orders/{order['order']}").json["status"] != "confirmed":
-            assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text()
-            assert worker.poll() is None, (tmp_path / "worker.log").read_text()
-            time.sleep(0.1)
-        with app.app_context():
-            assert chokaq.store.get_job(order["job"]).location == "archive"
-            # The worker writes the schedule its handler module declares (at its first schedule check).
-            while not chokaq.store.list_schedules().total:
+
+        def until(done: Any) -> None:
+            while not done():
                 assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text()
+                assert worker.poll() is None, (tmp_path / "worker.log").read_text()
                 time.sleep(0.1)
+
+        # The handler confirmed the order through the app's get_db(), and the worker archived its job.
+        until(lambda: client.get(f"/orders/{order['order']}").json["status"] == "confirmed")
+        with app.app_context():
+            until(lambda: chokaq.store.get_job(order["job"]).location == "archive")
+            # The worker wrote the schedule its handler module declares (at its first schedule check).
+            until(lambda: chokaq.store.list_schedules().total)
             nightly = chokaq.store.get_schedule("shop.daily-report.v1")
             assert (nightly.cron, nightly.tz, nightly.source) == ("0 6 * * *", "Europe/Berlin", "code")
     finally:
