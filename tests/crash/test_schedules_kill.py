@@ -12,7 +12,7 @@ The ledger and the jobs are counted at the end: one ledger row per tick, one job
 idempotency key names the tick), wherever the job is now (hot, archive or DLQ: killed workers leave
 zombies).
 
-The durations are parameters (environment): CI runs about 20 s of churn and 10 s of outage with a 5 s
+The durations are parameters (environment): CI runs about 20 s of churn and 12 s of outage with a 5 s
 grace. The issue's full run, by hand (docs/schedules.md, "Proof"):
 
     CHOKAQ_SCHEDULE_SOAK_S=600 CHOKAQ_SCHEDULE_OUTAGE_S=120 CHOKAQ_SCHEDULE_GRACE_S=30 \\
@@ -40,7 +40,7 @@ from tests.support.served import FAST_TOML, Served
 pytestmark = pytest.mark.slow
 
 SOAK_S = float(os.environ.get("CHOKAQ_SCHEDULE_SOAK_S", "20"))
-OUTAGE_S = float(os.environ.get("CHOKAQ_SCHEDULE_OUTAGE_S", "10"))
+OUTAGE_S = float(os.environ.get("CHOKAQ_SCHEDULE_OUTAGE_S", "12"))
 GRACE_S = float(os.environ.get("CHOKAQ_SCHEDULE_GRACE_S", "5"))
 AFTER_S = float(os.environ.get("CHOKAQ_SCHEDULE_AFTER_S", "5"))
 CATCH_UP = 3
@@ -97,7 +97,9 @@ def fleet_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 
 def test_one_job_per_tick_while_serve_processes_are_killed_and_restarted(db_url, store, fleet_env):
-    assert OUTAGE_S > GRACE_S + 3, "the outage must outlast the grace, or nothing is missed"
+    assert OUTAGE_S > GRACE_S + CATCH_UP + 1, (
+        "the outage must outlast the grace and the catch-up, or nothing is missed"
+    )
     dialect = store.dialect.name
     fleet = Fleet(db_url, fleet_env, PROCESSES[dialect])
     rng = random.Random(29)
@@ -162,7 +164,8 @@ def test_one_job_per_tick_while_serve_processes_are_killed_and_restarted(db_url,
     assert sorted(late) == [after + timedelta(seconds=i) for i in range(CATCH_UP)], sorted(late)
     missed = int((after - before).total_seconds()) - 1
     schedule = store.get_schedule(SCHEDULE)
-    assert schedule.missed_total == missed and missed >= OUTAGE_S - GRACE_S - 2
+    # Missed: the outage's ticks older than the grace at the first check after it, less the ones run late.
+    assert schedule.missed_total == missed and missed >= OUTAGE_S - GRACE_S - CATCH_UP - 1
     assert schedule.runs_total == len(ticks) and schedule.source == "code"
     assert ticks[-1] >= _at(end) - timedelta(seconds=3)  # it kept going to the end
 
