@@ -6,8 +6,9 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from chokaq_api.app import create_app
+    from chokaq_api.flask_ext import ChokaQ
 
-__all__ = ["create_app"]
+__all__ = ["ChokaQ", "create_app"]
 
 
 def __getattr__(name: str) -> Any:
@@ -17,4 +18,8 @@ def __getattr__(name: str) -> Any:
         from chokaq_api.app import create_app
 
         return create_app
+    if name == "ChokaQ":
+        from chokaq_api.flask_ext import ChokaQ
+
+        return ChokaQ
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

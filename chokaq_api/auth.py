@@ -7,6 +7,7 @@ audit rows is always the token's name (`actor()`), never a request field.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from flask import Flask, abort, current_app, g, request
@@ -54,15 +55,22 @@ def authorize() -> None:
     """before_request: resolve the route's rule, check the token and role, reject unknown query fields."""
     if request.url_rule is None or request.method == "OPTIONS":
         return  # routing failed (404/405 follow) or an automatic OPTIONS answer
-    rule = rule_for(request.method, request.url_rule.rule)
+    enforce(request.url_rule.rule, authenticate)
+
+
+def enforce(url_rule: str, who: Callable[[], dict[str, Any]]) -> None:
+    """Apply the access table to this request as route `url_rule` (the API's own rule: /api/v1/...), the
+    caller named by `who()` (bearer tokens here; the application's own sign-in where the API is mounted
+    in another app, chokaq_api/flask_ext/mount.py)."""
+    rule = rule_for(request.method, url_rule)
     if rule is None:
-        log.error("route %s %s has no access rule; refusing it", request.method, request.url_rule.rule)
+        log.error("route %s %s has no access rule; refusing it", request.method, url_rule)
         abort(500, description="this route has no access rule")
     is_open = rule.role is None or (
         rule.open_setting is not None and getattr(ctx().settings.api, rule.open_setting)
     )
     if not is_open:
-        principal = authenticate()
+        principal = who()
         needed = required_role(rule)
         if needed is not None and _RANK[principal["role"]] < _RANK[needed]:
             raise errors.Forbidden(

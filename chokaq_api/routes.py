@@ -122,6 +122,16 @@ ROUTES: Mapping[tuple[str, str], Rule] = {
     ("GET", "/alerts/rules/<name>"): READER,
     ("PATCH", "/alerts/rules/<name>"): ADMIN,
     ("DELETE", "/alerts/rules/<name>"): ADMIN,
+    # Recurring schedules (docs/schedules.md): operators pause, resume and trigger what admins define.
+    ("GET", "/schedules"): READER,
+    ("POST", "/schedules"): ADMIN,
+    ("GET", "/schedules/<name>"): READER,
+    ("PATCH", "/schedules/<name>"): ADMIN,
+    ("DELETE", "/schedules/<name>"): ADMIN,
+    ("POST", "/schedules/<name>/pause"): OPERATOR,
+    ("POST", "/schedules/<name>/resume"): OPERATOR,
+    ("POST", "/schedules/<name>/trigger"): OPERATOR,
+    ("GET", "/schedules/<name>/runs"): READER,
 }
 
 

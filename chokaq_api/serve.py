@@ -1,4 +1,5 @@
-"""`chokaq serve`: the REST API on waitress plus the engine (worker, rescue sweep, retention) in one process.
+"""`chokaq serve`: the REST API on waitress plus the engine (worker, rescue sweep, retention, the checks of
+recurring schedules) in one process.
 
 On SQLite (the embedded default `sqlite:///./chokaq.db`) the schema is created or upgraded at start, so
 `pip install chokaq && chokaq serve` works. On PostgreSQL the schema must be current (`chokaq migrate`),
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import logging
 import signal
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from chokaq_ops import errors
@@ -35,7 +37,7 @@ class _Stop(SystemExit):
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "serve",
-        help="serve the REST API and run a worker, the rescue sweep and retention",
+        help="serve the REST API and run a worker, the rescue sweep, retention and recurring schedules",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -51,6 +53,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-rescue", action="store_true", help="do not run the rescue sweep in this process")
     p.add_argument("--no-retention", action="store_true", help="do not run retention in this process")
     p.add_argument("--no-alerts", action="store_true", help="do not evaluate alert rules in this process")
+    p.add_argument(
+        "--no-schedules", action="store_true", help="do not fire recurring schedules in this process"
+    )
     p.add_argument("--migrate", action="store_true", help="create or upgrade the schema first (PostgreSQL)")
     p.set_defaults(handler=run)
 
@@ -66,26 +71,64 @@ def settings_for(args: argparse.Namespace) -> Settings:
             "worker.concurrency": args.concurrency,
         },
     )
-    # Each open event stream holds a server thread: always leave threads for ordinary requests.
+    return fit_streams(settings)
+
+
+def fit_streams(settings: Settings) -> Settings:
+    """Each open event stream holds a server thread: always leave threads for ordinary requests."""
     streams = max(1, min(settings.api.sse_max_streams, settings.api.threads - 2))
     if streams != settings.api.sse_max_streams:
         settings = settings.with_overrides({"api.sse_max_streams": streams})
     return settings
 
 
+@dataclass(frozen=True)
+class Roles:
+    """What the engine of a serving process runs besides the API."""
+
+    worker: bool = True
+    rescue: bool = True
+    retention: bool = True
+    schedules: bool = True
+    alerts: bool = True
+
+    def names(self, settings: Settings) -> list[str]:
+        on = {
+            **asdict(self),
+            "schedules": self.schedules and settings.schedules.enabled,
+            "alerts": self.alerts and settings.alerts.enabled,
+        }
+        return [name for name, running in on.items() if running]
+
+
+def roles_of(args: argparse.Namespace) -> Roles:
+    return Roles(
+        worker=not args.no_worker,
+        rescue=not args.no_rescue,
+        retention=not args.no_retention,
+        schedules=not args.no_schedules,
+        alerts=not args.no_alerts,
+    )
+
+
 def run(args: argparse.Namespace) -> int:
+    return serve(settings_for(args), roles_of(args), migrate=args.migrate)
+
+
+def serve(settings: Settings, roles: Roles, *, migrate: bool = False, registry: Any = None) -> int:
+    """The API (and The Deck) on waitress with the engine's `roles` until SIGTERM/SIGINT. `registry`: the
+    handlers the worker runs (default: those the Worker.Handlers modules register)."""
     from chokaq_api import create_app
 
-    settings = settings_for(args)
     api_store = Store.from_settings(settings)
     host = None
     try:
-        common.ensure_schema(api_store, migrate_requested=args.migrate)
-        host = build_engine(settings, args)
+        common.ensure_schema(api_store, migrate_requested=migrate)
+        host = build_engine(settings, roles, registry)
         app = create_app(settings, store=api_store, host=host)
         server = listen(app, settings)  # before the engine starts: a taken port starts no worker
         where = f"http://{server.effective_host}:{server.effective_port}"
-        parts = ", ".join(name for name, on in _engine_roles(args) if on) or "no engine"
+        parts = ", ".join(roles.names(settings)) or "no engine"
         # The first line on stdout says where it serves (scripts read it), before any log line of the engine.
         print(f"chokaq: serving {where}/api/v1 on {api_store.dialect.redacted_url()} ({parts})", flush=True)
         if settings.deck.enabled:
@@ -120,33 +163,26 @@ def listen(app: Any, settings: Settings) -> Any:
         ) from exc
 
 
-def _engine_roles(args: argparse.Namespace) -> list[tuple[str, bool]]:
-    return [
-        ("worker", not args.no_worker),
-        ("rescue", not args.no_rescue),
-        ("retention", not args.no_retention),
-        ("alerts", not args.no_alerts),
-    ]
-
-
-def build_engine(settings: Settings, args: argparse.Namespace) -> Any:
+def build_engine(settings: Settings, roles: Roles, registry: Any = None) -> Any:
     """The engine Host (not started) on its own store, so a busy worker cannot starve the API's pool."""
-    if not any(on for _, on in _engine_roles(args)):
+    if not roles.names(settings):
         return None
     from chokaq_ops.engine.handlers import load_handler_modules
     from chokaq_ops.engine.hosting import Host
 
-    if not args.no_worker:
+    if roles.worker and registry is None:
         load_handler_modules(settings.worker.handlers)
     store = Store.from_settings(settings)
     try:
         return Host(
             settings,
             store,
-            run_worker=not args.no_worker,
-            run_rescue=not args.no_rescue,
-            run_retention=not args.no_retention,
-            run_alerts=not args.no_alerts,
+            registry=registry,
+            run_worker=roles.worker,
+            run_rescue=roles.rescue,
+            run_retention=roles.retention,
+            run_schedules=roles.schedules,
+            run_alerts=roles.alerts,
         )
     except BaseException:
         store.close()

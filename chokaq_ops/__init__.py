@@ -20,6 +20,7 @@ _LAZY = {
     "JobContext": "chokaq_ops.engine.handlers",
     "connect": "chokaq_ops.client",
     "Store": "chokaq_ops.storage",
+    "Schedule": "chokaq_ops.schedules",
 }
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "FatalJobError",
     "JobContext",
     "NewJob",
+    "Schedule",
     "Settings",
     "Status",
     "Store",

@@ -238,6 +238,74 @@ class AuditEntry(Record):
     details: str | None = None
 
 
+def _reason_name(value: Any) -> str | None:
+    return None if value is None else FailureReason(int(value)).name
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class ScheduleRecord(Record):
+    """A recurring schedule (the `schedules` table, docs/schedules.md) and where its newest job is now:
+    `last_outcome` pending, fetched, processing, succeeded, dead or gone (purged), with the reason of a
+    dead one in `last_failure_reason`."""
+
+    name: str
+    type: str
+    cron: str
+    tz: str
+    queue: str
+    priority: int
+    misfire: str
+    catch_up_max: int
+    paused: bool
+    source: str
+    payload: str | None = None
+    tags: str | None = None
+    misfire_grace_seconds: float | None = None
+    next_run_at: datetime | None = None
+    last_tick_at: datetime | None = None
+    last_run_at: datetime | None = None
+    last_job_id: str | None = None
+    runs_total: int = 0
+    missed_total: int = 0
+    created_at: datetime | None = None
+    created_by: str | None = None
+    updated_at: datetime | None = None
+    updated_by: str | None = None
+    last_outcome: str | None = None
+    last_failure_reason: str | None = None
+
+    @classmethod
+    def from_stored(cls, row: Mapping[str, Any]) -> Self:
+        values = dict(row)
+        values["last_failure_reason"] = _reason_name(values.get("last_failure_reason"))
+        values["paused"] = bool(values["paused"])
+        return cls.from_row(values)
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True, eq=False, repr=False)
+class ScheduleRun(Record):
+    """One row of a schedule's tick ledger (`schedule_runs`): a cron tick that ran (`late` when the
+    misfire policy ran it after its grace) or a trigger-now (`kind` manual), its job, and where that job
+    is now (`outcome`, as ScheduleRecord.last_outcome)."""
+
+    schedule: str
+    tick_at: datetime
+    kind: str
+    late: bool = False
+    job_id: str | None = None
+    fired_at: datetime | None = None
+    fired_by: str | None = None
+    outcome: str | None = None
+    failure_reason: str | None = None
+
+    @classmethod
+    def from_stored(cls, row: Mapping[str, Any]) -> Self:
+        values = dict(row)
+        values["failure_reason"] = _reason_name(values.get("failure_reason"))
+        values["late"] = bool(values["late"])
+        return cls.from_row(values)
+
+
 _BY_LOCATION: dict[str, type[JobRecord]] = {"hot": HotJob, "archive": ArchivedJob, "dlq": DeadJob}
 
 

@@ -129,6 +129,21 @@ class HealthSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class SchedulesSettings:
+    """Recurring schedules (docs/schedules.md): every `chokaq serve` and `chokaq worker` process checks
+    for due ticks; one transaction per tick wins, so any number may."""
+
+    enabled: bool = True  # this process fires due schedules (`--no-schedules` turns it off for one)
+    # How often a process looks for due ticks: a tick runs at most this late while a process runs.
+    check_interval: float = field(default=1.0, metadata=_limit(0.05, 60))
+    # A tick found due later than this was missed (no process ran): the schedule's misfire policy
+    # decides whether it runs. A schedule's misfire_grace_seconds overrides it.
+    misfire_grace: float = field(default=60.0, metadata=_limit(0.1, 7 * _DAY))
+    # The tick ledger keeps each run this long (what the runs list shows); older rows are pruned.
+    run_history: float = 7 * _DAY
+
+
+@dataclass(frozen=True, slots=True)
 class ApiSettings:
     host: str = "127.0.0.1"
     port: int = field(default=8080, metadata=_limit(0, 65535))  # 0: any free port
@@ -249,6 +264,7 @@ class Settings:
     serialization: SerializationSettings = field(default_factory=SerializationSettings)
     deck: DeckSettings = field(default_factory=DeckSettings)
     alerts: AlertSettings = field(default_factory=AlertSettings)
+    schedules: SchedulesSettings = field(default_factory=SchedulesSettings)
     circuits: Mapping[str, CircuitOverride] = field(default_factory=lambda: MappingProxyType({}))
     queues: Mapping[str, QueueSettings] = field(default_factory=lambda: MappingProxyType({}))
     alert_receivers: Mapping[str, AlertReceiverSettings] = field(default_factory=lambda: MappingProxyType({}))
@@ -312,6 +328,13 @@ class Settings:
             "Storage.Url",
             f"scheme {scheme!r} is not one of {_URL_SCHEMES}"
             + (" (SQL Server is not supported)" if scheme.lower() in ("mssql", "odbc") else ""),
+        )
+        _require(
+            self.schedules.misfire_grace >= 2 * self.schedules.check_interval,
+            "Schedules.MisfireGrace",
+            f"({_fmt(self.schedules.misfire_grace)}) must be at least 2 \N{MULTIPLICATION SIGN} "
+            f"Schedules.CheckInterval ({_fmt(self.schedules.check_interval)}): a tick seen at the next "
+            "check must never count as missed",
         )
         prefix = self.deck.route_prefix
         _require(

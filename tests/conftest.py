@@ -91,6 +91,21 @@ def pg_server() -> Iterator[PgServer | None]:
     server.close()
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test marked postgres_only or sqlite_only is not collected for the other dialect's database:
+    it is not a test that database could run (and so never shows as skipped)."""
+    keep, drop = [], []
+    for item in items:
+        dialect = getattr(getattr(item, "callspec", None), "params", {}).get("db_url")
+        only = {m.name for m in item.iter_markers()} & {"postgres_only", "sqlite_only"}
+        own = {"postgresql": "postgres_only", "sqlite": "sqlite_only"}.get(dialect or "")
+        wrong = dialect is not None and only and own not in only
+        (drop if wrong else keep).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
 def _skip_unless(dialect: str, pg_server: PgServer | None) -> None:
     if dialect not in DIALECTS:
         pytest.skip(f"{dialect} excluded by CHOKAQ_TEST_DIALECTS")

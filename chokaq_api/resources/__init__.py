@@ -19,6 +19,7 @@ from chokaq_api.resources import (
     plans,
     queues,
     rescue,
+    schedules,
     stats,
     whoami,
     workers,
@@ -43,6 +44,7 @@ MODULES = (
     failures,
     horizon,
     job_types,
+    schedules,
     whoami,
 )
 URL_PREFIX = "/api/v1"

@@ -128,7 +128,13 @@ def _serve(url: str, concurrency: int) -> None:
     registry.job(TYPE)(_noop)
     store = Store.from_settings(settings)
     host = Host(
-        settings, store, registry=registry, run_rescue=False, run_retention=False, concurrency=concurrency
+        settings,
+        store,
+        registry=registry,
+        run_rescue=False,
+        run_retention=False,
+        run_schedules=False,
+        concurrency=concurrency,
     )
     host.start()
     try:

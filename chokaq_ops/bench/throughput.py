@@ -124,7 +124,13 @@ def _drain(
 ) -> tuple[float, dict[str, int], dict[str, Any]]:
     """Seconds until the worker archived `rows` jobs, its counts, and the CPU per job (worker, database)."""
     host = Host(
-        db.settings, store, registry=registry, run_rescue=False, run_retention=False, concurrency=concurrency
+        db.settings,
+        store,
+        registry=registry,
+        run_rescue=False,
+        run_retention=False,
+        run_schedules=False,
+        concurrency=concurrency,
     )
     worker = host.worker
     assert worker is not None

@@ -40,6 +40,7 @@ COMMAND_MODULES = (
     "queues",
     "circuits",
     "alerts",
+    "schedules",
     "workers",
     "dlq",
     "plans",

@@ -1,9 +1,9 @@
 """Flags and helpers every command shares: --db, --config, --format, settings and store loading.
 
-Which commands may create a database: `migrate`, `serve`, `worker`, `demo`, `enqueue` and `token create`
-can do their work on a new one, so on SQLite they create the file (and its directory). Every other
-command reads or changes jobs, queues or tokens that must already exist; on a SQLite file that does not
-exist it stops with exit 2 instead of leaving an empty database behind a mistyped path.
+Which commands may create a database: `migrate`, `serve`, `worker`, `demo`, `enqueue`, `schedules add`
+and `token create` can do their work on a new one, so on SQLite they create the file (and its directory).
+Every other command reads or changes jobs, queues or tokens that must already exist; on a SQLite file
+that does not exist it stops with exit 2 instead of leaving an empty database behind a mistyped path.
 """
 
 from __future__ import annotations

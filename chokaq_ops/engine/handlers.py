@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chokaq_ops import errors
+from chokaq_ops.schedules import Schedule
 
 __all__ = [
     "CircuitPolicy",
@@ -90,6 +91,7 @@ class Handler:
     retry_on: tuple[builtins.type[BaseException], ...] = ()  # always retried, even when classified fatal
     idempotent: bool = False  # informs operators deciding whether resurrecting a zombie is safe
     circuit: CircuitPolicy | bool = True  # False: no circuit breaker for this type; a policy: its numbers
+    schedules: tuple[Schedule, ...] = ()  # recurring schedules declared with the handler (docs/schedules.md)
 
     @property
     def name(self) -> str:
@@ -188,6 +190,9 @@ class Registry:
         retry_on: Iterable[type[BaseException]] = (),
         idempotent: bool = False,
         circuit: CircuitPolicy | bool = True,
+        schedule: str | None = None,
+        tz: str = "UTC",
+        schedules: Iterable[Schedule] = (),
     ) -> Callable[[HandlerFn], HandlerFn]:
         """Decorator registering `fn(payload, ctx)` as the handler of `type_key`."""
         spec = _options(type_key, timeout, max_attempts, fatal, retry_on)
@@ -195,11 +200,14 @@ class Registry:
             raise errors.ConfigError(
                 f"circuit must be True, False or a CircuitPolicy, got {circuit!r}", field="circuit"
             )
+        declared = _schedules(spec[0], schedule, tz, schedules)
 
         def register(fn: HandlerFn) -> HandlerFn:
             if not callable(fn):
                 raise errors.ConfigError(f"@job({type_key!r}) must decorate a function", field="type")
-            self.add(Handler(spec[0], fn, spec[1], spec[2], spec[3], spec[4], bool(idempotent), circuit))
+            self.add(
+                Handler(spec[0], fn, spec[1], spec[2], spec[3], spec[4], bool(idempotent), circuit, declared)
+            )
             # A callable that takes no attributes (a bound method) still registers; it just has no
             # `.enqueue` (Producer(type) gives the same). The ignores: a function's type has no such
             # attributes for mypy, though Python lets a function carry them.
@@ -219,6 +227,16 @@ class Registry:
                     "cannot register it too",
                     field="type",
                 )
+            taken = {
+                s.name: h for h in self._handlers.values() if h.type != handler.type for s in h.schedules
+            }
+            for declared in handler.schedules:
+                if declared.name in taken:
+                    raise errors.ConfigError(
+                        f"schedule {declared.name!r} of {handler.name} is declared by "
+                        f"{taken[declared.name].name} too: give one of them another name",
+                        field="name",
+                    )
             self._handlers[handler.type] = handler
 
     def add_builtin(self, handler: Handler, queue: str) -> None:
@@ -249,10 +267,34 @@ class Registry:
     def types(self) -> list[str]:
         return sorted(self._handlers)
 
+    def schedules(self) -> list[Schedule]:
+        """The recurring schedules declared with the registered handlers (name and type filled in)."""
+        return [s for h in self for s in h.schedules]
+
     def remove(self, type_key: str) -> None:
         with self._lock:
             self._handlers.pop(type_key, None)
             self._builtin.pop(type_key, None)
+
+
+def _schedules(type_key: str, schedule: Any, tz: Any, schedules: Iterable[Schedule]) -> tuple[Schedule, ...]:
+    """`schedule=` (a cron expression, with `tz=`) and `schedules=` of one handler, bound to its type."""
+    items = list(schedules)
+    if not all(isinstance(s, Schedule) for s in items):
+        raise errors.ConfigError("schedules must be a list of chokaq_ops.Schedule", field="schedules")
+    if schedule is not None:
+        items.insert(0, Schedule(schedule, tz=tz))
+    elif tz != "UTC":
+        raise errors.ConfigError("tz= is the time zone of schedule=; give schedule= too", field="tz")
+    bound = tuple(s.bound(type_key) for s in items)
+    names = [s.name or "" for s in bound]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise errors.ConfigError(
+            f"@job({type_key!r}) declares schedule {twice[0]!r} twice: name each one (Schedule(name=...))",
+            field="name",
+        )
+    return bound
 
 
 def _origin(fn: Any) -> tuple[str, str]:
@@ -299,6 +341,9 @@ def job(
     retry_on: Iterable[type[BaseException]] = (),
     idempotent: bool = False,
     circuit: CircuitPolicy | bool = True,
+    schedule: str | None = None,
+    tz: str = "UTC",
+    schedules: Iterable[Schedule] = (),
 ) -> Callable[[HandlerFn], HandlerFn]:
     """Register a handler in the default registry; see `Registry.job`.
 
@@ -310,6 +355,9 @@ def job(
     - `idempotent`: declares that running the job twice is safe (shown to operators reviewing zombies).
     - `circuit`: the type's circuit breaker (docs/circuits.md): a `CircuitPolicy` with its own numbers,
       or False to run the type without one.
+    - `schedule`: a cron expression: a job of this type (payload `{}`) at each tick, in the time zone
+      `tz` (default UTC), named after the type; `schedules`: a list of `Schedule` declarations with their
+      own names, payloads and misfire policies (docs/schedules.md).
     """
     return registry.job(
         type_key,
@@ -319,6 +367,9 @@ def job(
         retry_on=retry_on,
         idempotent=idempotent,
         circuit=circuit,
+        schedule=schedule,
+        tz=tz,
+        schedules=schedules,
     )
 
 

@@ -10,10 +10,13 @@
   (storage/wal.py; docs/endurance.md);
 - with `run_alerts` (`chokaq serve`), the alert rule loop every Alerts.EvaluationInterval
   (engine/alerting.py); every worker a Host runs also delivers notifications (engine/alert_delivery.py).
+- the schedule check every Schedules.CheckInterval (engine/scheduling.py; first run at start, after
+  writing the schedules the handler modules declare).
 
 `chokaq worker` runs a Host blocking (`run_forever`, stopping gracefully on SIGTERM/SIGINT); `chokaq serve`
 starts one in the background next to the API. Nothing starts at import time: only `start()` does.
-Rescue and retention take a database lease, so many hosts may run them and one does the work per interval.
+Rescue and retention take a database lease, so many hosts may run them and one does the work per interval;
+the schedule check needs none (one transaction per tick wins).
 """
 
 from __future__ import annotations
@@ -25,12 +28,13 @@ import time
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from chokaq_ops.engine import alert_delivery
+from chokaq_ops.engine import alert_delivery, handlers
 from chokaq_ops.engine.alerting import Alerter
 from chokaq_ops.engine.handlers import Registry, load_handler_modules
 from chokaq_ops.engine.metrics import Metrics
 from chokaq_ops.engine.rescue import PROBE_INTERVAL_S, DbWatch, Rescuer, default_holder
 from chokaq_ops.engine.retention import Retention
+from chokaq_ops.engine.scheduling import ScheduleChecker
 from chokaq_ops.engine.worker import Worker
 from chokaq_ops.settings import Settings
 from chokaq_ops.storage.wal import KEEP_INTERVAL_S
@@ -64,6 +68,7 @@ class Host:
         run_rescue: bool = True,
         run_retention: bool = True,
         run_alerts: bool = False,
+        run_schedules: bool = True,
         metrics: Metrics | None = None,
         worker_id: str | None = None,
         queues: list[str] | tuple[str, ...] | None = None,
@@ -110,6 +115,14 @@ class Host:
         self.alerter: Alerter | None = None
         if run_alerts and settings.alerts.enabled:
             self.alerter = Alerter(store, settings, self.metrics, holder=holder)
+        self.schedules: ScheduleChecker | None = None
+        if run_schedules and settings.schedules.enabled:
+            if registry is None and not run_worker:
+                load_handler_modules(settings.worker.handlers)  # for the schedules they declare
+            declared = (registry if registry is not None else handlers.registry).schedules()
+            self.schedules = ScheduleChecker(
+                store, settings, declared=declared, metrics=self.metrics, holder=holder
+            )
         self._scheduler: Any = None
         self._stop = threading.Event()
         self._signals = 0
@@ -195,15 +208,24 @@ class Host:
                 name="alert rules",
                 next_run_time=now + timedelta(seconds=min(self.settings.alerts.evaluation_interval, 5.0)),
             )
+        if self.schedules is not None:
+            scheduler.add_job(
+                self.schedules.check,
+                IntervalTrigger(seconds=self.settings.schedules.check_interval),
+                id="schedules",
+                name="schedule check",
+                next_run_time=now,
+            )
         scheduler.start()
         self._scheduler = scheduler
         self._started_at = time.monotonic()
         log.info(
-            "host started: worker=%s rescue=%s retention=%s alerts=%s",
+            "host started: worker=%s rescue=%s retention=%s alerts=%s schedules=%s",
             self.worker.worker_id if self.worker else "off",
             f"every {self.settings.recovery.scan_interval:g}s" if self.rescuer else "off",
             f"every {self.settings.retention.interval:g}s" if self.retention else "off",
             f"every {self.settings.alerts.evaluation_interval:g}s" if self.alerter else "off",
+            f"every {self.settings.schedules.check_interval:g}s" if self.schedules else "off",
         )
 
     def shutdown(self, wait: bool = True, grace: float | None = None) -> None:
@@ -262,6 +284,8 @@ class Host:
             out["worker_running"] = False
         if self.alerter is not None:
             out["alerts"] = {"evaluations": self.alerter.evaluations, "last_error": self.alerter.last_error}
+        if self.schedules is not None:
+            out["schedules"] = {"checks": self.schedules.checks, "last_error": self.schedules.last_error}
         if self.rescuer is not None:
             watch = self.rescuer.watch
             out["rescue"] = {

@@ -158,6 +158,20 @@ class Metrics:
             ["receiver", "outcome"],
             registry=r,
         )
+        self.schedule_label = LabelBudget(200)
+        self.schedule_jobs = Counter(
+            "chokaq_schedule_jobs",
+            "Jobs this process enqueued for schedule ticks; late: run by the misfire policy after the grace.",
+            ["schedule", "late"],
+            registry=r,
+        )
+        self.schedule_missed = Counter(
+            "chokaq_schedule_missed_ticks",
+            "Schedule ticks found past their grace that the misfire policy did not run (counted by the "
+            "process that found them).",
+            ["schedule"],
+            registry=r,
+        )
         self.duration = Histogram(
             "chokaq_job_duration_seconds",
             "Handler wall time.",
@@ -178,6 +192,15 @@ class Metrics:
 
     def labels(self, queue: str | None, job_type: str | None) -> dict[str, str]:
         return {"queue": self.queue_label(queue), "type": self.type_label(job_type)}
+
+    def schedule_fired(self, name: str, *, on_time: int, late: int, missed: int) -> None:
+        label = self.schedule_label(name)
+        if on_time:
+            self.schedule_jobs.labels(schedule=label, late="false").inc(on_time)
+        if late:
+            self.schedule_jobs.labels(schedule=label, late="true").inc(late)
+        if missed:
+            self.schedule_missed.labels(schedule=label).inc(missed)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -9,7 +9,9 @@
   in `Storage.CleanupBatchSize` transactions, so on SQLite a worker's heartbeat gets the writer lock
   between two batches however much there is to prune;
 - worker registry rows not refreshed for `Retention.Workers` (1 day): workers that crashed or were
-  killed (a worker that stops deletes its own row).
+  killed (a worker that stops deletes its own row);
+- the schedules' tick ledger past `Schedules.RunHistory` (7 days; a pruned tick never runs again:
+  a schedule's next_run_at only moves forward).
 
 Cutoffs come from the database clock. Each part runs on its own: one failing does not stop the others.
 A database lease ("retention") lets one of many hosting processes do the work per interval.
@@ -52,8 +54,8 @@ class Retention:
     def run(self, force: bool = False) -> dict[str, Any]:
         """One retention pass. Returns what it did: `skipped` (another process holds the lease),
         `archive_purged`, `dlq_purged`, `batches` (their committed transactions), `pruned`,
-        `buckets_pruned`, `events_pruned`, `failures_pruned`, `prune_batches`, `workers_pruned`,
-        `orphans_reclaimed` (plan items of dead freezes) and `errors`. Never raises."""
+        `buckets_pruned`, `events_pruned`, `failures_pruned`, `schedule_runs_pruned`, `prune_batches`,
+        `workers_pruned`, `orphans_reclaimed` (plan items of dead freezes) and `errors`. Never raises."""
         result: dict[str, Any] = {
             "skipped": False,
             "archive_purged": 0,
@@ -63,6 +65,7 @@ class Retention:
             "buckets_pruned": 0,
             "events_pruned": 0,
             "failures_pruned": 0,
+            "schedule_runs_pruned": 0,
             "prune_batches": 0,
             "workers_pruned": 0,
             "orphans_reclaimed": 0,
@@ -129,11 +132,13 @@ class Retention:
             buckets_older_than_s=r.metric_buckets,
             events_older_than_s=r.events,
             failures_older_than_s=r.failure_history,
+            schedule_runs_older_than_s=self.settings.schedules.run_history,
         )
         result["pruned"] = True
         result["buckets_pruned"] = done["buckets"]
         result["events_pruned"] = done["events"]
         result["failures_pruned"] = done["failures"]
+        result["schedule_runs_pruned"] = done["schedule_runs"]
         result["prune_batches"] = done["batches"]
 
     def _reclaim_orphans(self, result: dict[str, Any]) -> None:

@@ -81,12 +81,7 @@ class Database:
         )
         # Every call's bound (docs/configuration.md, Storage.CommandTimeout); None: unbounded.
         self.command_timeout: float | None = command_timeout if command_timeout > 0 else None
-        # queries.sql, and the alerts' and the snapshot horizon's own files (docs/alerts.md).
-        self.queries = {
-            **queries.load(self.dialect.name),
-            **queries.load(self.dialect.name, "alerts"),
-            **queries.load(self.dialect.name, "horizon"),
-        }
+        self.queries = queries.load_store(self.dialect.name)
         # Single-statement queries the dialect runs on connections of their own kind (the worker's hot
         # ones, the producer's): named query -> that kind ("" for every other query).
         prepare = getattr(self.dialect, "prepare_on_use", None)

@@ -25,7 +25,7 @@ from chokaq_ops.storage.queries import Statement
 log = logging.getLogger("chokaq.storage")
 
 # Columns that hold booleans; SQLite returns them as 0/1.
-_BOOL_COLUMNS = frozenset({"paused", "active", "beat"})
+_BOOL_COLUMNS = frozenset({"paused", "active", "beat", "late"})
 
 
 def _is_time_column(name: str) -> bool:

@@ -31,14 +31,17 @@ class Events:
         buckets_older_than_s: float,
         events_older_than_s: float,
         failures_older_than_s: float | None = None,
+        schedule_runs_older_than_s: float | None = None,
     ) -> dict[str, int]:
-        """Delete metric buckets, events and failure history older than their retention, in
-        CleanupBatchSize transactions. Returns how many of each went and the number of batches."""
-        done = {"buckets": 0, "events": 0, "failures": 0, "batches": 0}
+        """Delete metric buckets, events, failure history and the schedules' tick ledger older than
+        their retention, in CleanupBatchSize transactions. Returns how many of each went and the number
+        of batches."""
+        done = {"buckets": 0, "events": 0, "failures": 0, "schedule_runs": 0, "batches": 0}
         for key, query, age in (
             ("buckets", "prune_buckets", buckets_older_than_s),
             ("events", "prune_events", events_older_than_s),
             ("failures", "prune_failures", failures_older_than_s),
+            ("schedule_runs", "prune_schedule_runs", schedule_runs_older_than_s),
         ):
             if age is None:
                 continue

@@ -149,7 +149,8 @@ class Producer:
 
     def enqueue_in(self, tx: Tx, jobs: Iterable[NewJob]) -> list[EnqueueResult]:
         """Enqueue inside a transaction already open on this store (`Database.transaction`), with the other
-        writes of that transaction (the alert loop's deliveries commit with its group state)."""
+        writes of that transaction (the alert loop's deliveries commit with its group state, a schedule's
+        tick with its ledger row); the caller commits."""
         items, explicit = self._enqueue_items(jobs)
         if not items:
             return []

@@ -192,6 +192,21 @@ def parse(text: str) -> dict[str, Query]:
     return queries
 
 
+# The files every store loads: queries.sql, and concerns kept in files of their own (schedules.sql).
+STORE_FILES = ("queries", "alerts", "horizon", "schedules")
+
+
+def load_store(dialect: str) -> dict[str, Query]:
+    """The named queries of a store: every file of STORE_FILES, whose names must not collide."""
+    merged: dict[str, Query] = {}
+    for file in STORE_FILES:
+        for name, query in load(dialect, file).items():
+            if name in merged:
+                raise ValueError(f"query {name!r} of {file}.sql is defined in another store file too")
+            merged[name] = query
+    return merged
+
+
 @cache
 def load(dialect: str, name: str = "queries") -> dict[str, Query]:
     """The blocks of sql/<dialect>/<name>.sql: queries.sql for the Store, bench.sql for `chokaq bench`."""

@@ -12,9 +12,9 @@ from chokaq_ops.models import ArchiveFilter, DlqFilter, FailureReason, HotFilter
 from chokaq_ops.records import ArchivedJob, AuditEntry, DeadJob, HotJob, JobRecord, job_record
 from chokaq_ops.storage.database import Database, Tx
 from chokaq_ops.storage.filters import dlq_filter_params
+from chokaq_ops.storage.inputs import paging as _paging
 from chokaq_ops.storage.lanes import Peek
 
-MAX_PAGE_SIZE = 1000
 HOT_SORTS = ("created_at", "priority", "due_at", "id", "queue", "type", "status")
 ARCHIVE_SORTS = ("finished_at", "created_at", "duration_ms", "queue", "type", "attempt_count", "id")
 DLQ_SORTS = ("failed_at", "created_at", "queue", "type", "reason", "attempt_count", "id")
@@ -32,14 +32,6 @@ def _sort(name: str, sort: str, descending: bool, allowed: Sequence[str]) -> str
 def _counted(params: dict[str, Any]) -> bool:
     """True when a DLQ filter sets nothing but queue and reason: dlq_counts answers it exactly."""
     return all(v is None for k, v in params.items() if k not in ("queue", "reason"))
-
-
-def _paging(page: int, page_size: int) -> dict[str, int]:
-    if not isinstance(page, int) or page < 1:
-        raise errors.ValidationError("page must be 1 or more", field="page")
-    if not isinstance(page_size, int) or not 1 <= page_size <= MAX_PAGE_SIZE:
-        raise errors.ValidationError(f"page_size must be between 1 and {MAX_PAGE_SIZE}", field="page_size")
-    return {"limit": page_size, "offset": (page - 1) * page_size}
 
 
 def budget_warning(n: int, matched: int, max_job_age: float) -> str:

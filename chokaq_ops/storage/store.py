@@ -26,6 +26,7 @@ from chokaq_ops.storage.pool import Pool
 from chokaq_ops.storage.read_ops import ReadOps
 from chokaq_ops.storage.registry_ops import RegistryOps
 from chokaq_ops.storage.rescue import Rescue
+from chokaq_ops.storage.schedule_ops import ScheduleOps
 from chokaq_ops.storage.tokens import Tokens
 from chokaq_ops.storage.wal import Wal
 from chokaq_ops.storage.worker_ops import WorkerOps
@@ -81,6 +82,7 @@ class Store:
         self.failures = FailureOps(self.db)
         self.events = Events(self.db)
         self.alerts = AlertOps(self.db, self.producer)
+        self.schedules = ScheduleOps(self.db, self.producer)
 
     @classmethod
     def from_settings(cls, settings: Settings, url: str | None = None) -> Store:
@@ -323,3 +325,18 @@ class Store:
     save_alert_cycle = forward("alerts", AlertOps.save_alert_cycle)
     dead_groups = forward("alerts", AlertOps.dead_groups)
     halted_plans = forward("alerts", AlertOps.halted_plans)
+
+    # ------------------------------------------------------------------ recurring schedules (ScheduleOps)
+
+    get_schedule = forward("schedules", ScheduleOps.get_schedule)
+    list_schedules = forward("schedules", ScheduleOps.list_schedules)
+    schedule_runs = forward("schedules", ScheduleOps.schedule_runs)
+    due_schedules = forward("schedules", ScheduleOps.due_schedules)
+    create_schedule = forward("schedules", ScheduleOps.create_schedule)
+    update_schedule = forward("schedules", ScheduleOps.update_schedule)
+    delete_schedule = forward("schedules", ScheduleOps.delete_schedule)
+    pause_schedule = forward("schedules", ScheduleOps.pause_schedule)
+    resume_schedule = forward("schedules", ScheduleOps.resume_schedule)
+    trigger_schedule = forward("schedules", ScheduleOps.trigger_schedule)
+    sync_schedules = forward("schedules", ScheduleOps.sync_schedules)
+    fire_schedule = forward("schedules", ScheduleOps.fire_schedule)

@@ -236,13 +236,13 @@ CREATE TABLE stats_summary (
 ) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 200, autovacuum_vacuum_cost_delay = 0);
 INSERT INTO stats_summary (queue) VALUES ('default');
 
--- Counter deltas (queries.sql, count_deltas): one row per queue, bucket of 1,024 transaction ids and slot
--- (the id % 64), never written again once those transactions end; fold_counters adds finished buckets
--- into stats_summary. No row every statement of a queue updates (docs/endurance.md).
+-- Counter deltas (queries.sql, count_deltas): one row per queue and transaction (its id as bucket of
+-- 1,024 ids and slot, the id % 1024), never written again once it ends; fold_counters adds finished
+-- buckets into stats_summary. No row two transactions update (docs/endurance.md).
 CREATE TABLE queue_counts (
     queue      varchar(255) NOT NULL,
     xb         bigint       NOT NULL,  -- transaction id >> 10
-    slot       smallint     NOT NULL,  -- transaction id % 64
+    slot       smallint     NOT NULL,  -- transaction id % 1024
     enqueued   bigint       NOT NULL DEFAULT 0,
     succeeded  bigint       NOT NULL DEFAULT 0,
     failed     bigint       NOT NULL DEFAULT 0,
@@ -535,3 +535,49 @@ CREATE TABLE alert_groups (
     last_sent_at   timestamptz,
     CONSTRAINT pk_alert_groups PRIMARY KEY (receiver, group_key)
 );
+-- Recurring schedules and their tick ledger (docs/schedules.md; migration 0014).
+CREATE TABLE schedules (
+    name                   varchar(100) NOT NULL,
+    type                   varchar(255) NOT NULL,
+    cron                   varchar(200) NOT NULL,
+    tz                     varchar(64)  NOT NULL DEFAULT 'UTC',
+    payload                text,
+    queue                  varchar(255) NOT NULL DEFAULT 'default',
+    priority               integer      NOT NULL DEFAULT 10,
+    tags                   varchar(1000),
+    misfire                varchar(10)  NOT NULL DEFAULT 'once',
+    catch_up_max           integer      NOT NULL DEFAULT 1,
+    misfire_grace_seconds  double precision,
+    paused                 boolean      NOT NULL DEFAULT false,
+    source                 varchar(10)  NOT NULL DEFAULT 'api',
+    next_run_at            timestamptz,
+    last_tick_at           timestamptz,
+    last_run_at            timestamptz,
+    last_job_id            varchar(50),
+    runs_total             bigint       NOT NULL DEFAULT 0,
+    missed_total           bigint       NOT NULL DEFAULT 0,
+    created_at             timestamptz  NOT NULL DEFAULT now(),
+    created_by             varchar(100),
+    updated_at             timestamptz  NOT NULL DEFAULT now(),
+    updated_by             varchar(100),
+    CONSTRAINT pk_schedules PRIMARY KEY (name),
+    CONSTRAINT ck_schedules_misfire CHECK (misfire IN ('skip', 'once', 'catch_up')),
+    CONSTRAINT ck_schedules_catch_up CHECK (catch_up_max BETWEEN 1 AND 1000),
+    CONSTRAINT ck_schedules_grace CHECK (misfire_grace_seconds IS NULL OR misfire_grace_seconds > 0),
+    CONSTRAINT ck_schedules_source CHECK (source IN ('api', 'code'))
+);
+CREATE INDEX ix_schedules_due ON schedules (next_run_at) WHERE NOT paused AND next_run_at IS NOT NULL;
+-- The tick ledger: one row per tick that ran (kind 'cron'; `late` when it ran after its misfire grace)
+-- and per trigger-now (kind 'manual', tick_at = when it was asked for), with the job it enqueued.
+CREATE TABLE schedule_runs (
+    schedule  varchar(100) NOT NULL,
+    tick_at   timestamptz  NOT NULL,
+    kind      varchar(6)   NOT NULL,
+    late      boolean      NOT NULL DEFAULT false,
+    job_id    varchar(50),
+    fired_at  timestamptz  NOT NULL DEFAULT now(),
+    fired_by  varchar(100),
+    CONSTRAINT pk_schedule_runs PRIMARY KEY (schedule, tick_at, kind),
+    CONSTRAINT ck_schedule_runs_kind CHECK (kind IN ('cron', 'manual'))
+);
+CREATE INDEX ix_schedule_runs_fired ON schedule_runs (fired_at);

@@ -87,6 +87,10 @@ def demo_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+# `chokaq serve` without an engine: its first line (stdout and stderr together) is the "serving" line.
+API_ONLY = ("--no-worker", "--no-rescue", "--no-retention", "--no-schedules")
+
+
 def copy_db(source: Path, target: Path) -> str:
     with sqlite3.connect(source) as src, sqlite3.connect(target) as dst:
         src.backup(dst)
@@ -101,7 +105,7 @@ def served(tmp_path: Path, demo_db: Path) -> Iterator[tuple[str, str, str]]:
         token = store.create_token("notebook", "admin", actor=Actor("test-setup"))
     env = {k: v for k, v in os.environ.items() if k not in TARGET_ENV}
     proc = subprocess.Popen(
-        [CHOKAQ, "serve", "--db", url, "--port", "0", "--no-worker", "--no-rescue", "--no-retention"],
+        [CHOKAQ, "serve", "--db", url, "--port", "0", *API_ONLY],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -24,8 +24,7 @@ class Holder:
 @pytest.fixture
 def holder(store) -> Iterator[Holder]:
     """An analyst's session: a repeatable-read transaction left open after one read of the archive."""
-    if store.dialect.name != "postgresql":
-        pytest.skip("a server-side snapshot holder exists on PostgreSQL only")
+    assert store.dialect.name == "postgresql", "a server-side snapshot holder exists on PostgreSQL only"
     conn = from_url(store.url).connect()
     conn.autocommit = False
     cur = conn.cursor()
@@ -53,6 +52,7 @@ def quick(store, settings, tokens, bound_app) -> ApiClient:
     return ApiClient(app, tokens)
 
 
+@pytest.mark.postgres_only
 def test_readiness_names_the_session_holding_the_oldest_snapshot_and_stays_ready(quick, holder):
     time.sleep(0.7)
     r = quick.get("/health/ready", role="reader")
@@ -80,6 +80,7 @@ def test_metrics_carry_the_horizon_and_the_tables_dead_versions(quick, store):
         assert families["chokaq_sqlite_wal_bytes"].samples[0].value >= 0
 
 
+@pytest.mark.postgres_only
 def test_only_an_admin_ends_the_holding_session_confirmed_and_audited(quick, store, holder):
     body = {"pid": holder.pid, "confirm": holder.pid, "reason": "blocking vacuum"}
     for role in ("reader", "operator"):
@@ -100,9 +101,8 @@ def test_only_an_admin_ends_the_holding_session_confirmed_and_audited(quick, sto
         holder.conn.cursor().execute("SELECT 1")
 
 
+@pytest.mark.sqlite_only
 def test_sqlite_reports_its_write_ahead_log_and_has_no_session_to_end(quick, store):
-    if store.dialect.name != "sqlite":
-        pytest.skip("the write-ahead log is SQLite's")
     r = quick.get("/horizon", role="reader")
     assert r.status_code == 200 and r.json["oldest_snapshot"] is None
     assert set(r.json["wal"]) == {"size_bytes", "limit_bytes", "pinned_seconds"}

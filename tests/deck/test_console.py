@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from chokaq_ops.models import FailureReason
+from chokaq_ops.models import Actor, FailureReason
 from tests.api.conftest import to_dlq
 from tests.support.served import FAST_TOML, wait_for
 
@@ -96,7 +96,7 @@ def _visit_everything(console, job_id):
     page = console.panel("DLQ")
     page.get_by_role("button", name=f"Inspect {job_id}").click()
     page.get_by_test_id("error-details").wait_for()
-    for name in ("Overview", "Queues", "Workers", "Jobs", "Error groups", "Bulk plans", "Audit"):
+    for name in ("Overview", "Queues", "Workers", "Schedules", "Jobs", "Error groups", "Bulk plans", "Audit"):
         console.panel(name)
         yield name, page
     page = console.panel("DLQ")
@@ -167,10 +167,14 @@ def test_hostile_text_stays_text(deck):
     assert "unsafe-inline" not in csp and "unsafe-eval" not in csp and "*" not in csp
     assert page_headers["X-Content-Type-Options"] == "nosniff"
 
+    deck.store.create_schedule(
+        {"name": "hostile", "type": f"t{SCRIPT_END}", "cron": "@daily", "payload": payload, "tags": HOSTILE},
+        actor=Actor("test"),
+    )
     console = deck.open("admin")
     assert console.response.headers["content-security-policy"] == csp
     page = console.page
-    for name in ("Overview", "Queues", "Jobs", "Error groups", "Audit", "DLQ"):
+    for name in ("Overview", "Queues", "Schedules", "Jobs", "Error groups", "Audit", "DLQ"):
         console.panel(name)
         page.wait_for_timeout(300)
     page.get_by_role("button", name=f"Inspect {job_id}").click()
@@ -332,11 +336,10 @@ def test_payload_checker_points_at_the_error(deck):
             assert words in got["error"]["message"], (text, got)
 
 
+@pytest.mark.postgres_only
 def test_the_horizon_banner_names_the_holder_and_only_an_admin_ends_it(deck):
     """A notebook keeps a snapshot open: every role sees the banner with its session; an admin ends the
     session after typing its pid, and the banner goes (PostgreSQL; SQLite shows its pinned log instead)."""
-    if deck.dialect != "postgresql":
-        pytest.skip("a server-side snapshot holder exists on PostgreSQL only")
     from chokaq_ops.storage.dialects import from_url
     from tests.deck.conftest import SHOTS
 

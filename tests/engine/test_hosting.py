@@ -35,7 +35,8 @@ def test_schedules_jittered_heartbeat_rescue_and_retention(store):
         jobs = {j.id: j for j in host._scheduler.get_jobs()}
         # PostgreSQL folds counter deltas; SQLite keeps its write-ahead log small (docs/endurance.md).
         folds = {"fold-counters"} if store.dialect.name == "postgresql" else {"wal"}
-        assert set(jobs) == {"heartbeat", "rescue", "retention", "db-watch"} | folds
+        assert set(jobs) == {"heartbeat", "rescue", "retention", "db-watch", "schedules"} | folds
+        assert jobs["schedules"].trigger.interval.total_seconds() == 1.0  # Schedules.CheckInterval
         hb = jobs["heartbeat"].trigger
         assert hb.interval.total_seconds() == 8.0 and hb.jitter == 4.0  # 8 s + (0..4 s): 8-12 s by default
         assert jobs["rescue"].trigger.interval.total_seconds() == 0.2
@@ -53,8 +54,11 @@ def test_schedules_jittered_heartbeat_rescue_and_retention(store):
 
 
 def test_parts_can_be_switched_off(store):
-    host = Host(Settings(), store, run_worker=False, run_rescue=False, run_retention=True)
+    host = Host(
+        Settings(), store, run_worker=False, run_rescue=False, run_retention=True, run_schedules=False
+    )
     assert host.worker is None and host.rescuer is None and host.retention is not None
+    assert host.schedules is None
     host.start()
     try:
         assert [j.id for j in host._scheduler.get_jobs()] == ["retention"]

@@ -15,7 +15,7 @@ from worker_support import enqueue, fast_settings, hosted, settled, wait_for
 from chokaq_ops.engine.handlers import Registry
 from chokaq_ops.models import NewJob
 from chokaq_ops.storage import Store
-from tests.support.dbprobe import is_pg, sql
+from tests.support.dbprobe import sql
 
 SLOW_POLL = {"worker__polling_interval": 60.0}
 
@@ -112,9 +112,8 @@ def test_a_notification_storm_costs_one_claim_not_one_per_notification(store) ->
         assert 1 <= len(claims) <= 25, len(claims)
 
 
+@pytest.mark.postgres_only
 def test_a_killed_listener_reconnects_and_wakes_again(store) -> None:
-    if not is_pg(store):
-        pytest.skip("the listening connection is PostgreSQL's")
     started: list[str] = []
     with hosted(store, fast_settings(store, **SLOW_POLL), _registry(started)) as host:
         _idle(host)
@@ -132,9 +131,8 @@ def test_a_killed_listener_reconnects_and_wakes_again(store) -> None:
         assert started == [job_id]
 
 
+@pytest.mark.postgres_only
 def test_enqueues_notify_once_per_statement_and_only_while_a_worker_waits(store) -> None:
-    if not is_pg(store):
-        pytest.skip("NOTIFY is PostgreSQL's")
     import psycopg
     import pyodbc
 

@@ -220,14 +220,14 @@ def test_schema_sql_equals_a_replay_of_the_migrations(fresh_url, tmp_path, pg_se
 
 
 def test_both_dialects_define_the_same_query_names():
-    for file in ("queries", "bench", "alerts", "horizon"):
+    for file in ("queries", "schedules", "bench", "alerts", "horizon"):
         lite, pg = named.load("sqlite", file), named.load("postgresql", file)
         only = {name: dialect for name, dialect in named.DIALECT_ONLY.items() if file == "queries"}
         assert (
             dict.fromkeys(set(lite) - set(pg), "sqlite") | dict.fromkeys(set(pg) - set(lite), "postgresql")
             == only
         ), file
-        assert len(lite) > {"queries": 100, "bench": 5, "alerts": 15, "horizon": 0}[file]
+        assert len(lite) > {"queries": 100, "schedules": 5, "bench": 5, "alerts": 15, "horizon": 0}[file]
 
 
 def _head(text: str) -> str:
@@ -258,7 +258,7 @@ def test_every_named_query_compiles(store):
                 for st in store.queries["enqueue"].statements:
                     if _head(st.sql) == "CREATE":
                         cur.execute(st.sql)
-            for file in ("queries", "bench", "alerts", "horizon"):
+            for file in ("queries", "schedules", "bench", "alerts", "horizon"):
                 for name, query in named.load(store.dialect.name, file).items():
                     for i, st in enumerate(query.statements):
                         head = _head(st.sql)

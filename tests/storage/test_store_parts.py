@@ -11,7 +11,7 @@ import chokaq_ops.storage
 from chokaq_ops.storage import Store
 
 PARTS = ("producer", "worker", "rescue", "leases", "reads", "admin", "plans", "circuits", "registry")
-PARTS += ("failures", "events", "tokens", "alerts")
+PARTS += ("failures", "events", "tokens", "alerts", "schedules", "horizons")
 
 
 def test_every_public_method_of_a_part_is_on_the_store_with_the_same_signature():

@@ -75,6 +75,7 @@ async function call(method, path, { query, body, token, signal } = {}) {
 export const get = (path, query, opts = {}) => api("GET", path, { ...opts, query });
 export const post = (path, body, opts = {}) => api("POST", path, { ...opts, body });
 export const patch = (path, body, opts = {}) => api("PATCH", path, { ...opts, body });
+export const del = (path, opts = {}) => api("DELETE", path, opts);
 
 export const REASONS = [
   "MaxRetriesExceeded", "Cancelled", "Zombie", "CircuitBreakerOpen", "Rejected", "Throttled", "Fatal",

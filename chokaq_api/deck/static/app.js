@@ -12,12 +12,14 @@ import * as jobs from "./panels/jobs.js";
 import * as overview from "./panels/overview.js";
 import * as plans from "./panels/plans.js";
 import * as queues from "./panels/queues.js";
+import * as schedules from "./panels/schedules.js";
 import * as workers from "./panels/workers.js";
 
 const PANELS = [
   ["overview", "Overview", overview],
   ["queues", "Queues", queues],
   ["workers", "Workers", workers],
+  ["schedules", "Schedules", schedules],
   ["jobs", "Jobs", jobs],
   ["dlq", "DLQ", dlq],
   ["groups", "Error groups", groups],

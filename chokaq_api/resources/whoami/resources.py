@@ -13,12 +13,15 @@ from chokaq_api.resources.whoami.schemas import WhoAmISchema
 URL = "/whoami"
 blp = Blueprint("whoami", __name__, description="The calling token.")
 
+# schedule_run: pause, resume and trigger schedules; schedule_edit: create, change and delete them.
 ABILITIES = {
     "reader": ("read",),
-    "operator": ("read", "enqueue", "edit", "resurrect", "cancel", "pause", "rescue", "plan"),
+    "operator": (
+        "read", "enqueue", "edit", "resurrect", "cancel", "pause", "rescue", "plan", "schedule_run",
+    ),
     "admin": (
         "read", "enqueue", "edit", "resurrect", "cancel", "pause", "rescue", "plan", "purge", "queue_limits",
-        "end_sessions",
+        "end_sessions", "schedule_run", "schedule_edit",
     ),
 }  # fmt: skip
 
