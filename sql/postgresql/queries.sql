@@ -115,13 +115,15 @@ SELECT queue, 0, -CAST(location = 'archive' AS integer), -CAST(location = 'dlq' 
 -- fragment: count_deltas
 -- Adds the rows of a CTE `deltas (queue, enqueued, succeeded, failed, retried, pending, fetched,
 -- processing)` to the queues' counters, one upsert per queue: the totals, and the hot jobs per status
--- (counted instead of read from jobs_hot, whose ranges hold the dead versions of finished work). Counters never go through one row per queue, which every statement of the
--- queue would update: while a snapshot is held each update walks every version kept since, and a busy
--- queue's row reached hundreds of thousands (docs/endurance.md). A delta row belongs to the transaction
--- id's bucket (1,024 ids) and one of 64 slots by that id, so it takes at most 16 updates and is never
--- written again once its ids are finished; fold_counters adds finished buckets into stats_summary.
+-- (counted instead of read from jobs_hot, whose ranges hold the dead versions of finished work).
+-- Counters never go through one row per queue, which every statement of the queue would update: while a
+-- snapshot is held each update walks every version kept since, and a busy queue's row reached hundreds
+-- of thousands (docs/endurance.md). Each transaction writes a row of its own per queue, keyed by its id
+-- (bucket xid >> 10, slot xid % 1024): no transaction ever waits for another's counter row, so a
+-- producer's transaction left open for minutes holds up nobody (rows shared by several transactions did:
+-- tests/crash/test_late_commits.py). fold_counters adds finished buckets into stats_summary.
 INSERT INTO queue_counts AS c (queue, xb, slot, enqueued, succeeded, failed, retried, pending, fetched, processing, at)
-SELECT d.queue, x.id >> 10, x.id % 64, sum(d.enqueued), sum(d.succeeded), sum(d.failed), sum(d.retried),
+SELECT d.queue, x.id >> 10, x.id % 1024, sum(d.enqueued), sum(d.succeeded), sum(d.failed), sum(d.retried),
        sum(d.pending), sum(d.fetched), sum(d.processing), now()
 FROM deltas d CROSS JOIN (SELECT CAST(CAST(pg_current_xact_id() AS text) AS bigint) AS id) x
 GROUP BY d.queue, x.id ORDER BY d.queue
