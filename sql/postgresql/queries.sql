@@ -1156,7 +1156,10 @@ SELECT id FROM moved;
 -- live one (it may be running), so the DLQ copy is the one displaced to the audit log, with an event;
 -- it never fails the chunk's other rows. `revived` returns the rows that did go back to hot.
 hot_twins AS (
-    SELECT m.* FROM moved m WHERE EXISTS (SELECT 1 FROM jobs_hot h WHERE h.id = m.id)
+    -- Looked up through jobs_hot's primary key (= ANY of the moved ids): as a join the planner read all of
+    -- jobs_hot, which a bulk resurrect itself grows by a chunk each time (quadratic over 100k rows).
+    SELECT m.* FROM moved m
+    WHERE m.id IN (SELECT h.id FROM jobs_hot h WHERE h.id = ANY(ARRAY(SELECT id FROM moved)))
 ),
 displaced AS (
     SELECT id, queue, 'dlq' AS location,
@@ -1219,9 +1222,13 @@ events AS (
 WITH items AS (
     SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, payload text, tags text, priority integer)
 ),
+-- Deleted through the primary key (= ANY): as a join the planner scanned the whole DLQ for each chunk.
+gone AS (
+    DELETE FROM jobs_dlq d WHERE d.id = ANY(ARRAY(SELECT id FROM items)) RETURNING d.*
+),
 moved AS (
-    DELETE FROM jobs_dlq d USING items i WHERE d.id = i.id
-    RETURNING d.*, i.payload AS new_payload, i.tags AS new_tags, i.priority AS new_priority
+    SELECT g.*, i.payload AS new_payload, i.tags AS new_tags, i.priority AS new_priority
+    FROM gone g JOIN items i ON i.id = g.id
 ),
 {{resurrect_rest}}
 SELECT id, queue, CAST(NULL AS text) AS twin FROM revived WHERE (SELECT count(*) FROM signal) >= 0
@@ -1244,7 +1251,8 @@ WITH victims AS (
     ORDER BY d.failed_at DESC, d.id LIMIT CAST(:limit AS integer)
 ),
 moved AS (
-    DELETE FROM jobs_dlq d USING victims v WHERE d.id = v.id
+    -- Through the primary key (= ANY): as a join of the victims the planner scanned the whole DLQ per chunk.
+    DELETE FROM jobs_dlq d WHERE d.id = ANY(ARRAY(SELECT id FROM victims))
     RETURNING d.*, CAST(NULL AS text) AS new_payload, CAST(NULL AS text) AS new_tags,
               CAST(NULL AS integer) AS new_priority
 ),
@@ -1302,7 +1310,8 @@ WITH victims AS (
     ORDER BY failed_at, id LIMIT CAST(:batch AS integer) FOR UPDATE SKIP LOCKED
 ),
 moved AS (
-    DELETE FROM jobs_dlq d USING victims v WHERE d.id = v.id RETURNING d.id, d.queue
+    -- Through the primary key (= ANY), never a scan of the whole DLQ per chunk (see resurrect_matching).
+    DELETE FROM jobs_dlq d WHERE d.id = ANY(ARRAY(SELECT id FROM victims)) RETURNING d.id, d.queue
 ),
 {{purge_dlq_rest}}
 SELECT id FROM moved;
@@ -1319,7 +1328,8 @@ WITH victims AS (
     ORDER BY d.failed_at DESC, d.id LIMIT CAST(:limit AS integer) FOR UPDATE SKIP LOCKED
 ),
 moved AS (
-    DELETE FROM jobs_dlq d USING victims v WHERE d.id = v.id RETURNING d.id, d.queue, d.failed_at
+    -- Through the primary key (= ANY), never a scan of the whole DLQ per chunk (see resurrect_matching).
+    DELETE FROM jobs_dlq d WHERE d.id = ANY(ARRAY(SELECT id FROM victims)) RETURNING d.id, d.queue, d.failed_at
 ),
 {{purge_dlq_rest}}
 SELECT (SELECT count(*) FROM moved) AS n, c.failed_at AS cursor_at, c.id AS cursor_id
