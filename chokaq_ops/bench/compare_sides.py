@@ -1,11 +1,12 @@
 """The two sides of `chokaq bench compare`: the working tree, and a base revision exported from git.
 
-Each side runs its benches as `python -m chokaq_ops.cli bench NAME ...` in a process of its own, started
-in the side's tree with PYTHONPATH pointing at it, so `chokaq_ops`, `chokaq_api` and `sql/` come from that
-tree and nowhere else (the editable install's path entry comes after both; `probe` checks it before the
-first round). Both sides use the same interpreter and third-party packages (the current venv's) unless
-`--base-python` names another: the comparison is then of chokaq's code alone, which is what a ratio
-against a previous commit is about, and no package index is needed to set a side up.
+Each side runs its benches as `chokaq bench NAME ...` (python -c calling chokaq_ops.cli.main) in a
+process of its own, started in the side's tree with PYTHONPATH pointing at it, so `chokaq_ops`,
+`chokaq_api` and `sql/` come from that tree and nowhere else (the editable install's path entry comes
+after both; `probe` checks it before the first round). Both sides use the same interpreter and
+third-party packages (the current venv's) unless `--base-python` names another: the comparison is then
+of chokaq's code alone, which is what a ratio against a previous commit is about, and no package index
+is needed to set a side up.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from chokaq_ops import errors
 
 # What decides how a bench measures: its module, the harness, and the seeding SQL.
 BENCH_CODE = ("chokaq_ops/bench", "sql/sqlite/bench.sql", "sql/postgresql/bench.sql")
+
+
+_MAIN = "import sys; from chokaq_ops.cli import main; sys.exit(main(sys.argv[1:]))"
 
 
 class SideFailed(errors.ChokaqError):
@@ -47,18 +51,9 @@ class Side:
         return env
 
     def command(self, bench: str, args: Sequence[str], repeat: int) -> list[str]:
-        return [
-            self.python,
-            "-m",
-            "chokaq_ops.cli",
-            "bench",
-            bench,
-            "--db",
-            self.db,
-            "--repeat",
-            str(repeat),
-            *args,
-        ]
+        # `-c` rather than `-m chokaq_ops.cli`: older revisions have no cli/__main__.py. Like `-m`, `-c`
+        # puts the working directory (the side's tree) first on sys.path.
+        return [self.python, "-c", _MAIN, "bench", bench, "--db", self.db, "--repeat", str(repeat), *args]
 
     def run(self, bench: str, args: Sequence[str], repeat: int) -> list[dict[str, Any]]:
         """One invocation of a bench on this side: its JSON lines."""
