@@ -57,14 +57,7 @@ class Side:
 
     def run(self, bench: str, args: Sequence[str], repeat: int) -> list[dict[str, Any]]:
         """One invocation of a bench on this side: its JSON lines."""
-        done = subprocess.run(
-            self.command(bench, args, repeat),
-            cwd=self.root,
-            env=self.env(),
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        done = self._spawn(self.command(bench, args, repeat))
         if done.returncode != 0:
             tail = done.stderr.strip()[-2000:]
             raise SideFailed(f"bench {bench} on {self.name} ({self.rev}) exited {done.returncode}: {tail}")
@@ -77,6 +70,12 @@ class Side:
                     continue  # not a measurement (a stray print of older code)
         return lines
 
+    def _spawn(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
+        """A process of this side: in its tree, with its PYTHONPATH; its output captured."""
+        return subprocess.run(
+            argv, cwd=self.root, env=self.env(), capture_output=True, text=True, check=False
+        )
+
     def probe(self) -> dict[str, str]:
         """Where this side's interpreter finds chokaq's packages; refuses a side that would import another
         tree's code (the ratio would then compare a tree with itself)."""
@@ -84,14 +83,7 @@ class Side:
             "import json, chokaq_ops, chokaq_api; "
             "print(json.dumps([chokaq_ops.__file__, chokaq_api.__file__]))"
         )
-        done = subprocess.run(
-            [self.python, "-c", code],
-            cwd=self.root,
-            env=self.env(),
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        done = self._spawn([self.python, "-c", code])
         if done.returncode != 0:
             raise SideFailed(f"{self.name} ({self.rev}) cannot import chokaq: {done.stderr.strip()[-1000:]}")
         found = json.loads(done.stdout.strip().splitlines()[-1])
