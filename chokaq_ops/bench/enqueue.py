@@ -5,14 +5,18 @@ plain INSERT+COMMIT of one job row (the baseline), measured in the same run.
   call is `Store.enqueue([one job])`, one statement in its own transaction (idempotency, id conflicts,
   queue and counter bookkeeping included), --rows jobs in all;
 - `batch`: `Store.enqueue` of --batch (1000) jobs per call, --rows rounded up to whole batches;
-- `plain` (1 producer) and `plain16`: the same job row inserted by `INSERT INTO jobs_hot ... VALUES`
-  on the same driver and pool, autocommit: what one round trip and one commit cost here;
+- `plain` (1 producer) and `plain16`: the same job row (the same columns and values) inserted by a bare
+  `INSERT INTO jobs_hot ... VALUES` on the same driver and pool, autocommit, prepared on the producer's
+  kind of connection as the single-job enqueue is: what one round trip and one commit cost here;
+- `plain_many`: the rows of `batch` as one bare multi-row INSERT per --batch jobs (the rows as one JSON
+  parameter), autocommit: the baseline of `batch`;
 - `api` (1 client) and `api16` (16): the same job as `POST /jobs` to a `chokaq serve` process (API only,
   16 request threads, an operator token), each client on a keep-alive session of its own; each call
   gets its 201 (with the job) before the next. Not in the default set: they start a server.
-The ratio `single / plain` is the enqueue's overhead over a bare INSERT. Each run also reports the CPU a
-job cost (chokaq_ops/bench/cpu.py): `producer_cpu_us_per_job` (this process, every thread) and
-`db_cpu_us_per_job` (the PostgreSQL backends serving it, when the server runs on this host).
+The ratios `single / plain` and `batch / plain_many` are the enqueue's overhead over a bare INSERT.
+Each run also reports the CPU a job cost (chokaq_ops/bench/cpu.py): `producer_cpu_us_per_job` (this
+process, every thread) and `db_cpu_us_per_job` (the PostgreSQL backends serving it, when the server
+runs on this host).
 """
 
 from __future__ import annotations
@@ -29,12 +33,14 @@ from chokaq_ops.bench import cpu
 from chokaq_ops.bench.api import Served
 from chokaq_ops.bench.harness import BenchDb, expect, spread
 from chokaq_ops.models import Actor, NewJob
+from chokaq_ops.storage import dialects
 
 QUEUE = "bench.enqueue"
 TYPE = "bench.enqueue.noop"
 BATCH = 1000
-KINDS = ("plain", "single", "plain16", "single16", "batch")
+KINDS = ("plain", "single", "plain16", "single16", "plain_many", "batch")
 API_KINDS = ("api", "api16")
+BATCHED = ("batch", "plain_many")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,13 +65,14 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
 
         db.store = Store.from_settings(db.settings.with_overrides({"storage.pool_size": 20}))
         db.store.queries = db.store.queries | queries.load(db.dialect, "bench")
+        db.store.db.prepare(dialects.PRODUCER, ("bench_plain_insert", "bench_plain_insert_many"))
         post = _poster(db, stack) if any(k in API_KINDS for k in kinds) else None
         for n in range(1, args.repeat + 1):
             for kind in kinds:
                 db.reset()
                 threads = 16 if kind.endswith("16") else 1
                 batch = max(1, int(args.batch))
-                total = -(-rows // batch) * batch if kind == "batch" else rows
+                total = -(-rows // batch) * batch if kind in BATCHED else rows
                 meter = cpu.Meter(db)
                 seconds = _timed(db, kind, total, threads, batch, post)
                 used = meter.per_job(total, "producer_cpu_us_per_job")
@@ -117,10 +124,16 @@ def _timed(
             store.enqueue(NewJob(type=TYPE, queue=QUEUE, payload='{"n":1}') for _ in range(batch))
 
         calls = total // batch
+    elif kind == "plain_many":
+
+        def one(i: int) -> None:
+            store.run("bench_plain_insert_many", items=[_row(ids.new_id()) for _ in range(batch)])
+
+        calls = total // batch
     elif kind.startswith("plain"):
 
         def one(i: int) -> None:
-            store.run("bench_plain_insert", id=ids.new_id(), queue=QUEUE, type=TYPE, payload='{"n":1}')
+            store.run("bench_plain_insert", **_row(ids.new_id()))
 
         calls = total
     else:
@@ -130,3 +143,9 @@ def _timed(
 
         calls = total
     return spread(one, calls, threads)
+
+
+def _row(job_id: str) -> dict[str, Any]:
+    """The bare baselines' job row: what `Store.enqueue` of the bench's job inserts."""
+    row = {"id": job_id, "queue": QUEUE, "type": TYPE, "payload": '{"n":1}', "tags": None, "priority": 10}
+    return row | {"created_by": None, "trace_context": None}

@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from chokaq_ops import bench, errors
+from chokaq_ops.bench import compare
 from chokaq_ops.bench.harness import machine
 from chokaq_ops.cli import common
 
@@ -51,6 +52,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         )
         module.add_arguments(bp)
         bp.set_defaults(handler=_handler(name, module))
+    cp = benches.add_parser(
+        "compare",
+        help="run benches for the working tree and a base revision in interleaved rounds; ratios",
+        description=(compare.__doc__ or "").strip(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    compare.add_arguments(cp)
+    cp.set_defaults(handler=compare.run)
 
 
 def _handler(name: str, module: bench.BenchModule) -> Any:

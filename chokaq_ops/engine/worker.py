@@ -181,7 +181,9 @@ class Worker:
         if self.settings.worker.instant_pickup:
             signals.subscribe(self.store.dialect.url, self.fetcher.wake)
             self.fetcher.watcher = wakeup.acquire(
-                self.store, change_check_interval=self.settings.worker.change_check_interval
+                self.store,
+                change_check_interval=self.settings.worker.change_check_interval,
+                polling_interval=self.settings.worker.polling_interval,
             )
         self.completer.thread.start()
         for t in [*self._threads, *self._executors]:

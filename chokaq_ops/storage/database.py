@@ -84,16 +84,9 @@ class Database:
         self.queries = queries.load_store(self.dialect.name)
         # Single-statement queries the dialect runs on connections of their own kind (the worker's hot
         # ones, the producer's): named query -> that kind ("" for every other query).
-        prepare = getattr(self.dialect, "prepare_on_use", None)
         self._kinds: dict[str, str] = {}
-        if prepare:
-            for kind, names in ((dialects.PRODUCER, producer_prepared), (dialects.HOT, prepared)):
-                single = {
-                    n: q.statements[0]
-                    for n in names
-                    if (q := self.queries.get(n)) is not None and len(q.statements) == 1
-                }
-                self._kinds |= dict.fromkeys(prepare(single), kind)
+        self.prepare(dialects.PRODUCER, producer_prepared)
+        self.prepare(dialects.HOT, prepared)
         self.pool = Pool(self.dialect.connect, pool_size)
         self.cleanup_batch_size = cleanup_batch_size
         self.max_transient_retries = max_transient_retries
@@ -102,6 +95,20 @@ class Database:
         self.retries_done = 0  # transient retries taken; tests and metrics read it
         self._retry_lock = threading.Lock()
         self._local = threading.local()  # retries taken by the calling thread (see thread_retries)
+
+    def prepare(self, kind: str, names: Sequence[str]) -> None:
+        """Run these single-statement named queries on connections of `kind` (dialects.HOT or PRODUCER),
+        prepared where the dialect prepares (PostgresDialect.prepare_on_use); elsewhere they run as usual.
+        The benches prepare their bare baselines this way, as the producer's statements are."""
+        prepare = getattr(self.dialect, "prepare_on_use", None)
+        if not prepare:
+            return
+        single = {
+            n: q.statements[0]
+            for n in names
+            if (q := self.queries.get(n)) is not None and len(q.statements) == 1
+        }
+        self._kinds |= dict.fromkeys(prepare(single), kind)
 
     @property
     def url(self) -> str:

@@ -24,7 +24,7 @@ log = logging.getLogger("chokaq.storage")
 MAX_UNCERTAIN_ENQUEUES = 100_000
 # Named queries the dialect runs as prepared statements on the producer's connections (Database,
 # `producer_prepared`).
-PREPARED = ("enqueue_one", "enqueue_one_known", "enqueue_fresh")
+PREPARED = ("enqueue_one", "enqueue_one_known", "enqueue_fresh", "enqueue_fresh_known")
 # A queue whose row a single-job enqueue committed is taken to exist for this long (seconds), and its
 # next single-job enqueues skip the queues table (a tenth of their statement's server time). chokaq never
 # deletes a queue row; one deleted by hand comes back at the first enqueue after this.
@@ -67,8 +67,13 @@ class Producer:
         items, explicit = self._enqueue_items(jobs)
         if not items:
             return []
-        if len(items) == 1 and not explicit and items[0]["idempotency_key"] is None:
-            return [self._singles.submit(items[0])]
+        if not explicit and all(i["idempotency_key"] is None for i in items):
+            # Generated ids, no keys: nothing to look up in the archive, the DLQ or the keys. One job goes
+            # through the combiner (threads' single enqueues share statements), several by the prepared
+            # multi-row statement (a third of the general one's server time, docs/benchmarks.md).
+            if len(items) == 1:
+                return [self._singles.submit(items[0])]
+            return self._enqueue_singles(items)
         return self._enqueue_checked(items, explicit)
 
     def _enqueue_checked(self, items: list[dict[str, Any]], explicit: set[str]) -> list[EnqueueResult]:
@@ -96,20 +101,37 @@ class Producer:
         return self._results(self.db.run, items, rows)
 
     def _enqueue_singles(self, items: list[dict[str, Any]]) -> list[EnqueueResult]:
-        """Single-job enqueues of concurrent callers (the Combiner's group): one alone by the lean
-        statement, several together by its multi-row form (`enqueue_fresh`), in one transaction (their
-        ids are generated and they carry no idempotency key, so none can conflict with another)."""
+        """Jobs with generated ids and no idempotency keys: one alone by the lean statement, several
+        together by its multi-row form (`enqueue_fresh`) in one transaction (an `enqueue_many`, or the
+        Combiner's group of concurrent single enqueues; their ids are generated, so none can conflict
+        with another)."""
         if len(items) == 1:
             return [self._enqueue_one(items[0])]
         retries = self.db.thread_retries()
-        rows = self.db.run("enqueue_fresh", items=items)
+        now = time.monotonic()
+        queues = {i["queue"] for i in items}
+        known = all(self._known_queues.get(q, 0.0) > now for q in queues)
+        rows = self.db.run("enqueue_fresh_known" if known else "enqueue_fresh", items=items)
         # As in _enqueue_one: a generated id found present by a retried statement was inserted by an
         # earlier attempt of this same statement, which committed and lost its reply.
         retried = self.db.thread_retries() != retries
-        inserted = {r["id"] for r in rows}
+        inserted = int(rows[0]["n"]) if rows else 0
         if inserted or retried:
             signals.publish(self.db.dialect.url)
-        return [_generated(i["id"], retried or i["id"] in inserted) for i in items]
+            if not known:
+                self._know(queues, now)
+        if retried or inserted == len(items):
+            return [_generated(i["id"], True) for i in items]
+        # Short (never in practice for generated ids): the items whose id holds this content are ours.
+        mine = {r["id"] for r in self.db.run("enqueued_unseen", write=False, items=items)}
+        return [_generated(i["id"], i["id"] in mine) for i in items]
+
+    def _know(self, queues: Iterable[str], now: float) -> None:
+        """Remember that these queues' rows were committed (see KNOWN_QUEUE_S)."""
+        if len(self._known_queues) >= MAX_KNOWN_QUEUES:
+            self._known_queues.clear()
+        for q in queues:
+            self._known_queues[q] = now + KNOWN_QUEUE_S
 
     def _enqueue_one(self, item: dict[str, Any]) -> EnqueueResult:
         """The commonest enqueue, one job with a generated id and no idempotency key, by the lean
@@ -127,9 +149,7 @@ class Producer:
         if created:
             signals.publish(self.db.dialect.url)
             if not known:
-                if len(self._known_queues) >= MAX_KNOWN_QUEUES:
-                    self._known_queues.clear()
-                self._known_queues[queue] = now + KNOWN_QUEUE_S
+                self._know((queue,), now)
         return _generated(item["id"], created)
 
     def next_due(self, queues: Sequence[str] | None = None) -> float | None:
@@ -163,7 +183,8 @@ class Producer:
         audit row commits in the same transaction. With `max_queues`, a job for a queue that does not exist
         yet is refused (422) once that many queues exist; existing queues keep working."""
         actor = person(actor)
-        item = self._enqueue_item(0, replace(job, created_by=actor.name))
+        context = tracing.current_context() if tracing.ENABLED else None
+        item = self._enqueue_item(0, replace(job, created_by=actor.name), context)
         if job.id is None and item["idempotency_key"] is None:
             return self._enqueue_one_audited(item, actor, max_queues)
 
@@ -268,12 +289,17 @@ class Producer:
     def _enqueue_items(self, jobs: Iterable[NewJob]) -> tuple[list[dict[str, Any]], set[str]]:
         """The statement's items (validated) and the ids among them the producer chose."""
         jobs = list(jobs)
-        items = [self._enqueue_item(i, job) for i, job in enumerate(jobs)]
+        # One call, one caller's trace context: read once, not per job (OpenTelemetry's lookup was a sixth
+        # of the Python time of a 1000-job enqueue).
+        context = tracing.current_context() if tracing.ENABLED else None
+        items = [self._enqueue_item(i, job, context) for i, job in enumerate(jobs)]
         if len({i["id"] for i in items}) < len(items):
             raise errors.ValidationError("the same job id appears twice in one enqueue", field="id")
         return items, {item["id"] for item, job in zip(items, jobs, strict=True) if job.id is not None}
 
-    def _enqueue_item(self, ord_: int, job: NewJob) -> dict[str, Any]:
+    def _enqueue_item(self, ord_: int, job: NewJob, context: str | None = None) -> dict[str, Any]:
+        """A validated job as the enqueue statements' item; `context`: the caller's trace context (W3C
+        traceparent), for a job that does not carry its own."""
         if job.delay_seconds is not None and job.scheduled_at is not None:
             raise errors.ValidationError(
                 "give delay_seconds or scheduled_at, not both", field="delay_seconds"
@@ -307,9 +333,7 @@ class Producer:
             "trace_context": (
                 validation.text(job.trace_context, "trace_context", max_len=tracing.MAX_CONTEXT_CHARS)
                 if job.trace_context is not None
-                else tracing.current_context()
-                if tracing.ENABLED
-                else None
+                else context
             ),
         }
 

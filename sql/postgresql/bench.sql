@@ -163,11 +163,24 @@ DELETE FROM sweep_marks;
 CHECKPOINT;
 
 -- name: bench_plain_insert
--- The baseline of `chokaq bench enqueue`: one job row inserted as plainly as SQL allows (no
--- idempotency, conflict or counter work), in its own autocommit transaction.
-INSERT INTO jobs_hot (id, queue, type, payload, priority, status, attempt_count, due_at, created_at, updated_at)
-VALUES (CAST(:id AS text), CAST(:queue AS text), CAST(:type AS text), CAST(:payload AS text), 10, 0, 0,
-        now(), now(), now());
+-- The baseline of `chokaq bench enqueue`: the row enqueue_one inserts (the same columns and values),
+-- inserted as plainly as SQL allows (no idempotency, conflict, queue, counter or wake-up work), in its
+-- own autocommit transaction; prepared on the producer's kind of connection, as enqueue_one is.
+INSERT INTO jobs_hot (id, queue, type, payload, tags, priority, status, attempt_count, scheduled_at, due_at,
+                      created_at, updated_at, created_by, trace_context)
+VALUES (CAST(:id AS text), CAST(:queue AS text), CAST(:type AS text), CAST(:payload AS text), CAST(:tags AS text),
+        CAST(:priority AS integer), 0, 0, NULL, now(), now(), now(), CAST(:created_by AS text),
+        CAST(:trace_context AS text));
+
+-- name: bench_plain_insert_many
+-- The baseline of enqueue_many (`chokaq bench enqueue`, kind plain_many): the same rows as one bare
+-- multi-row INSERT, the rows passed as one JSON parameter (values are never written into SQL text).
+INSERT INTO jobs_hot (id, queue, type, payload, tags, priority, status, attempt_count, scheduled_at, due_at,
+                      created_at, updated_at, created_by, trace_context)
+SELECT i.id, i.queue, i.type, i.payload, i.tags, i.priority, 0, 0, NULL, now(), now(), now(), i.created_by,
+       i.trace_context
+FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, queue text, type text, payload text, tags text,
+                                                     priority integer, created_by text, trace_context text);
 
 -- name: bench_pickup_ms
 -- Enqueue -> start of the archived jobs of :queue on the database clock, in milliseconds.

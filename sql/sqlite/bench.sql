@@ -165,10 +165,23 @@ WHERE id IN (WITH RECURSIVE s(g) AS (SELECT :zombies + 1 UNION ALL SELECT g + 1 
 SELECT 1 AS done;
 
 -- name: bench_plain_insert
--- The baseline of `chokaq bench enqueue`: one job row inserted as plainly as SQL allows (no
--- idempotency, conflict or counter work), in its own autocommit transaction.
-INSERT INTO jobs_hot (id, queue, type, payload, priority, status, attempt_count, due_at, created_at, updated_at)
-VALUES (:id, :queue, :type, :payload, 10, 0, 0, strftime({{ts}}, 'now'), strftime({{ts}}, 'now'), strftime({{ts}}, 'now'));
+-- The baseline of `chokaq bench enqueue`: the row enqueue_one inserts, as plainly as SQL allows (no
+-- idempotency, conflict, queue or counter work), in its own autocommit transaction.
+INSERT INTO jobs_hot (id, queue, type, payload, tags, priority, status, attempt_count, scheduled_at, due_at,
+                      created_at, updated_at, created_by, trace_context)
+VALUES (:id, :queue, :type, :payload, :tags, :priority, 0, 0, NULL, strftime({{ts}}, 'now'),
+        strftime({{ts}}, 'now'), strftime({{ts}}, 'now'), :created_by, :trace_context);
+
+-- name: bench_plain_insert_many
+-- The baseline of enqueue_many (kind plain_many): the same rows as one bare multi-row INSERT from one JSON
+-- parameter.
+INSERT INTO jobs_hot (id, queue, type, payload, tags, priority, status, attempt_count, scheduled_at, due_at,
+                      created_at, updated_at, created_by, trace_context)
+SELECT json_extract(j.value, '$.id'), json_extract(j.value, '$.queue'), json_extract(j.value, '$.type'),
+       json_extract(j.value, '$.payload'), json_extract(j.value, '$.tags'), json_extract(j.value, '$.priority'),
+       0, 0, NULL, strftime({{ts}}, 'now'), strftime({{ts}}, 'now'), strftime({{ts}}, 'now'),
+       json_extract(j.value, '$.created_by'), json_extract(j.value, '$.trace_context')
+FROM json_each(:items) j;
 
 -- name: bench_pickup_ms
 -- Enqueue -> start of the archived jobs of :queue on the database clock, in milliseconds.

@@ -331,11 +331,10 @@ INSERT INTO audit_log (actor, action, job_id, count) SELECT :actor, 'enqueue', :
 {{one_job_counter}};
 INSERT INTO queues (name) SELECT :queue WHERE changes() = 1 ON CONFLICT DO NOTHING;
 
--- name: enqueue_fresh
--- enqueue_one for several jobs: single-job enqueues of concurrent threads that the producer sends
--- together (storage/combining.py); generated ids and no idempotency keys, as enqueue_one's. Returns the
--- ids it inserted. The counters first, of the items not in hot yet: exactly those the INSERT then
--- inserts (one writer transaction; a retry after a commit whose reply was lost finds them all there).
+-- fragment: fresh_insert
+-- enqueue_fresh's counters and jobs, and how many it inserted. The counters first, of the items not in hot
+-- yet: exactly those the INSERT then inserts (one writer transaction; a retry after a commit whose reply
+-- was lost finds them all there).
 INSERT INTO stats_summary (queue, enqueued_total, last_activity_at)
 SELECT json_extract(j.value, '$.queue'), count(*), {{now}} FROM json_each(:items) j
 WHERE NOT EXISTS (SELECT 1 FROM jobs_hot h WHERE h.id = json_extract(j.value, '$.id'))
@@ -352,11 +351,20 @@ SELECT json_extract(j.value, '$.id'), json_extract(j.value, '$.queue'), json_ext
 FROM json_each(:items) j
 -- `WHERE true`: SQLite's parser needs it between a SELECT and ON CONFLICT.
 WHERE true
-ORDER BY json_extract(j.value, '$.id')
-ON CONFLICT DO NOTHING
-RETURNING 0 AS ord, id, 'new' AS status;
+ON CONFLICT DO NOTHING;
+SELECT changes() AS n
+
+-- name: enqueue_fresh
+-- enqueue_one for several jobs: enqueue_many of jobs with generated ids and no idempotency keys, and
+-- single-job enqueues of concurrent threads that the producer sends together (storage/combining.py), as
+-- enqueue_one's. One row back: how many jobs it inserted.
+{{fresh_insert}};
 INSERT INTO queues (name)
 SELECT DISTINCT json_extract(j.value, '$.queue') FROM json_each(:items) j WHERE true ON CONFLICT DO NOTHING;
+
+-- name: enqueue_fresh_known
+-- enqueue_fresh when every item's queue row was seen committed a moment ago (KNOWN_QUEUE_S).
+{{fresh_insert}};
 
 -- name: find_idempotency_keys
 SELECT idempotency_key, id FROM jobs_hot WHERE idempotency_key IN (SELECT value FROM json_each(:keys));

@@ -4,6 +4,7 @@ listener whose connection is killed comes back."""
 
 from __future__ import annotations
 
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -12,9 +13,10 @@ import time
 import pytest
 from worker_support import enqueue, fast_settings, hosted, settled, wait_for
 
+from chokaq_ops.engine import wakeup
 from chokaq_ops.engine.handlers import Registry
 from chokaq_ops.models import NewJob
-from chokaq_ops.storage import Store
+from chokaq_ops.storage import Store, signals
 from tests.support.dbprobe import sql
 
 SLOW_POLL = {"worker__polling_interval": 60.0}
@@ -168,3 +170,44 @@ def test_enqueues_notify_once_per_statement_and_only_while_a_worker_waits(store)
             app.close()
     finally:
         listener.close()
+
+
+def test_sqlite_change_checks_back_off_while_idle_and_speed_up_at_a_commit(tmp_path) -> None:
+    # The idle worker's look for other processes' commits: doubling from Worker.ChangeCheckInterval to
+    # IDLE_CHECK_S while the file is quiet, back to the fastest pace at the first commit it sees. The
+    # intervals are recorded as the watcher chose them, so the test reads no clock.
+    url = f"sqlite:///{tmp_path / 'idle.db'}"
+    with Store(url, pool_size=1) as store:
+        store.now()  # the file exists
+        chosen: list[tuple[bool, float]] = []
+        watcher = wakeup.Watcher(store, change_check_interval=0.001, polling_interval=1.0)
+        after = watcher.checks.after
+
+        def record(changed: bool, now: float) -> float:
+            interval = after(changed, now)
+            chosen.append((changed, interval))
+            return interval
+
+        watcher.checks.after = record  # type: ignore[method-assign]  # the test records the pace
+        woken: list[str] = []
+
+        def wake() -> None:
+            woken.append("wake")
+
+        signals.subscribe(url, wake)
+        watcher.start()
+        try:
+            wait_for(lambda: chosen and chosen[-1][1] == wakeup.IDLE_CHECK_S, what="the back-off", timeout=30)
+            quiet = [interval for _, interval in chosen]
+            assert quiet[0] == 0.001 and quiet == sorted(quiet)  # it only ever slowed down
+            assert any(0.001 < i < wakeup.IDLE_CHECK_S for i in quiet)  # by steps, not at once
+            other = sqlite3.connect(tmp_path / "idle.db", isolation_level=None)
+            other.execute("CREATE TABLE elsewhere (x integer)")  # a commit no in-process signal announces
+            other.close()
+            wait_for(lambda: any(changed for changed, _ in chosen), what="the change", timeout=30)
+            changed_at = next(i for i, (changed, _) in enumerate(chosen) if changed)
+            assert chosen[changed_at][1] == 0.001  # back to the fastest pace at once
+            assert woken  # and the workers of this process were woken
+        finally:
+            signals.unsubscribe(url, wake)
+            watcher.stop()

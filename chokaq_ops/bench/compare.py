@@ -1,0 +1,221 @@
+"""compare: named benches for the working tree (head) and a base revision, in interleaved rounds.
+
+Round r runs every named bench once on each side, base first in odd rounds and head first in even
+ones, on the same scratch database (or `--base-db` when the two revisions' schemas differ). Each
+invocation is `chokaq bench NAME --repeat K` in a process of its own, started in that side's tree
+(compare_sides.py). Output, JSON lines on stdout: a `compare` line (revisions, trees, machine), one
+`round` line per measurement a bench printed, then one `summary` line per bench, variant and metric:
+median, min-max and quartiles per side, the ratio of the medians head/base and the median of the
+per-round ratios. A text table of the summaries goes to stderr (or alone to stdout, `--format table`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from chokaq_ops import errors
+from chokaq_ops.bench import compare_sides as sides
+from chokaq_ops.bench import compare_stats as stats
+from chokaq_ops.bench.harness import machine
+from chokaq_ops.redact import redact
+
+# One bench invocation on one side: its JSON lines.
+Runner = Callable[[sides.Side, str, Sequence[str], int], list[dict[str, Any]]]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--benches", required=True, metavar="B1,B2", help="benches to run, e.g. enqueue,resurrect"
+    )
+    parser.add_argument("--base", default="HEAD", metavar="REV", help="base revision (default HEAD)")
+    parser.add_argument(
+        "--rounds", type=_at_least_one, default=5, metavar="N", help="interleaved rounds (default 5)"
+    )
+    parser.add_argument(
+        "--repeat", type=_at_least_one, default=1, metavar="K", help="runs per bench invocation (default 1)"
+    )
+    parser.add_argument(
+        "--bench-args",
+        action="append",
+        default=[],
+        metavar="BENCH:FLAGS",
+        help="flags for one bench on both sides, e.g. 'enqueue:--rows 3000 --kinds plain,single' "
+        "(repeatable)",
+    )
+    parser.add_argument("--db", metavar="URL", help="scratch database (default CHOKAQ_DB); benches empty it")
+    parser.add_argument(
+        "--base-db", metavar="URL", help="the base's scratch database, needed when the two schemas differ"
+    )
+    parser.add_argument(
+        "--base-python", metavar="PATH", help="interpreter for the base (default: this one, its packages)"
+    )
+    parser.add_argument(
+        "--metrics", metavar="M1,M2", help=f"figures to compare (default {','.join(stats.DEFAULT_METRICS)})"
+    )
+    parser.add_argument(
+        "--format", choices=("json", "table"), default="json", help="json lines (default) or table"
+    )
+
+
+def _at_least_one(value: str) -> int:
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def bench_args(specs: Sequence[str], benches: Sequence[str]) -> dict[str, list[str]]:
+    """`--bench-args` values (`NAME:FLAGS`, FLAGS split as a shell would) by bench name."""
+    out: dict[str, list[str]] = {b: [] for b in benches}
+    for spec in specs:
+        name, sep, flags = spec.partition(":")
+        if not sep or name.strip() not in out:
+            raise errors.UsageError(
+                f"--bench-args takes NAME:FLAGS with NAME one of {','.join(benches)}: {spec!r}"
+            )
+        out[name.strip()] += shlex.split(flags)
+    return out
+
+
+def run(
+    args: argparse.Namespace,
+    *,
+    runner: Runner | None = None,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    out, err = out or sys.stdout, err or sys.stderr
+    from chokaq_ops import bench as registry  # the registry imports nothing of this module
+
+    benches = [b.strip() for b in str(args.benches).split(",") if b.strip()]
+    unknown = [b for b in benches if b not in registry.names()]
+    if not benches or unknown:
+        raise errors.UsageError(f"--benches takes names of {','.join(registry.names())} (unknown: {unknown})")
+    flags = bench_args(args.bench_args, benches)
+    db = args.db or os.environ.get("CHOKAQ_DB")
+    if not db:
+        raise errors.UsageError("bench compare needs --db (a scratch database: benches delete every job)")
+    metrics = [m.strip() for m in args.metrics.split(",")] if args.metrics else list(stats.DEFAULT_METRICS)
+    root = sides.repo_root()
+    commit = sides.resolve(root, args.base)
+    python = sides.interpreter(None)
+    with tempfile.TemporaryDirectory(prefix="chokaq-compare-") as tmp:
+        tree = sides.export(root, commit, Path(tmp))
+        dialect = "postgresql" if db.startswith("postgres") else "sqlite"
+        base_db = args.base_db or db
+        if base_db == db and sides.digest(tree, sides.schema_paths(dialect)) != sides.digest(
+            root, sides.schema_paths(dialect)
+        ):
+            raise errors.UsageError(
+                f"the schema of {commit[:12]} differs from the working tree's: give the base a scratch "
+                "database of its own (--base-db)"
+            )
+        base = sides.Side("base", commit, tree, sides.interpreter(args.base_python), base_db)
+        head = sides.Side("head", "working tree", root, python, db)
+        header = {
+            "event": "compare",
+            "base": {"rev": commit, "tree": str(tree), "db": redact(base_db), "imports": base.probe()},
+            "head": {"rev": "working tree", "tree": str(root), "db": redact(db), "imports": head.probe()},
+            "benches": benches,
+            "bench_args": flags,
+            "rounds": args.rounds,
+            "repeat": args.repeat,
+            "bench_code_same": sides.digest(tree, sides.BENCH_CODE) == sides.digest(root, sides.BENCH_CODE),
+            "machine": machine(),
+        }
+        if not header["bench_code_same"]:
+            err.write(
+                f"note: the benches' own code differs between {commit[:12]} and the working tree: each side "
+                "measures with its own\n"
+            )
+        emit = _emitter(out if args.format == "json" else None)
+        emit(header)
+        lines = list(
+            rounds(base, head, benches, flags, args.rounds, args.repeat, runner or sides.Side.run, emit)
+        )
+    summaries = list(summarise(lines, metrics))
+    for s in summaries:
+        emit(s)
+    (out if args.format == "table" else err).write(stats.table(summaries, header))
+    return 0
+
+
+def rounds(
+    base: sides.Side,
+    head: sides.Side,
+    benches: Sequence[str],
+    flags: dict[str, list[str]],
+    count: int,
+    repeat: int,
+    runner: Runner,
+    emit: Callable[[dict[str, Any]], None],
+) -> Iterator[dict[str, Any]]:
+    """Every bench on both sides per round, the side that goes first alternating (base in odd rounds):
+    a drift of the machine's load over the run then falls on both sides alike."""
+    for n in range(1, count + 1):
+        order = (base, head) if n % 2 else (head, base)
+        for bench in benches:
+            for position, side in enumerate(order, start=1):
+                for record in runner(side, bench, flags[bench], repeat):
+                    if "stat" in record:
+                        continue  # the bench's own median over --repeat; the rounds are summarised here
+                    line = {
+                        "event": "round",
+                        "bench": bench,
+                        "round": n,
+                        "position": position,
+                        "side": side.name,
+                        "rev": side.rev,
+                        "variant": stats.variant_of(record),
+                        "metrics": _figures(record),
+                    }
+                    emit(line)
+                    yield line
+
+
+def summarise(lines: Sequence[dict[str, Any]], metrics: Sequence[str]) -> Iterator[dict[str, Any]]:
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for line in lines:
+        groups.setdefault((line["bench"], stats.variant_label(line["variant"])), []).append(line)
+    for (bench, _), group in groups.items():
+        for metric in metrics:
+            summary = stats.summarise(bench, metric, group[0]["variant"], group)
+            if summary is not None:
+                yield summary
+
+
+# Numbers in a bench line that describe the run, not its speed.
+NOT_FIGURES = frozenset(
+    {"rows", "run", "runs", "cpu_count", "producers", "noise", "batch", "batch_size", "batches", "claims"}
+)
+
+
+def _figures(record: dict[str, Any]) -> dict[str, Any]:
+    return {
+        k: v
+        for k, v in record.items()
+        if isinstance(v, int | float)
+        and not isinstance(v, bool)
+        and k not in NOT_FIGURES
+        and k not in stats.VARIANT_KEYS
+    }
+
+
+def _emitter(out: TextIO | None) -> Callable[[dict[str, Any]], None]:
+    def emit(line: dict[str, Any]) -> None:
+        if out is not None:
+            out.write(json.dumps(line, ensure_ascii=False) + "\n")
+            out.flush()
+
+    return emit

@@ -1,0 +1,76 @@
+"""Shape tests of the bulk paths' cost: how many statements an operation sends, counted, never timed.
+
+A regression of the shape (a per-row round trip in a resurrect chunk, an enqueue_many that splits into
+statements per job) fails here on any machine; how fast the statements run is the benches' business
+(docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+from storage_factories import audit, dead_bulk
+
+from chokaq_ops.models import Actor, DlqFilter, FailureReason, NewJob
+from chokaq_ops.storage import Store, admin_ops
+
+
+def _counting(store: Store, monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
+    """Every statement the store's database sends, by the named query it belongs to."""
+    sent: Counter[str] = Counter()
+    names = {id(st): name for name, q in store.db.queries.items() for st in q.statements}
+    execute = store.db.dialect.execute
+
+    def spy(cursor: Any, statement: Any, params: dict[str, Any]) -> None:
+        sent[names.get(id(statement), "?")] += 1
+        execute(cursor, statement, params)
+
+    monkeypatch.setattr(store.db.dialect, "execute", spy)
+    return sent
+
+
+@pytest.mark.parametrize("by", ["filter", "ids"])
+def test_a_resurrect_sends_the_same_statements_per_chunk_whatever_the_size(
+    store: Store, monkeypatch: pytest.MonkeyPatch, by: str
+) -> None:
+    monkeypatch.setattr(admin_ops, "RESURRECT_CHUNK", 10)
+    name = "resurrect_matching" if by == "filter" else "resurrect"
+    per_call = len(store.db.queries[name].statements)  # SQLite runs a chunk as a short script
+    runs = []
+    for n, prefix in ((20, "small"), (60, "large")):
+        ids = dead_bulk(store, n, prefix=prefix, reason=FailureReason.Zombie, queue=f"shape-{prefix}")
+        sent = _counting(store, monkeypatch)
+        kw: dict[str, Any] = (
+            {"flt": DlqFilter(reason=FailureReason.Zombie, queue=f"shape-{prefix}")}
+            if by == "filter"
+            else {"ids": ids}
+        )
+        result = store.resurrect_many(actor=Actor("shape"), **kw)
+        monkeypatch.undo()
+        monkeypatch.setattr(admin_ops, "RESURRECT_CHUNK", 10)
+        assert result.count == n and result.batches == n // 10
+        assert len([a for a in audit(store, "resurrect") if a["job_id"] in set(ids)]) == n
+        runs.append((result.batches, sum(sent.values()), sent[name]))
+    (small_chunks, small_total, small_moves), (large_chunks, large_total, large_moves) = runs
+    # Each more chunk is one more call of the move, and nothing else: no statement per row, none per chunk
+    # besides the move itself. The rest (the clock, a filter's closing empty passes) is the same at any size.
+    assert large_total - small_total == (large_chunks - small_chunks) * per_call, runs
+    assert large_moves - small_moves == (large_chunks - small_chunks) * per_call, runs
+    assert small_total - small_moves == large_total - large_moves <= 3, runs
+
+
+def test_enqueue_many_is_one_statement_whatever_the_count(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent = _counting(store, monkeypatch)
+    for n in (2, 50, 400):
+        sent.clear()
+        results = store.enqueue([NewJob(type="shape.t", queue="shape", payload={"n": i}) for i in range(n)])
+        assert [r.status for r in results] == ["new"] * n and len({r.id for r in results}) == n
+        (name,) = sent  # one named query, sent once: its statements (SQLite: a short script) and no more
+        assert name in ("enqueue_fresh", "enqueue_fresh_known")
+        assert sent[name] == len(store.db.queries[name].statements), sent
+    stats = {q["name"]: q for q in store.queue_stats()}
+    assert stats["shape"]["enqueued_total"] == 452  # counted through the counters, every job once
