@@ -75,12 +75,35 @@ class ReadOps:
         return job_record(row)
 
     def _page(
-        self, kind: type[J], name: str, count: str, params: dict[str, Any], page: int, page_size: int
+        self,
+        kind: type[J],
+        name: str,
+        count: str,
+        params: dict[str, Any],
+        page: int,
+        page_size: int,
+        *,
+        total: int | None = None,
     ) -> Page[J]:
         paging = _paging(page, page_size)
-        total = int(self.db.run(count, write=False, **params)[0]["n"])
+        if total is None:
+            total = int(self.db.run(count, write=False, **params)[0]["n"])
+        else:
+            # A count known apart from the rows (the hot counters): the page asks for no more rows than
+            # there are, so its scan stops at the last one instead of walking the rest of the index,
+            # which holds an entry of every job finished since the oldest snapshot (docs/endurance.md).
+            paging["limit"] = max(0, min(paging["limit"], total - paging["offset"]))
         items = [] if paging["offset"] >= total else self.db.run(name, write=False, **params, **paging)
         return Page(items=[kind.from_stored(r) for r in items], total=total, page=page, page_size=page_size)
+
+    def _hot_total(self, status: Any, queue: Any) -> int:
+        """Hot jobs of a status and/or queue from the counters: exact, and never a count of jobs_hot,
+        whose ranges hold the dead versions of finished work while a snapshot is held."""
+        return sum(
+            int(r["n"])
+            for r in self.db.run("hot_status_counts", write=False)
+            if (status is None or int(r["status"]) == status) and (queue is None or r["queue"] == queue)
+        )
 
     def list_hot(
         self,
@@ -99,8 +122,16 @@ class ReadOps:
             "tag_like": validation.tag_pattern(flt.tag),
             "search_like": validation.like_pattern(flt.search),
         }
+        counted = all(params[k] is None for k in ("type", "tag_like", "search_like"))
+        status, queue = params["status"], params["queue"]
         return self._page(
-            HotJob, _sort("list_hot", sort, descending, HOT_SORTS), "count_hot", params, page, page_size
+            HotJob,
+            _sort("list_hot", sort, descending, HOT_SORTS),
+            "count_hot",
+            params,
+            page,
+            page_size,
+            total=self._hot_total(status, queue) if counted else None,
         )
 
     def list_archive(

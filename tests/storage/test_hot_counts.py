@@ -9,7 +9,7 @@ from collections import Counter
 
 from storage_factories import OPS, age, sql
 
-from chokaq_ops.models import FailureReason, NewJob
+from chokaq_ops.models import FailureReason, HotFilter, NewJob, Status
 from chokaq_ops.storage import Dead, Retry, Store
 
 
@@ -80,3 +80,30 @@ def test_hot_counts_equal_the_rows_after_every_kind_of_move(store):
             folded += store.fold_counters()
         assert folded >= 2 and not int(sql(store, "SELECT count(*) FROM queue_counts")[0][0])
     _check(store)
+
+
+def test_a_hot_page_asks_for_no_more_rows_than_the_counters_hold(store, monkeypatch):
+    """GET /jobs filtered by status and queue: the total comes from the counters, and the page's scan asks
+    for at most that many rows, so it stops at the last live one instead of walking the rest of an index
+    that holds an entry of every job finished since the oldest snapshot (docs/endurance.md)."""
+    store.enqueue([NewJob(type="t", id=f"j{i}") for i in range(5)])
+    store.fetch("w", 0)
+    assert len(store.fetch("w", 3, start=3)) == 3
+    asked: list[tuple[str, dict]] = []
+    run = store.db.run
+
+    def spy(name, *args, **params):
+        asked.append((name, params))
+        return run(name, *args, **params)
+
+    monkeypatch.setattr(store.db, "run", spy)
+    page = store.list_hot(HotFilter(status=Status.processing, queue="default"), page_size=50)
+    assert page.total == 3 and len(page.items) == 3
+    assert [n for n, _ in asked if n.startswith("count_hot")] == []  # no count of jobs_hot
+    assert [p["limit"] for n, p in asked if n.startswith("list_hot")] == [3]
+    asked.clear()
+    page = store.list_hot(HotFilter(status=Status.pending), page=2, page_size=1)
+    assert page.total == 2 and [p["limit"] for n, p in asked if n.startswith("list_hot")] == [1]
+    asked.clear()
+    assert store.list_hot(HotFilter(type="t"), page_size=50).total == 5  # other filters are counted
+    assert [n for n, _ in asked if n.startswith("count_hot")] == ["count_hot"]
