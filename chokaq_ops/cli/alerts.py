@@ -20,10 +20,10 @@ import time
 from typing import Any
 
 from chokaq_ops import errors
+from chokaq_ops.alert_catalog import AlertCatalog
 from chokaq_ops.alert_model import KINDS
 from chokaq_ops.cli import common
 from chokaq_ops.cli.dlq import actor_of, add_actor
-from chokaq_ops.engine.alert_catalog import AlertCatalog
 from chokaq_ops.models import Actor
 from chokaq_ops.settings import parse_duration
 from chokaq_ops.storage import Store

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from chokaq_ops import errors, redact
 from chokaq_ops.alert_config import configured
+from chokaq_ops.alert_jobs import test_job
 from chokaq_ops.alert_model import Receiver, Rule, check_name, make_rule
-from chokaq_ops.engine.alert_jobs import test_job
 from chokaq_ops.models import Actor
 
 if TYPE_CHECKING:
