@@ -44,13 +44,13 @@ class AlertCatalog:
         for r in self.receivers():
             if r.name == name:
                 return r
-        raise errors.JobNotFound(f"no receiver named {check_name(name)}")
+        raise errors.JobNotFound(f"no receiver named {check_name(name)}", field="name")
 
     def rule(self, name: str) -> Rule:
         for r in self.rules():
             if r.name == name:
                 return r
-        raise errors.JobNotFound(f"no rule named {check_name(name)}")
+        raise errors.JobNotFound(f"no rule named {check_name(name)}", field="name")
 
     # ------------------------------------------------------------------ changing (admins; audited)
 
