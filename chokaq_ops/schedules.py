@@ -183,6 +183,18 @@ class Schedule:
         return check_definition(values)
 
 
+NEXT_RUNS = 5  # the ticks a schedule is shown with (API, CLI, The Deck)
+
+
+def with_next_runs(schedule: Mapping[str, Any]) -> dict[str, Any]:
+    """A schedule as the API, both clients and the CLI show it: its fields and `next_runs`, its next
+    ticks as the check will walk them from next_run_at (empty while paused)."""
+    return {
+        **schedule,
+        "next_runs": next_ticks(schedule["cron"], schedule["tz"], schedule["next_run_at"], NEXT_RUNS),
+    }
+
+
 def next_ticks(expression: str, tz: str, first: datetime | None, count: int = 5) -> list[datetime]:
     """A schedule's next `count` ticks as the check will run them: its next_run_at and the chain after it
     (none while paused)."""

@@ -100,6 +100,21 @@ def _remember_parsers(parser: argparse.ArgumentParser) -> None:
                 _remember_parsers(child)
 
 
+def command_path(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str:
+    """The words of an argv that name its (sub)commands: `alerts receivers add`, `dlq show` (not its id),
+    whatever the depth; read before parsing, so a usage error's final line names its command too."""
+    words: list[str] = []
+    for arg in argv:
+        children = next(
+            (a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None
+        )
+        if not children or arg not in children:
+            break
+        words.append(arg)
+        parser = children[arg]
+    return " ".join(words)
+
+
 # Exit codes: chokaq_ops/cli/output.py and docs/cli-json.md.
 EXIT_DB_UNREACHABLE = output.EXIT_UNREACHABLE
 
@@ -147,6 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = output.begin(json_lines=output.wants_json(argv), command=output.command_of(argv))
     _signal_seen.clear()
     parser = build_parser()
+    out.command = command_path(parser, argv)
     try:
         args, unknown = parser.parse_known_args(argv)
         if unknown:

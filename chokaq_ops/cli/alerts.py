@@ -6,9 +6,11 @@
   chokaq alerts test RECEIVER                          one test notification through the queue
 
 A receiver's URL and secret are read from a file or stdin (--url-file, --secret-file; `-` is stdin) or
-given (--url), never printed back; --generate-secret makes a secret and prints it once, alone on stdout.
-Changes are audited under --actor (default CHOKAQ_ACTOR, else cli:<your OS user name>). Receivers and
-rules of the configuration file are shown with source `config` and are changed there.
+given (--url), never printed back; --generate-secret makes a secret and prints it once, alone on stdout
+(with --format json: as the record's `secret`). Changes are audited under --actor (default CHOKAQ_ACTOR,
+else cli:<your OS user name>); over a running API (--api URL, docs/cli-json.md) under the token's name,
+and they need an admin token. Receivers and rules of the configuration file are shown with source
+`config` and are changed there.
 """
 
 from __future__ import annotations
@@ -17,21 +19,22 @@ import argparse
 import secrets
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from chokaq_ops import errors
 from chokaq_ops.alert_model import KINDS
-from chokaq_ops.cli import common
-from chokaq_ops.cli.dlq import actor_of, add_actor
-from chokaq_ops.engine.alert_catalog import AlertCatalog
-from chokaq_ops.models import Actor
+from chokaq_ops.cli import common, target
+from chokaq_ops.cli.dlq import add_actor
 from chokaq_ops.settings import parse_duration
-from chokaq_ops.storage import Store
-from chokaq_ops.storage.migrate import require_current
+
+if TYPE_CHECKING:
+    from chokaq_ops.client.db import DbClient
+    from chokaq_ops.client.http import HttpClient
 
 RECEIVER_COLUMNS = ("name", "kind", "url", "secret_set", "send_resolved", "timeout_s", "source")
 RULE_COLUMNS = ("name", "kind", "receivers", "threshold", "window_s", "for_s", "enabled", "source")
 ALERT_COLUMNS = ("rule", "status", "labels", "summary", "active_at", "firing_at")
+POLL_S = 0.2
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -119,50 +122,35 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _common(parser: argparse.ArgumentParser, *, actor: bool = True) -> None:
-    common.add_common(parser)
+    target.add_target(parser)
     common.add_format(parser)
     if actor:
         add_actor(parser)
 
 
-class _Opened:
-    def __init__(self, args: argparse.Namespace) -> None:
-        self.settings = common.settings_from(args)
-        self.store: Store = common.open_store(args, self.settings)
-        require_current(self.store)
-        self.catalog = AlertCatalog(self.settings, self.store)
-        self.actor = Actor(actor_of(args))
-
-    def __enter__(self) -> _Opened:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.store.close()
-
-
-def _read(path: str, what: str) -> str:
+def _read(path: str, what: str, field: str) -> str:
     try:
         text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()  # noqa: SIM115
     except OSError as exc:
-        raise errors.UsageError(f"cannot read the {what} from {path}: {exc.strerror}") from None
+        raise errors.UsageError(f"cannot read the {what} from {path}: {exc.strerror}", field=field) from None
     if not text.strip():
-        raise errors.UsageError(f"the {what} file {path} is empty")
+        raise errors.UsageError(f"the {what} file {path} is empty", field=field)
     return text.strip()
 
 
 def _receiver_values(args: argparse.Namespace) -> tuple[dict[str, Any], str | None]:
     values: dict[str, Any] = {}
     if args.url and args.url_file:
-        raise errors.UsageError("give --url or --url-file, not both")
+        raise errors.UsageError("give --url or --url-file, not both", field="url")
     if args.url:
         values["url"] = args.url
     if args.url_file:
-        values["url"] = _read(args.url_file, "URL")
+        values["url"] = _read(args.url_file, "URL", "url")
     if args.secret_file and args.generate_secret:
-        raise errors.UsageError("give --secret-file or --generate-secret, not both")
+        raise errors.UsageError("give --secret-file or --generate-secret, not both", field="secret")
     generated = None
     if args.secret_file:
-        values["secret"] = _read(args.secret_file, "secret")
+        values["secret"] = _read(args.secret_file, "secret", "secret")
     if args.generate_secret:
         generated = values["secret"] = secrets.token_urlsafe(32)
     for key, value in (
@@ -176,78 +164,109 @@ def _receiver_values(args: argparse.Namespace) -> tuple[dict[str, Any], str | No
     return values, generated
 
 
-def _show(args: argparse.Namespace, rows: list[dict[str, Any]], columns: tuple[str, ...], noun: str) -> None:
-    if args.format == "table":
-        rows = [{k: ",".join(v) if isinstance(v, list) else v for k, v in r.items()} for r in rows]
-    common.emit(rows, columns, args.format, noun=noun)
+def _table(rows: list[dict[str, Any]], columns: tuple[str, ...], noun: str | None) -> None:
+    shown = [{k: ",".join(v) if isinstance(v, list) else v for k, v in r.items()} for r in rows]
+    if noun is None:
+        common.print_table(shown, columns)
+    else:
+        common.emit(shown, columns, "table", noun=noun)
+
+
+def _listing(
+    args: argparse.Namespace, rows: list[dict[str, Any]], columns: tuple[str, ...], noun: str
+) -> int:
+    if args.format == "json":
+        common.print_json(rows)
+    else:
+        _table(rows, columns, noun)
+    return 0
+
+
+def _one(args: argparse.Namespace, view: dict[str, Any], columns: tuple[str, ...]) -> int:
+    if args.format == "json":
+        common.print_json(view)
+    else:
+        _table([view], columns, None)
+    return 0
+
+
+def _deleted(args: argparse.Namespace, kind: str) -> int:
+    if args.format == "json":
+        common.print_json({"deleted": args.name})
+    else:
+        print(f"chokaq: {kind} {args.name} deleted", file=sys.stderr)
+    return 0
 
 
 def run_ls(args: argparse.Namespace) -> int:
-    with _Opened(args) as o:
-        rows = o.store.alert_states()
+    with target.client_of(args) as client:
+        rows = client.alert_rows()
+    if args.format == "json":
+        common.print_json(rows)
+        return 0
     for r in rows:
         r["summary"] = r["annotations"].get("summary", "")
-        if args.format == "table":
-            r["labels"] = ",".join(f"{k}={v}" for k, v in sorted(r["labels"].items()) if k != "alertname")
-    common.emit(rows, ALERT_COLUMNS, args.format, noun="alerts")
+        r["labels"] = ",".join(f"{k}={v}" for k, v in sorted(r["labels"].items()) if k != "alertname")
+    common.emit(rows, ALERT_COLUMNS, "table", noun="alerts")
     return 0
 
 
 def run_receivers_ls(args: argparse.Namespace) -> int:
-    with _Opened(args) as o:
-        _show(args, [r.view() for r in o.catalog.receivers()], RECEIVER_COLUMNS, "receivers")
+    with target.client_of(args) as client:
+        rows = client.alert_receiver_rows()
+    return _listing(args, rows, RECEIVER_COLUMNS, "receivers")
+
+
+def _print_receiver(args: argparse.Namespace, view: dict[str, Any], generated: str | None) -> int:
+    if generated is None:
+        return _one(args, view, RECEIVER_COLUMNS)
+    if args.format == "json":
+        # The one place the secret is shown: a script keeps it from this record.
+        common.print_json({**view, "secret": generated})
+        return 0
+    # The secret alone on stdout, once (as `token create` prints a token); the receiver on stderr.
+    print(generated)
+    print(f"chokaq: receiver {view['name']} saved; the secret above is not shown again", file=sys.stderr)
     return 0
-
-
-def _print_receiver(args: argparse.Namespace, view: dict[str, Any], generated: str | None) -> None:
-    if generated is not None:
-        # The secret alone on stdout, once (as `token create` prints a token); the receiver on stderr.
-        print(generated)
-        print(f"chokaq: receiver {view['name']} saved; the secret above is not shown again", file=sys.stderr)
-        return
-    _show(args, [view], RECEIVER_COLUMNS, "receivers")
 
 
 def run_receiver_add(args: argparse.Namespace) -> int:
     values, generated = _receiver_values(args)
     if "url" not in values:
-        raise errors.UsageError("a new receiver needs --url or --url-file")
-    with _Opened(args) as o:
-        view = o.catalog.create_receiver({"name": args.name, **values}, actor=o.actor).view()
-    _print_receiver(args, view, generated)
-    return 0
+        raise errors.UsageError("a new receiver needs --url or --url-file", field="url")
+    with target.client_of(args) as client:
+        view = client.create_alert_receiver(args.name, **values)
+    return _print_receiver(args, view, generated)
 
 
 def run_receiver_set(args: argparse.Namespace) -> int:
     values, generated = _receiver_values(args)
     if not values:
         raise errors.UsageError("nothing to change: give at least one option")
-    with _Opened(args) as o:
-        view = o.catalog.update_receiver(args.name, values, actor=o.actor).view()
-    _print_receiver(args, view, generated)
-    return 0
+    with target.client_of(args) as client:
+        view = client.update_alert_receiver(args.name, **values)
+    return _print_receiver(args, view, generated)
 
 
 def run_receiver_rm(args: argparse.Namespace) -> int:
-    with _Opened(args) as o:
-        o.catalog.delete_receiver(args.name, actor=o.actor)
-    print(f"chokaq: receiver {args.name} deleted", file=sys.stderr)
-    return 0
+    with target.client_of(args) as client:
+        client.delete_alert_receiver(args.name)
+    return _deleted(args, "receiver")
 
 
 def run_rules_ls(args: argparse.Namespace) -> int:
-    with _Opened(args) as o:
-        _show(args, [r.view() for r in o.catalog.rules()], RULE_COLUMNS, "rules")
-    return 0
+    with target.client_of(args) as client:
+        rows = client.alert_rule_rows()
+    return _listing(args, rows, RULE_COLUMNS, "rules")
 
 
 def _duration(value: str | None, flag: str) -> float | None:
     if value is None:
         return None
     try:
-        return parse_duration(value, flag)
+        return parse_duration(value, f"--{flag}")
     except errors.ConfigError as exc:
-        raise errors.UsageError(str(exc)) from None
+        raise errors.UsageError(str(exc), field=flag) from None
 
 
 def _rule_values(args: argparse.Namespace) -> dict[str, Any]:
@@ -256,9 +275,9 @@ def _rule_values(args: argparse.Namespace) -> dict[str, Any]:
         "receivers": common.csv_list(args.receivers) if args.receivers is not None else None,
         "severity": args.severity,
         "threshold": args.threshold,
-        "window_s": _duration(args.window, "--window"),
-        "for_s": _duration(args.for_, "--for"),
-        "repeat_interval_s": _duration(args.repeat, "--repeat"),
+        "window_s": _duration(args.window, "window"),
+        "for_s": _duration(args.for_, "for"),
+        "repeat_interval_s": _duration(args.repeat, "repeat"),
         "group_by": common.csv_list(args.group_by) if args.group_by is not None else None,
         "queues": common.csv_list(args.queues) if args.queues is not None else None,
         "by": args.by,
@@ -273,57 +292,68 @@ def run_rule_add(args: argparse.Namespace) -> int:
     values = _rule_values(args)
     for needed in ("kind", "receivers"):
         if needed not in values:
-            raise errors.UsageError(f"a new rule needs --{needed}")
-    with _Opened(args) as o:
-        view = o.catalog.create_rule({"name": args.name, **values}, actor=o.actor).view()
-    _show(args, [view], RULE_COLUMNS, "rules")
-    return 0
+            raise errors.UsageError(f"a new rule needs --{needed}", field=needed)
+    with target.client_of(args) as client:
+        view = client.create_alert_rule(args.name, **values)
+    return _one(args, view, RULE_COLUMNS)
 
 
 def run_rule_set(args: argparse.Namespace) -> int:
     values = _rule_values(args)
     if not values:
         raise errors.UsageError("nothing to change: give at least one option")
-    with _Opened(args) as o:
-        view = o.catalog.update_rule(args.name, values, actor=o.actor).view()
-    _show(args, [view], RULE_COLUMNS, "rules")
-    return 0
+    with target.client_of(args) as client:
+        view = client.update_alert_rule(args.name, **values)
+    return _one(args, view, RULE_COLUMNS)
 
 
 def run_rule_rm(args: argparse.Namespace) -> int:
-    with _Opened(args) as o:
-        o.catalog.delete_rule(args.name, actor=o.actor)
-    print(f"chokaq: rule {args.name} deleted", file=sys.stderr)
-    return 0
+    with target.client_of(args) as client:
+        client.delete_alert_rule(args.name)
+    return _deleted(args, "rule")
 
 
 def run_test(args: argparse.Namespace) -> int:
+    """Exit 0 when delivered (or, with --wait 0, enqueued); a failed delivery or none within --wait is a
+    failure (exit 5), after the record saying which: exit 1 is a halted plan's alone (docs/cli-json.md)."""
     if args.wait < 0:
-        raise errors.UsageError("--wait must be 0 or more seconds")
-    with _Opened(args) as o:
-        job_id = o.catalog.test(args.receiver, actor=o.actor)
+        raise errors.UsageError("--wait must be 0 or more seconds", field="wait")
+    with target.client_of(args) as client:
+        job_id = client.send_alert_test(args.receiver)
         result: dict[str, Any] = {"receiver": args.receiver, "job_id": job_id, "delivered": None}
-        deadline = time.monotonic() + args.wait
-        while args.wait and time.monotonic() < deadline:
-            job = o.store.get_job(job_id)
-            if job.location != "hot":
-                result["delivered"] = job.location == "archive"
-                if job.location == "dlq":
-                    result["failure_reason"] = job.get("failure_reason")
-                    result["error"] = (job.get("error_details") or "").strip().splitlines()[0:1]
-                break
-            time.sleep(0.2)
-        queue = o.settings.alerts.queue
+        queue = _wait_for_delivery(client, result, args.wait)
     if args.format == "json":
         common.print_json(result)
     elif result["delivered"]:
         print(f"delivered to {args.receiver} (job {job_id})")
-    elif result["delivered"] is False:
-        print(f"chokaq: delivery to {args.receiver} failed ({result['failure_reason']}): {result['error']}",
-              file=sys.stderr)  # fmt: skip
-    elif args.wait:
-        print(f"chokaq: not delivered within {args.wait:g}s (job {job_id} waits in queue {queue}: "
-              "is a worker running?)", file=sys.stderr)  # fmt: skip
-    else:
+    elif not args.wait:
         print(job_id)
-    return 0 if result["delivered"] or not args.wait else 1
+    if result["delivered"] is False:
+        raise errors.ChokaqError(
+            f"delivery to {args.receiver} failed ({result['failure_reason']}): {result['error']}"
+        )
+    if result["delivered"] is None and args.wait:
+        raise errors.ChokaqError(
+            f"not delivered within {args.wait:g}s (job {job_id} waits in queue {queue}: is a worker running?)"
+        )
+    return 0
+
+
+def _wait_for_delivery(client: DbClient | HttpClient, result: dict[str, Any], wait: float) -> str | None:
+    """Fill in `delivered` (and why not) once the job left the hot table; the job's queue."""
+    deadline = time.monotonic() + wait
+    queue = None
+    while wait:
+        job = client.get_job(result["job_id"])
+        queue = job.queue
+        if job.location != "hot":
+            result["delivered"] = job.location == "archive"
+            if not result["delivered"]:
+                result["failure_reason"] = job.get("failure_reason")
+                lines = (job.get("error_details") or "").strip().splitlines()
+                result["error"] = lines[0] if lines else None
+            break
+        if time.monotonic() >= deadline:
+            break
+        time.sleep(POLL_S)
+    return queue

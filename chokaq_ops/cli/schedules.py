@@ -10,7 +10,8 @@ A schedule enqueues a job of its type at every tick of its cron expression; ever
 CRON is five crontab fields, six with seconds first (`*/10 * * * * *`), or @hourly, @daily, @weekly,
 @monthly, @yearly. --misfire says what happens to ticks missed while no process ran: skip, once (the
 newest runs, the default) or catch_up (the newest --catch-up N run). Changes are audited under --actor
-(default CHOKAQ_ACTOR, else cli:<your OS user name>).
+(default CHOKAQ_ACTOR, else cli:<your OS user name>); over a running API (--api URL, docs/cli-json.md)
+under the token's name: pause, resume and run need an operator token, add and rm an admin one.
 """
 
 from __future__ import annotations
@@ -19,12 +20,9 @@ import argparse
 import sys
 from typing import Any
 
-from chokaq_ops.cli import common
-from chokaq_ops.cli.dlq import actor_of, add_actor
-from chokaq_ops.cli.enqueue import ready_store
-from chokaq_ops.models import Actor
-from chokaq_ops.records import ScheduleRecord
-from chokaq_ops.schedules import MISFIRE_POLICIES, next_ticks
+from chokaq_ops.cli import common, target
+from chokaq_ops.cli.dlq import add_actor
+from chokaq_ops.schedules import MISFIRE_POLICIES
 from chokaq_ops.settings import parse_duration
 
 LS_COLUMNS = (
@@ -44,7 +42,6 @@ SHOW_ORDER = (
     "last_job_id", "last_outcome", "last_failure_reason", "runs_total", "missed_total", "misfire",
     "catch_up_max", "misfire_grace_seconds", "queue", "priority", "tags", "payload",
 )  # fmt: skip
-NEXT_RUNS = 5
 RECENT_RUNS = 10
 
 
@@ -58,7 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     cmds = p.add_subparsers(dest="schedules_command", metavar="COMMAND", parser_class=type(p))
     cmds.required = True
     ls = cmds.add_parser("ls", help="every schedule: next tick, last run and its outcome")
-    common.add_common(ls)
+    target.add_target(ls)
     common.add_format(ls)
     ls.add_argument("--type", help="only schedules of this job type")
     state = ls.add_mutually_exclusive_group()
@@ -66,19 +63,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     state.add_argument("--active", dest="paused", action="store_false", help="only running ones")
     ls.set_defaults(handler=run_ls)
     show = cmds.add_parser("show", help="one schedule, its next ticks and its recent runs")
-    common.add_common(show)
+    target.add_target(show)
     common.add_format(show)
     show.add_argument("name")
     show.set_defaults(handler=run_show)
     add = cmds.add_parser("add", help="create a schedule")
-    common.add_common(add)
+    target.add_target(add)
     common.add_format(add)
     add_actor(add)
     add.add_argument("name", help="letters, digits and . _ : @ - (at most 80)")
     add.add_argument("type", help="the job type each tick enqueues")
     add.add_argument("cron", help='the cron expression, quoted: "*/5 * * * *"')
     add.add_argument("--tz", default="UTC", help="IANA time zone of the expression (default UTC)")
-    add.add_argument("--payload", help="each job's payload, JSON text (default {})")
+    add.add_argument("--payload", help="each job's payload: JSON text, or - for stdin (default {})")
     add.add_argument("--queue", default="default", help="queue of the jobs (default: default)")
     add.add_argument("--priority", type=int, default=10, help="priority of the jobs (default 10)")
     add.add_argument("--tags", help="comma-separated tags of the jobs (each also gets schedule:<name>)")
@@ -98,113 +95,90 @@ def register(sub: argparse._SubParsersAction) -> None:
         ("rm", "delete a schedule and its run history", run_rm),
     ):
         c = cmds.add_parser(name, help=help_text)
-        common.add_common(c)
+        target.add_target(c)
         common.add_format(c)
         add_actor(c)
         c.add_argument("name")
         c.set_defaults(handler=handler)
 
 
-def _actor(args: argparse.Namespace) -> Actor:
-    return Actor(actor_of(args))
-
-
-def _view(schedule: ScheduleRecord) -> dict[str, Any]:
-    return {**schedule, "next_runs": next_ticks(schedule.cron, schedule.tz, schedule.next_run_at, NEXT_RUNS)}
-
-
-def page_no(found: list[ScheduleRecord]) -> int:
-    return len(found) // 1000 + 1
-
-
-def _emit_one(schedule: ScheduleRecord, fmt: str) -> None:
+def _emit_one(schedule: dict[str, Any], fmt: str) -> None:
     if fmt == "json":
-        common.print_json(_view(schedule))
+        common.print_json(schedule)
     else:
-        common.emit([schedule], LS_COLUMNS, fmt)
+        common.print_table([schedule], LS_COLUMNS)
 
 
 def run_ls(args: argparse.Namespace) -> int:
-    found: list[ScheduleRecord] = []
-    with ready_store(args) as store:
-        while True:
-            page = store.list_schedules(
-                type=args.type, paused=args.paused, page=page_no(found), page_size=1000
-            )
-            found += page.items
-            if len(found) >= page.total or not page.items:
-                break
-    rows = [_view(s) for s in found] if args.format == "json" else found
-    common.emit(rows, LS_COLUMNS, args.format, noun="schedules")
+    with target.client_of(args) as client:
+        found = client.schedule_rows(type=args.type, paused=args.paused)
+    common.emit(found, LS_COLUMNS, args.format, noun="schedules")
     return 0
 
 
 def run_show(args: argparse.Namespace) -> int:
-    with ready_store(args) as store:
-        schedule = store.get_schedule(args.name)
-        runs = store.schedule_runs(args.name, page_size=RECENT_RUNS)
-    view = _view(schedule)
+    with target.client_of(args) as client:
+        schedule = client.schedule(args.name)
+        runs, total = client.schedule_run_rows(args.name, limit=RECENT_RUNS)
     if args.format == "json":
-        common.print_json({**view, "recent_runs": runs.items})
+        common.print_json({**schedule, "recent_runs": runs})
         return 0
-    view["next_runs"] = ", ".join(common.text(t) for t in view["next_runs"]) or None
-    common.print_record(view, SHOW_ORDER)
+    shown = {**schedule, "next_runs": ", ".join(common.text(t) for t in schedule["next_runs"]) or None}
+    common.print_record(shown, SHOW_ORDER)
     print()
-    common.print_table(runs.items, RUN_COLUMNS)
-    common.footer(len(runs.items), runs.total, "runs")
+    common.print_table(runs, RUN_COLUMNS)
+    common.footer(len(runs), total, "runs")
     return 0
 
 
 def run_add(args: argparse.Namespace) -> int:
-    definition: dict[str, Any] = {
-        "name": args.name,
-        "type": args.type,
-        "cron": args.cron,
+    fields: dict[str, Any] = {
         "tz": args.tz,
         "queue": args.queue,
         "priority": args.priority,
-        "tags": args.tags,
         "misfire": args.misfire,
         "catch_up_max": args.catch_up,
         "paused": args.paused,
     }
+    if args.tags is not None:
+        fields["tags"] = args.tags
     if args.payload is not None:
-        definition["payload"] = sys.stdin.read() if args.payload == "-" else args.payload
+        fields["payload"] = sys.stdin.read() if args.payload == "-" else args.payload
     if args.grace is not None:
-        definition["misfire_grace_seconds"] = parse_duration(args.grace, "grace")
-    with ready_store(args, create=True) as store:
-        made = store.create_schedule(definition, actor=_actor(args))
+        fields["misfire_grace_seconds"] = parse_duration(args.grace, "grace")
+    with target.client_of(args, create=True) as client:
+        made = client.create_schedule(args.name, args.type, args.cron, **fields)
     _emit_one(made, args.format)
     return 0
 
 
 def run_pause(args: argparse.Namespace) -> int:
-    with ready_store(args) as store:
-        _emit_one(store.pause_schedule(args.name, actor=_actor(args)), args.format)
+    with target.client_of(args) as client:
+        _emit_one(client.pause_schedule(args.name), args.format)
     return 0
 
 
 def run_resume(args: argparse.Namespace) -> int:
-    with ready_store(args) as store:
-        _emit_one(store.resume_schedule(args.name, actor=_actor(args)), args.format)
+    with target.client_of(args) as client:
+        _emit_one(client.resume_schedule(args.name), args.format)
     return 0
 
 
 def run_now(args: argparse.Namespace) -> int:
-    with ready_store(args) as store:
-        run = store.trigger_schedule(args.name, actor=_actor(args))
+    with target.client_of(args) as client:
+        run = client.trigger_schedule(args.name)
     if args.format == "json":
         common.print_json(run)
     else:
-        print(run.job_id)
+        print(run["job_id"])
     return 0
 
 
 def run_rm(args: argparse.Namespace) -> int:
-    with ready_store(args) as store:
-        store.delete_schedule(args.name, actor=_actor(args))
+    with target.client_of(args) as client:
+        client.delete_schedule(args.name)
     if args.format == "json":
         common.print_json({"deleted": args.name})
     else:
-        print(f"schedule {args.name} deleted", file=sys.stderr)
+        print(f"chokaq: schedule {args.name} deleted", file=sys.stderr)
     return 0

@@ -3,8 +3,9 @@ CHOKAQ_API_URL) with a token from CHOKAQ_API_TOKEN or a file (`--token-file`, CH
 never from the command line (it would show in `ps` and shell history).
 
 The commands a cron host runs without database credentials take both (`dlq`, `plans`, `audit`, `cancel`,
-`stats`): the same output and exit codes either way. Which one: `--db` or `--api` when given (both is a
-usage error; `--db http://...` means `--api`), else CHOKAQ_API_URL when set, else the database.
+`stats`, `schedules`, `alerts`): the same output and exit codes either way. Which one: `--db` or `--api`
+when given (both is a usage error; `--db http://...` means `--api`), else CHOKAQ_API_URL when set, else
+the database.
 """
 
 from __future__ import annotations
@@ -93,8 +94,9 @@ def actor_of(args: argparse.Namespace) -> str:
     return f"cli:{user}"
 
 
-def client_of(args: argparse.Namespace) -> DbClient | HttpClient:
-    """The client of this invocation: HttpClient on the API, else DbClient on a current database."""
+def client_of(args: argparse.Namespace, *, create: bool = False) -> DbClient | HttpClient:
+    """The client of this invocation: HttpClient on the API, else DbClient on a current database. With
+    `create` (a command that may start a database, common.py) a SQLite file is made and migrated."""
     url = api_url(args)
     if url is not None:
         from chokaq_ops.client.http import HttpClient
@@ -107,10 +109,16 @@ def client_of(args: argparse.Namespace) -> DbClient | HttpClient:
 
     settings = common.settings_from(args)
     client = DbClient(
-        common.open_store(args, settings), actor=actor_of(args), settings=settings, close_store=True
+        common.open_store(args, settings, create=create),
+        actor=actor_of(args),
+        settings=settings,
+        close_store=True,
     )
     try:
-        require_current(client.store)
+        if create:
+            common.ensure_schema(client.store, migrate_requested=False)
+        else:
+            require_current(client.store)
     except BaseException:
         client.close()
         raise

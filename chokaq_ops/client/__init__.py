@@ -43,8 +43,12 @@ def connect(
     DbClient or HttpClient
         Both have the same methods: ``load_dlq / load_archive / load_hot / iter_dlq`` (DataFrames),
         ``get_job``, ``preview``, ``summary``, ``resurrect``, ``purge``, ``purge_archive``, ``cancel``,
-        ``edit``, ``queues``, ``pause``, ``resume``, ``set_queue``, ``stats``, ``audit``, and plans
-        (``plan_resurrect``, ``plan_purge``, ``plan_cancel``, ``plan``, ``plans``).
+        ``edit``, ``queues``, ``pause``, ``resume``, ``set_queue``, ``stats``, ``audit``, plans
+        (``plan_resurrect``, ``plan_purge``, ``plan_cancel``, ``plan``, ``plans``), schedules
+        (``schedule_rows``, ``schedule``, ``schedule_run_rows``, ``create_schedule``, ``pause_schedule``,
+        ``resume_schedule``, ``trigger_schedule``, ``delete_schedule``) and alerts (``alert_rows``,
+        ``alert_receiver_rows``, ``alert_rule_rows``, ``create_|update_|delete_alert_receiver``,
+        ``create_|update_|delete_alert_rule``, ``send_alert_test``).
     """
     if target is None:
         target = os.environ.get(API_URL_ENV) or None

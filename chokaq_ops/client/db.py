@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from chokaq_ops import errors
+from chokaq_ops.alert_catalog import AlertCatalog
 from chokaq_ops.analysis import frames
 from chokaq_ops.analysis.plans import interactive, progress_bar
 from chokaq_ops.client.base import (
@@ -23,12 +24,23 @@ from chokaq_ops.client.base import (
 )
 from chokaq_ops.filters import archive_filter, dlq_filter, hot_filter, parse_time
 from chokaq_ops.models import Actor, DlqFilter, FailureFilter, HotFilter, NewJob
-from chokaq_ops.records import AuditEntry, JobRecord
+from chokaq_ops.records import AuditEntry, JobRecord, ScheduleRecord
+from chokaq_ops.schedules import with_next_runs
 from chokaq_ops.settings import Settings
 from chokaq_ops.storage import Store
 from chokaq_ops.storage.admin_ops import UNSET
 
 ACTOR_ENV = "CHOKAQ_ACTOR"
+SCHEDULE_PAGE = 1000
+# An alert in force as GET /alerts shows it: the store's row also holds its internal key.
+ALERT_FIELDS = ("rule", "status", "labels", "annotations", "value", "active_at", "firing_at", "resolved_at")
+
+
+def alert_view(row: dict[str, Any]) -> dict[str, Any]:
+    out = {k: row.get(k) for k in ALERT_FIELDS}
+    if out["value"] is not None:
+        out["value"] = float(out["value"])  # SQLite gives an integral REAL back as an int
+    return out
 
 
 class DbClient(BaseClient):
@@ -477,6 +489,93 @@ class DbClient(BaseClient):
                 break
             page += 1
         return audit_frame(rows)
+
+    # ------------------------------------------------------------------ schedules (docs/schedules.md)
+
+    def schedule_rows(
+        self, *, type: str | None = None, paused: bool | None = None, source: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Every schedule by name, as GET /schedules shows it (with `next_runs`, its next five ticks);
+        filters by job type, paused, source (api or code)."""
+        found: list[ScheduleRecord] = []
+        page = 1
+        while True:
+            got = self.store.list_schedules(
+                type=type, paused=paused, source=source, page=page, page_size=SCHEDULE_PAGE
+            )
+            found += got.items
+            if len(found) >= got.total or not got.items:
+                return [with_next_runs(s) for s in found]
+            page += 1
+
+    def schedule(self, name: str) -> dict[str, Any]:
+        """One schedule with its `next_runs`."""
+        return with_next_runs(self.store.get_schedule(name))
+
+    def schedule_run_rows(self, name: str, *, limit: int = 100) -> tuple[list[dict[str, Any]], int]:
+        """A schedule's newest runs (at most `limit`, 1000), each job and where it is now, and how many
+        there are."""
+        got = self.store.schedule_runs(name, page_size=limit)
+        return [dict(r) for r in got.items], got.total
+
+    def create_schedule(self, name: str, type: str, cron: str, **fields: Any) -> dict[str, Any]:
+        """Create a schedule (audited); `fields` as POST /schedules: tz, payload (JSON text or a value),
+        queue, priority, tags, misfire, catch_up_max, misfire_grace_seconds, paused."""
+        definition = {"name": name, "type": type, "cron": cron, **fields}
+        return with_next_runs(self.store.create_schedule(definition, actor=self._who()))
+
+    def pause_schedule(self, name: str) -> dict[str, Any]:
+        return with_next_runs(self.store.pause_schedule(name, actor=self._who()))
+
+    def resume_schedule(self, name: str) -> dict[str, Any]:
+        return with_next_runs(self.store.resume_schedule(name, actor=self._who()))
+
+    def trigger_schedule(self, name: str) -> dict[str, Any]:
+        """Enqueue the schedule's job now, outside its ticks: the run (its `job_id`)."""
+        return dict(self.store.trigger_schedule(name, actor=self._who()))
+
+    def delete_schedule(self, name: str) -> None:
+        self.store.delete_schedule(name, actor=self._who())
+
+    # ------------------------------------------------------------------ alerts (docs/alerts.md)
+
+    def _alerts(self) -> AlertCatalog:
+        return AlertCatalog(self.settings, self.store)
+
+    def alert_rows(self) -> list[dict[str, Any]]:
+        """The alerts in force (pending, firing, resolved and not yet told), as GET /alerts shows them."""
+        return [alert_view(a) for a in self.store.alert_states()]
+
+    def alert_receiver_rows(self) -> list[dict[str, Any]]:
+        """Every receiver (the configuration file's with source config): no URL path, no secret."""
+        return [r.view() for r in self._alerts().receivers()]
+
+    def alert_rule_rows(self) -> list[dict[str, Any]]:
+        return [r.view() for r in self._alerts().rules()]
+
+    def create_alert_receiver(self, name: str, **fields: Any) -> dict[str, Any]:
+        """`fields` as POST /alerts/receivers: url, kind, secret, send_resolved, timeout_s, max_alerts."""
+        return self._alerts().create_receiver({"name": name, **fields}, actor=self._who()).view()
+
+    def update_alert_receiver(self, name: str, **changes: Any) -> dict[str, Any]:
+        return self._alerts().update_receiver(name, changes, actor=self._who()).view()
+
+    def delete_alert_receiver(self, name: str) -> None:
+        self._alerts().delete_receiver(name, actor=self._who())
+
+    def create_alert_rule(self, name: str, **fields: Any) -> dict[str, Any]:
+        """`fields` as POST /alerts/rules: kind, receivers, severity, threshold, window_s, for_s, ..."""
+        return self._alerts().create_rule({"name": name, **fields}, actor=self._who()).view()
+
+    def update_alert_rule(self, name: str, **changes: Any) -> dict[str, Any]:
+        return self._alerts().update_rule(name, changes, actor=self._who()).view()
+
+    def delete_alert_rule(self, name: str) -> None:
+        self._alerts().delete_rule(name, actor=self._who())
+
+    def send_alert_test(self, receiver: str) -> str:
+        """Enqueue one test notification to `receiver` (audited): the delivery job's id."""
+        return self._alerts().test(receiver, actor=self._who())
 
     def _locate(self, ids: list[str]) -> list[dict[str, Any]]:
         return self.store.locate(ids)

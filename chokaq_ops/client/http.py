@@ -418,6 +418,77 @@ class HttpClient(BaseClient):
             )
         return audit_frame(rows)
 
+    # ------------------------------------------------------------------ schedules (docs/schedules.md)
+
+    def schedule_rows(
+        self, *, type: str | None = None, paused: bool | None = None, source: str | None = None
+    ) -> list[dict[str, Any]]:
+        """As `DbClient.schedule_rows` (GET /schedules, every page)."""
+        params: dict[str, Any] = {"type": type, "source": source}
+        if paused is not None:
+            params["paused"] = "true" if paused else "false"
+        rows: list[dict[str, Any]] = []
+        for items in self.api.pages("/schedules", {k: v for k, v in params.items() if v}, None, key="name"):
+            rows.extend(_schedule(i) for i in items)
+        return rows
+
+    def schedule(self, name: str) -> dict[str, Any]:
+        return _schedule(self.api.get(f"/schedules/{quote(name)}"))
+
+    def schedule_run_rows(self, name: str, *, limit: int = 100) -> tuple[list[dict[str, Any]], int]:
+        """As `DbClient.schedule_run_rows` (GET /schedules/{name}/runs, its total from X-Pagination)."""
+        response = self.api.call("GET", f"/schedules/{quote(name)}/runs", params={"page_size": limit})
+        meta = json.loads(response.headers.get("X-Pagination") or "{}")
+        return [times(r) for r in response.json()], int(meta.get("total") or 0)
+
+    def create_schedule(self, name: str, type: str, cron: str, **fields: Any) -> dict[str, Any]:
+        """As `DbClient.create_schedule` (POST /schedules; admin)."""
+        return _schedule(self.api.post("/schedules", {"name": name, "type": type, "cron": cron, **fields}))
+
+    def pause_schedule(self, name: str) -> dict[str, Any]:
+        return _schedule(self.api.post(f"/schedules/{quote(name)}/pause"))
+
+    def resume_schedule(self, name: str) -> dict[str, Any]:
+        return _schedule(self.api.post(f"/schedules/{quote(name)}/resume"))
+
+    def trigger_schedule(self, name: str) -> dict[str, Any]:
+        return times(self.api.post(f"/schedules/{quote(name)}/trigger"))
+
+    def delete_schedule(self, name: str) -> None:
+        self.api.call("DELETE", f"/schedules/{quote(name)}")
+
+    # ------------------------------------------------------------------ alerts (docs/alerts.md)
+
+    def alert_rows(self) -> list[dict[str, Any]]:
+        return [times(a) for a in self.api.get("/alerts")]
+
+    def alert_receiver_rows(self) -> list[dict[str, Any]]:
+        return [times(r) for r in self.api.get("/alerts/receivers")]
+
+    def alert_rule_rows(self) -> list[dict[str, Any]]:
+        return [times(r) for r in self.api.get("/alerts/rules")]
+
+    def create_alert_receiver(self, name: str, **fields: Any) -> dict[str, Any]:
+        return times(self.api.post("/alerts/receivers", {"name": name, **fields}))
+
+    def update_alert_receiver(self, name: str, **changes: Any) -> dict[str, Any]:
+        return times(self.api.patch(f"/alerts/receivers/{quote(name)}", changes))
+
+    def delete_alert_receiver(self, name: str) -> None:
+        self.api.call("DELETE", f"/alerts/receivers/{quote(name)}")
+
+    def create_alert_rule(self, name: str, **fields: Any) -> dict[str, Any]:
+        return times(self.api.post("/alerts/rules", {"name": name, **fields}))
+
+    def update_alert_rule(self, name: str, **changes: Any) -> dict[str, Any]:
+        return times(self.api.patch(f"/alerts/rules/{quote(name)}", changes))
+
+    def delete_alert_rule(self, name: str) -> None:
+        self.api.call("DELETE", f"/alerts/rules/{quote(name)}")
+
+    def send_alert_test(self, receiver: str) -> str:
+        return str(self.api.post(f"/alerts/receivers/{quote(receiver)}/test")["job_id"])
+
     # ------------------------------------------------------------------ plans (chokaq_api/resources/plans)
 
     def _plan_create(
@@ -539,3 +610,10 @@ class HttpClient(BaseClient):
         params = {"state": state, "action": action, "label": label, "page_size": min(limit, PAGE)}
         got = self.api.call("GET", "/plans", params={k: v for k, v in params.items() if v})
         return got.json()
+
+
+def _schedule(answer: dict[str, Any]) -> dict[str, Any]:
+    """A schedule of the API with the types DbClient gives: its times, `next_runs` too, as datetimes."""
+    out = times(answer)
+    out["next_runs"] = [datetime.fromisoformat(v.replace("Z", "+00:00")) for v in out.get("next_runs") or []]
+    return out

@@ -170,11 +170,12 @@ def error_from(response: requests.Response) -> errors.ChokaqError:
     field = None
     detail = body.get("errors")
     if isinstance(detail, dict) and detail:
-        for location in ("json", "query"):
+        for location in ("json", "query", "path"):
             inner = detail.get(location)
             if isinstance(inner, dict) and inner:
                 field = next(iter(inner))
-                message = f"{message}: {field}: {inner[field]}"
+                if location != "path":  # a path segment's error is the message itself (an unknown name)
+                    message = f"{message}: {field}: {inner[field]}"
                 break
     detail = body.get("detail") if isinstance(body.get("detail"), dict) else {}
     if response.status_code == 409 and field == "label":

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 import requests
 
 from chokaq_ops import errors
+from chokaq_ops.alert_catalog import AlertCatalog
+from chokaq_ops.alert_jobs import TYPE
 from chokaq_ops.alert_payloads import DELIVERY_HEADER, SIGNATURE_HEADER, TIMESTAMP_HEADER, body_bytes, sign
-from chokaq_ops.engine.alert_catalog import AlertCatalog
-from chokaq_ops.engine.alert_jobs import TYPE
 from chokaq_ops.engine.handlers import Handler, JobContext, Registry
 
 if TYPE_CHECKING:

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
+from chokaq_ops.alert_catalog import AlertCatalog
+from chokaq_ops.alert_jobs import delivery_job
 from chokaq_ops.alert_model import Receiver, Rule
 from chokaq_ops.alert_payloads import NEVER, notification
-from chokaq_ops.engine.alert_catalog import AlertCatalog
-from chokaq_ops.engine.alert_jobs import delivery_job
 from chokaq_ops.engine.alert_rules import Active, evaluate
 from chokaq_ops.engine.rescue import default_holder, lease_ttl
 

@@ -72,7 +72,7 @@ class AlertOps:
         def update(tx: Tx) -> None:
             rows = tx.run("alert_receiver_lock", name=name)
             if not rows:
-                raise errors.JobNotFound(f"no receiver named {name}")
+                raise errors.JobNotFound(f"no receiver named {name}", field="name")
             before = _receiver(rows[0])
             after = make_receiver({**_fields(before, RECEIVER_FIELDS), **changes, "name": name})
             tx.run("alert_receiver_write", actor=actor.name, **_receiver_params(after))
@@ -95,7 +95,7 @@ class AlertOps:
         def delete(tx: Tx) -> None:
             rows = tx.run("alert_receiver_lock", name=name)
             if not rows:
-                raise errors.JobNotFound(f"no receiver named {name}")
+                raise errors.JobNotFound(f"no receiver named {name}", field="name")
             users = sorted(
                 {*used_by, *(r["name"] for r in tx.run("alert_rules_list") if name in _split(r["receivers"]))}
             )
@@ -110,7 +110,7 @@ class AlertOps:
         for r in self.alert_receivers():
             if r.name == name:
                 return r
-        raise errors.JobNotFound(f"no receiver named {name}")
+        raise errors.JobNotFound(f"no receiver named {name}", field="name")
 
     # ------------------------------------------------------------------ rules
 
@@ -136,7 +136,7 @@ class AlertOps:
         def update(tx: Tx) -> None:
             rows = tx.run("alert_rule_lock", name=name)
             if not rows:
-                raise errors.JobNotFound(f"no rule named {name}")
+                raise errors.JobNotFound(f"no rule named {name}", field="name")
             before = _rule(rows[0])
             after = make_rule({**_fields(before, RULE_FIELDS), **changes, "name": name})
             tx.run("alert_rule_write", actor=actor.name, **_rule_params(after))
@@ -153,7 +153,7 @@ class AlertOps:
         def delete(tx: Tx) -> None:
             rows = tx.run("alert_rule_lock", name=name)
             if not rows:
-                raise errors.JobNotFound(f"no rule named {name}")
+                raise errors.JobNotFound(f"no rule named {name}", field="name")
             tx.run("alert_rule_delete", name=name)
             audit_in(tx, actor, "alert_rule_delete", details={"before": _audit_view(_rule(rows[0]))})
 
@@ -163,7 +163,7 @@ class AlertOps:
         for r in self.alert_rules():
             if r.name == name:
                 return r
-        raise errors.JobNotFound(f"no rule named {name}")
+        raise errors.JobNotFound(f"no rule named {name}", field="name")
 
     # ------------------------------------------------------------------ a test notification
 

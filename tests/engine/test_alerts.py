@@ -10,8 +10,8 @@ import logging
 import pytest
 from worker_support import fast_settings, hosted, settled, wait_for
 
+from chokaq_ops.alert_jobs import TYPE
 from chokaq_ops.alert_payloads import verify
-from chokaq_ops.engine.alert_jobs import TYPE
 from chokaq_ops.engine.alerting import Alerter
 from chokaq_ops.engine.handlers import Registry
 from chokaq_ops.engine.rescue import Rescuer

@@ -19,7 +19,7 @@ from chokaq_api.resources.alerts.schemas import (
     RuleSchema,
     TestSentSchema,
 )
-from chokaq_ops.engine.alert_catalog import AlertCatalog
+from chokaq_ops.alert_catalog import AlertCatalog
 
 URL = "/alerts"
 blp = Blueprint("alerts", __name__, description="Alert rules, receivers and the alerts in force.")

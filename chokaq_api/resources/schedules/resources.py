@@ -17,19 +17,12 @@ from chokaq_api.resources.schedules.schemas import (
     ScheduleRunSchema,
     ScheduleSchema,
 )
-from chokaq_ops.records import ScheduleRecord
-from chokaq_ops.schedules import next_ticks
+from chokaq_ops.schedules import with_next_runs as view
 
 URL = "/schedules"
 blp = Blueprint(
     "schedules", __name__, description="Recurring schedules: cron ticks that enqueue jobs, once per tick."
 )
-NEXT_RUNS = 5
-
-
-def view(schedule: ScheduleRecord) -> dict[str, Any]:
-    """A schedule with its next ticks: the chain from next_run_at, as the schedule check walks it."""
-    return {**schedule, "next_runs": next_ticks(schedule.cron, schedule.tz, schedule.next_run_at, NEXT_RUNS)}
 
 
 @blp.route("")

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from chokaq_ops import errors, redact
 from chokaq_ops.alert_config import configured
+from chokaq_ops.alert_jobs import test_job
 from chokaq_ops.alert_model import Receiver, Rule, check_name, make_rule
-from chokaq_ops.engine.alert_jobs import test_job
 from chokaq_ops.models import Actor
 
 if TYPE_CHECKING:
@@ -44,13 +44,13 @@ class AlertCatalog:
         for r in self.receivers():
             if r.name == name:
                 return r
-        raise errors.JobNotFound(f"no receiver named {check_name(name)}")
+        raise errors.JobNotFound(f"no receiver named {check_name(name)}", field="name")
 
     def rule(self, name: str) -> Rule:
         for r in self.rules():
             if r.name == name:
                 return r
-        raise errors.JobNotFound(f"no rule named {check_name(name)}")
+        raise errors.JobNotFound(f"no rule named {check_name(name)}", field="name")
 
     # ------------------------------------------------------------------ changing (admins; audited)
 
