@@ -1,7 +1,8 @@
 """Late commits on PostgreSQL (docs/endurance.md, "Where a claim looks"): producers whose transactions
 commit after delays — most at once, some after seconds, one after much longer — feed a real `chokaq
 worker`. Every job runs exactly once, starts within about a second of its commit, and jobs that were
-visible well before others start before them (FIFO within a priority).
+visible well before others start before them (FIFO within a priority); none is overtaken by jobs
+committed a second after it, and the worker never stalls.
 
 A claim reads each lane from a remembered position; a job whose transaction began (and so took its due
 time) before claims moved past that position, and committed after, is found only through the guard on
@@ -19,7 +20,7 @@ import os
 import random
 import threading
 import time
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 import pytest
@@ -39,7 +40,12 @@ RATE = 1000.0  # jobs/s offered by the prompt producers together: well below one
 PROMPT_THREADS = 4
 LATE_THREADS = 2  # each commits its transactions LATE_S after their start
 LATE_S = 5.0
-WAIT_BOUND_S = 1.5  # "about a second": a claim every PollingInterval plus a busy machine's jitter
+# "Starts within about a second of its commit", on a machine that may be loaded by other work: a job is
+# never overtaken by jobs committed more than PASS_GAP_S after it (it was not passed over, whatever the
+# backlog), and no job waits longer than STALL_S (nothing stops the worker: a producer's open transaction
+# once did, for as long as it stayed open).
+PASS_GAP_S = 1.0
+STALL_S = 5.0
 FIFO_GAP_S = 0.2  # A committed this long before B began: A is claimed first
 FIFO_SLACK_S = 0.25  # start times of one claim's rows differ by the prefetch buffer's turn
 
@@ -104,6 +110,22 @@ def _fifo_inversions(ledger: Ledger, started: dict[str, float]) -> list[tuple[st
     return out
 
 
+def _overtaken(ledger: Ledger, started: dict[str, float]) -> list[tuple[str, str, float]]:
+    """Jobs J that started more than FIFO_SLACK_S after a job whose commit returned PASS_GAP_S or more
+    after J's: J was passed over."""
+    by_commit = sorted(ledger.committed, key=ledger.committed.__getitem__)
+    commits = [ledger.committed[j] for j in by_commit]
+    earliest: list[tuple[float, str]] = [(float("inf"), "")] * (len(by_commit) + 1)
+    for i in range(len(by_commit) - 1, -1, -1):  # the earliest start among jobs committed from i on
+        earliest[i] = min(earliest[i + 1], (started[by_commit[i]], by_commit[i]))
+    out = []
+    for j in by_commit:
+        first, who = earliest[bisect_right(commits, ledger.committed[j] + PASS_GAP_S)]
+        if first < started[j] - FIFO_SLACK_S:
+            out.append((j, who, started[j] - first))
+    return out
+
+
 def test_late_commits_run_once_within_a_second_of_commit_and_in_order(pg_store, pg_url, tmp_path, spawn):
     config = write_config(tmp_path / "chokaq.toml", FAST, Worker={"PollingInterval": "200ms"})
     worker = spawn(pg_url, config, "late", concurrency=8)
@@ -145,7 +167,9 @@ def test_late_commits_run_once_within_a_second_of_commit_and_in_order(pg_store, 
         f"{total} jobs; wait after commit p50 {sorted(waits.values())[total // 2]:.3f}s, "
         f"max {worst[-1][1]:.3f}s; late jobs max {max(late):.3f}s"
     )
-    assert worst[-1][1] <= WAIT_BOUND_S, [(j, ledger.kind[j], round(w, 3)) for j, w in worst]
+    assert worst[-1][1] <= STALL_S, [(j, ledger.kind[j], round(w, 3)) for j, w in worst]
     assert len(late) == (long_batches + LATE_THREADS * late_batches) * BATCH
+    passed_over = _overtaken(ledger, started)
+    assert not passed_over, [(j, ledger.kind[j], who, round(d, 3)) for j, who, d in passed_over[:5]]
     inversions = _fifo_inversions(ledger, started)
     assert not inversions, inversions[:5]
