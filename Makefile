@@ -51,9 +51,12 @@ run: setup
 	$(BIN)/chokaq serve --db $(DB) --port $(PORT) --handlers chokaq_ops.demo_handlers
 
 # Every test on SQLite and PostgreSQL (PostgreSQL skips with a reason when no server is reachable,
-# unless CHOKAQ_REQUIRE_PG=1).
+# unless CHOKAQ_REQUIRE_PG=1), spread over every core (pytest-xdist): one after the other the suite takes
+# about 25 minutes on two cores, most of it real processes and wall-clock timeouts waiting, not CPU.
+# PYTEST_WORKERS=0 runs it in one process.
+PYTEST_WORKERS ?= auto
 test: setup-test
-	$(KEEP_PYC) $(BIN)/python -m pytest
+	$(KEEP_PYC) $(BIN)/python -m pytest $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS)) -q -rfEs
 
 # pytest keeps the test modules it rewrote (for its assert messages) as bytecode. Under
 # PYTHONDONTWRITEBYTECODE, which some shells and containers set, every xdist worker rewrote and compiled
