@@ -44,6 +44,9 @@ class StorageSettings:
     pool_size: int = field(default=16, metadata=_limit(1))
     # SQLite: the write-ahead log is cut back to this once no reader needs it (storage/wal.py).
     wal_limit_mb: int = field(default=64, metadata=_limit(1, 1_000_000))
+    # PostgreSQL: vacuum the churning tables and rebuild jobs_hot's indexes after a long snapshot
+    # (engine/upkeep.py, docs/endurance.md "Upkeep").
+    upkeep: bool = True
 
 
 @dataclass(frozen=True, slots=True)

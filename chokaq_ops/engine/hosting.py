@@ -6,8 +6,9 @@
 - the rescue sweep every Recovery.ScanInterval (first run at start: a restarted fleet cleans up at once);
 - retention every Retention.Interval (first run a minute after start, or sooner for short intervals);
 - with the rescue sweep, on PostgreSQL: the counter deltas of finished transactions folded into the
-  queues' totals every COUNTER_FOLD_S; on SQLite the write-ahead log kept small every KEEP_INTERVAL_S
-  (storage/wal.py; docs/endurance.md);
+  queues' totals every COUNTER_FOLD_S, and the upkeep of the churning tables every UPKEEP_INTERVAL_S
+  (engine/upkeep.py); on SQLite the write-ahead log kept small every KEEP_INTERVAL_S (storage/wal.py;
+  docs/endurance.md);
 - with `run_alerts` (`chokaq serve`), the alert rule loop every Alerts.EvaluationInterval
   (engine/alerting.py); every worker a Host runs also delivers notifications (engine/alert_delivery.py).
 - the schedule check every Schedules.CheckInterval (engine/scheduling.py; first run at start, after
@@ -35,6 +36,7 @@ from chokaq_ops.engine.metrics import Metrics
 from chokaq_ops.engine.rescue import PROBE_INTERVAL_S, DbWatch, Rescuer, default_holder
 from chokaq_ops.engine.retention import Retention
 from chokaq_ops.engine.scheduling import ScheduleChecker
+from chokaq_ops.engine.upkeep import UPKEEP_INTERVAL_S, Upkeep
 from chokaq_ops.engine.worker import Worker
 from chokaq_ops.settings import Settings
 from chokaq_ops.storage.wal import KEEP_INTERVAL_S
@@ -112,6 +114,9 @@ class Host:
             self.rescuer = Rescuer(store, settings, self.metrics, holder=holder, watch=self.watch)
         if run_retention:
             self.retention = Retention(store, settings, self.metrics, holder=holder)
+        self.upkeep: Upkeep | None = None
+        if run_rescue and settings.storage.upkeep and Upkeep.applies(store):
+            self.upkeep = Upkeep(store, holder=holder)
         self.alerter: Alerter | None = None
         if run_alerts and settings.alerts.enabled:
             self.alerter = Alerter(store, settings, self.metrics, holder=holder)
@@ -189,6 +194,13 @@ class Host:
                     id="fold-counters",
                     name="fold counter deltas",
                 )
+        if self.upkeep is not None:
+            scheduler.add_job(
+                self.upkeep.run,
+                IntervalTrigger(seconds=UPKEEP_INTERVAL_S),
+                id="upkeep",
+                name="vacuum and reindex the churning tables",
+            )
         if self.retention is not None:
             interval = self.settings.retention.interval
             scheduler.add_job(

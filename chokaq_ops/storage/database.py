@@ -339,6 +339,20 @@ class Database:
         with self.pool.connection() as conn:
             yield conn
 
+    def run_outside_transaction(self, name: str, /) -> None:
+        """Run a single-statement named query in autocommit with no bound at all, neither this client's
+        nor the server's statement timeout (PostgreSQL's VACUUM and REINDEX CONCURRENTLY refuse a
+        transaction block and may outlast Storage.CommandTimeout; engine/upkeep.py). The connection's own
+        timeout is put back before it returns to the pool."""
+        with Database.unbounded(), self.pool.connection() as conn:
+            tx = Tx(self, conn)
+            before = tx.run("session_statement_timeout")[0]["value"]
+            tx.run("set_session_statement_timeout", value="0")
+            try:
+                tx.run(name)
+            finally:
+                tx.run("set_session_statement_timeout", value=str(before))
+
     @staticmethod
     @contextmanager
     def unbounded() -> Iterator[None]:

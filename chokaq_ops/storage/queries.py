@@ -26,6 +26,31 @@ DIALECT_ONLY = {
         ("discover_lanes", "peek_lanes", "fold_counters", "sweep_mark", "mark_abandoned", "mark_zombies"),
         "postgresql",
     ),
+    # The upkeep (engine/upkeep.py): SQLite keeps no dead row versions to vacuum.
+    **dict.fromkeys(
+        (
+            "upkeep_tables",
+            "upkeep_invalid_hot_indexes",
+            "upkeep_drop_invalid_hot_indexes",
+            "upkeep_reindex_jobs_hot",
+            "session_statement_timeout",
+            "set_session_statement_timeout",
+            *(
+                f"upkeep_vacuum_{t}"
+                for t in (
+                    "jobs_hot",
+                    "queue_counts",
+                    "stats_summary",
+                    "metric_buckets",
+                    "idle_workers",
+                    "workers",
+                    "leases",
+                    "sweep_marks",
+                )
+            ),
+        ),
+        "postgresql",
+    ),
 }
 
 _BLOCK = re.compile(r"^--\s*(name|fragment):\s*([a-z_][a-z0-9_]*)\s*$", re.MULTILINE)

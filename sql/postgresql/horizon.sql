@@ -58,3 +58,87 @@ FROM pg_stat_user_tables s
 WHERE s.relname IN ('jobs_hot', 'queue_counts', 'stats_summary', 'metric_buckets', 'idle_workers', 'workers',
                     'leases', 'sweep_marks', 'jobs_dlq', 'jobs_archive')
 ORDER BY s.relname;
+
+-- name: upkeep_tables
+-- The tables whose rows churn, as the upkeep (engine/upkeep.py, docs/endurance.md "Upkeep") decides on
+-- them: dead versions, live rows, heap and index bytes, the seconds since the last vacuum of either kind,
+-- and whether a vacuum could remove anything now: no session of this database (nor a WAL sender) holds a
+-- snapshot, or the oldest one began after that vacuum (versions that died between the two are
+-- removable). A holder that began before it keeps everything since: a vacuum then only reads the table.
+-- horizon_s: the oldest holder's age (a REINDEX CONCURRENTLY would wait for it).
+WITH holder AS (
+    SELECT min(coalesce(a.xact_start, a.query_start)) AS since
+    FROM pg_stat_activity a
+    WHERE a.backend_xmin IS NOT NULL AND a.pid <> pg_backend_pid()
+      AND ((a.datname = current_database() AND a.backend_type = 'client backend') OR a.backend_type = 'walsender')
+),
+t AS (
+    SELECT s.relid, s.relname, s.n_live_tup, s.n_dead_tup, greatest(s.last_vacuum, s.last_autovacuum) AS vacuumed
+    FROM pg_stat_user_tables s
+    WHERE s.schemaname = current_schema()
+      AND s.relname IN ('jobs_hot', 'queue_counts', 'stats_summary', 'metric_buckets', 'idle_workers', 'workers',
+                        'leases', 'sweep_marks')
+)
+SELECT t.relname AS name, t.n_live_tup AS live, t.n_dead_tup AS dead,
+       pg_relation_size(t.relid) AS heap_bytes, pg_indexes_size(t.relid) AS index_bytes,
+       extract(epoch FROM now() - t.vacuumed) AS vacuumed_s,
+       (h.since IS NULL OR t.vacuumed IS NULL OR h.since > t.vacuumed) AS removable,
+       extract(epoch FROM now() - h.since) AS horizon_s
+FROM t CROSS JOIN holder h
+ORDER BY t.relname;
+
+-- name: upkeep_invalid_hot_indexes
+-- Indexes of jobs_hot left invalid by an interrupted REINDEX CONCURRENTLY (its `_ccnew` copies): every
+-- write still maintains them, so the upkeep drops them before it rebuilds.
+SELECT c.relname AS name FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+WHERE i.indrelid = CAST('jobs_hot' AS regclass) AND NOT i.indisvalid;
+
+-- name: upkeep_drop_invalid_hot_indexes
+-- Drops them (identifiers quoted by format's %I on the server; a short lock_timeout: the queue never
+-- waits behind this).
+SET LOCAL lock_timeout = '200ms';
+DO $$
+DECLARE r record;
+BEGIN
+    FOR r IN SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+             WHERE i.indrelid = CAST('jobs_hot' AS regclass) AND NOT i.indisvalid LOOP
+        EXECUTE format('DROP INDEX %I', r.relname);
+    END LOOP;
+END $$;
+
+-- name: upkeep_reindex_jobs_hot
+-- Rebuilds jobs_hot's indexes without blocking the queue (writes go on; the swap waits for the
+-- statements using the old ones). After a long snapshot, VACUUM empties the pages of the versions it
+-- kept but never gives index pages back to the file system.
+REINDEX TABLE CONCURRENTLY jobs_hot;
+
+-- name: upkeep_vacuum_jobs_hot
+VACUUM (SKIP_LOCKED) jobs_hot;
+
+-- name: upkeep_vacuum_queue_counts
+VACUUM (SKIP_LOCKED) queue_counts;
+
+-- name: upkeep_vacuum_stats_summary
+VACUUM (SKIP_LOCKED) stats_summary;
+
+-- name: upkeep_vacuum_metric_buckets
+VACUUM (SKIP_LOCKED) metric_buckets;
+
+-- name: upkeep_vacuum_idle_workers
+VACUUM (SKIP_LOCKED) idle_workers;
+
+-- name: upkeep_vacuum_workers
+VACUUM (SKIP_LOCKED) workers;
+
+-- name: upkeep_vacuum_leases
+VACUUM (SKIP_LOCKED) leases;
+
+-- name: upkeep_vacuum_sweep_marks
+VACUUM (SKIP_LOCKED) sweep_marks;
+
+-- name: session_statement_timeout
+-- This connection's statement timeout, and setting it (Database.run_outside_transaction).
+SELECT current_setting('statement_timeout') AS value;
+
+-- name: set_session_statement_timeout
+SELECT set_config('statement_timeout', CAST(:value AS text), false) AS value;

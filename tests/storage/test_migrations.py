@@ -222,7 +222,7 @@ def test_schema_sql_equals_a_replay_of_the_migrations(fresh_url, tmp_path, pg_se
 def test_both_dialects_define_the_same_query_names():
     for file in ("queries", "schedules", "bench", "alerts", "horizon"):
         lite, pg = named.load("sqlite", file), named.load("postgresql", file)
-        only = {name: dialect for name, dialect in named.DIALECT_ONLY.items() if file == "queries"}
+        only = {name: dialect for name, dialect in named.DIALECT_ONLY.items() if name in set(lite) | set(pg)}
         assert (
             dict.fromkeys(set(lite) - set(pg), "sqlite") | dict.fromkeys(set(pg) - set(lite), "postgresql")
             == only
@@ -278,7 +278,8 @@ def test_every_named_query_compiles(store):
                         checked += 1
         finally:
             cur.close()
-    maintenance = {"CREATE", "TRUNCATE", "VACUUM", "ANALYZE", "CHECKPOINT", "SET"}
+    # REINDEX CONCURRENTLY and the DO block of the upkeep (engine/upkeep.py) cannot be prepared either.
+    maintenance = {"CREATE", "TRUNCATE", "VACUUM", "ANALYZE", "CHECKPOINT", "SET", "REINDEX", "DO"}
     assert checked > 140 and skipped <= maintenance, (checked, skipped)
 
 
