@@ -28,7 +28,7 @@ MAX_STUCK = 1_000
 # transaction the worker's next claim reads anyway.
 FORGET_S = 60.0
 # The columns of a claim's rows that are not the job's (see `fetch`'s result).
-_EXTRA = ("kind", "cursor_due", "cursor_passed", "has_rows", "snap_xmax", "snap_xip")
+_EXTRA = ("kind", "cursor_due", "cursor_passed", "has_rows", "snap_xmax", "snap_xip", "tid")
 
 
 @dataclass(slots=True)
@@ -52,7 +52,9 @@ class Lanes:
         self.closed: set[str] | None = None  # queues whose lanes the last claim left out
         self.reopened: list[str] = []  # queues open again since the claim before the last
         self.held_since: dict[str, float] = {}
-        self.stuck: set[str] = set()
+        # Stuck jobs by id, with the ctid each was last read at: the claim looks them up by it (a TID scan;
+        # sql/postgresql/queries.sql `fetch`, "Plans").
+        self.stuck: dict[str, str] = {}
         self.lock = threading.Lock()
 
     # ------------------------------------------------------------------ one claim
@@ -91,7 +93,7 @@ class Lanes:
             ],
             "xmax": self.xmax,
             "xip": self.xip,
-            "stuck": sorted(self.stuck),
+            "stuck": [{"id": i, "t": t} for i, t in sorted(self.stuck.items())],
             # Rows read per lane: the claim's own, and as many again for rows other workers hold.
             "window": max(8, 2 * limit),
         }
@@ -99,8 +101,8 @@ class Lanes:
     def _absorb(self, rows: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
         jobs: list[dict[str, Any]] = []
         seen: dict[tuple[str, int], Position] = {}
-        held: set[str] = set()
-        stuck: set[str] = set()
+        held: dict[str, str] = {}
+        stuck: dict[str, str] = {}
         closed: set[str] = set()
         for r in rows:
             kind = r["kind"]
@@ -118,9 +120,9 @@ class Lanes:
                         continue
                 seen[lane] = pos
             elif kind == "held":
-                held.add(str(r["id"]))
+                held[str(r["id"])] = str(r["tid"])
             elif kind == "stuck":
-                stuck.add(str(r["id"]))
+                stuck[str(r["id"])] = str(r["tid"])
             elif kind == "closed":
                 closed.add(str(r["queue"]))
             elif kind == "snap":
@@ -132,7 +134,7 @@ class Lanes:
         self.stuck = stuck
         for job_id, since in self.held_since.items():
             if now - since >= STUCK_S and len(self.stuck) < MAX_STUCK:
-                self.stuck.add(job_id)
+                self.stuck.setdefault(job_id, held[job_id])
         reopened = [] if self.closed is None else sorted(self.closed - closed)
         self.closed = closed
         self.reopened = [q for q in reopened if self.queues is None or q in self.queues]

@@ -62,7 +62,10 @@ AND (CAST(:search_like AS text) IS NULL OR a.id ILIKE CAST(:search_like AS text)
      OR a.tags ILIKE CAST(:search_like AS text))
 
 -- fragment: hot_where
-(CAST(:status AS integer) IS NULL OR h.status = CAST(:status AS integer))
+-- `created_at IS NOT NULL`: always true, and what lets the listing use ix_jobs_hot_created (partial on it,
+-- so that the worker's lookups by id never do; migration 0015).
+h.created_at IS NOT NULL
+AND (CAST(:status AS integer) IS NULL OR h.status = CAST(:status AS integer))
 AND (CAST(:queue AS text) IS NULL OR h.queue = CAST(:queue AS text))
 AND (CAST(:type AS text) IS NULL OR h.type = CAST(:type AS text))
 AND (CAST(:tag_like AS text) IS NULL OR (',' || replace(coalesce(h.tags, ''), ' ', '') || ',') LIKE CAST(:tag_like AS text))
@@ -511,7 +514,16 @@ ORDER BY name FOR UPDATE;
 -- transaction that previous snapshot could not see (ready_xid at or past its xmax, or among its
 -- in-progress xids and finished now) are read through ix_jobs_hot_ready_xid wherever they sit: a late
 -- commit, a release, a retry, a resurrect, an edit, a new lane. :stuck names rows the worker passed
--- because another session held them for long; they are looked up by id each time until they go.
+-- because another session held them for long (JSON [{id, t}]: the id and the ctid it was read at); they
+-- are looked up by ctid each time until they go. One updated since has a new ctid and leaves the list:
+-- every update that leaves a job pending sets ready_xid, and the claim reads it there.
+--
+-- Plans (docs/endurance.md "Plans"): this statement runs with one generic plan, made again after every
+-- VACUUM or ANALYZE of jobs_hot from whatever the statistics say then. Behind a held snapshot they say
+-- few live rows in many pages, and a walk of a whole index looks like one page: so no read of jobs_hot
+-- here may have any way to it but its own index bounds or ctids. No join touches jobs_hot (a join's
+-- sort order made whole-index walks candidates), the rows chosen are locked and updated by ctid, and no
+-- condition on id sits beside the ctid lookups.
 --
 -- Besides the jobs, one row of kind 'lane' per open lane read or found (paused and inactive queues'
 -- lanes are left out; the worker forgets them): the position from which the next claim reads it (the
@@ -562,10 +574,15 @@ news AS (
     (SELECT h.ctid AS t, h.id, h.queue, h.priority, h.due_at FROM jobs_hot h
      WHERE h.status = 0 AND h.ready_xid = ANY (ARRAY(SELECT xid FROM settled)) ORDER BY h.ready_xid)
 ),
-stuck_ids AS (SELECT jsonb_array_elements_text(CAST(:stuck AS jsonb)) AS id),
+stuck_ids AS (
+    SELECT s.id, CAST(s.t AS tid) AS t FROM jsonb_to_recordset(CAST(:stuck AS jsonb)) AS s(id text, t text)
+),
 stuck AS (
-    SELECT h.ctid AS t, h.id, h.queue, h.priority, h.due_at FROM jobs_hot h
-    WHERE h.id = ANY (ARRAY(SELECT id FROM stuck_ids)) AND h.status + 0 = 0
+    SELECT x.* FROM (
+        SELECT h.ctid AS t, h.id, h.queue, h.priority, h.due_at FROM jobs_hot h
+        WHERE h.ctid = ANY (ARRAY(SELECT t FROM stuck_ids)) AND h.status + 0 = 0
+        OFFSET 0) x  -- the id check stays out here, away from the TID scan
+    WHERE EXISTS (SELECT 1 FROM stuck_ids s WHERE s.t = x.t AND s.id = x.id)
 ),
 cand AS (
     SELECT t, id, queue, priority, due_at, due FROM win
@@ -576,19 +593,20 @@ cand AS (
       AND (CAST(:queues AS jsonb) IS NULL OR n.queue IN (SELECT name FROM named))
 ),
 free AS (
-    SELECT h.id, h.priority, h.due_at FROM jobs_hot h
+    SELECT h.ctid AS t, h.id, h.priority, h.due_at FROM jobs_hot h
     -- The candidates by ctid, a TID scan: same statement, same snapshot, so each is the very row version
     -- read above. One the lock finds updated since (another claim, an edit) is re-read at its newest
     -- version and must pass the filters again (`status + 0`: never a plan through a partial index).
+    -- Capped queues by a list, not a join (see "Plans" above).
     WHERE h.ctid = ANY (ARRAY(SELECT t FROM cand WHERE due)) AND h.status + 0 = 0 AND h.due_at <= now()
-      AND NOT EXISTS (SELECT 1 FROM capped c WHERE c.name = h.queue)
+      AND h.queue <> ALL (ARRAY(SELECT name FROM capped))
     ORDER BY h.priority DESC, h.due_at, h.id
     LIMIT CAST(:limit AS integer)
     FOR UPDATE OF h SKIP LOCKED
 ),
 limited AS (
-    SELECT p.id, p.priority, p.due_at FROM capped c CROSS JOIN LATERAL (
-        SELECT h.id, h.priority, h.due_at FROM jobs_hot h
+    SELECT p.t, p.id, p.priority, p.due_at FROM capped c CROSS JOIN LATERAL (
+        SELECT h.ctid AS t, h.id, h.priority, h.due_at FROM jobs_hot h
         WHERE h.ctid = ANY (ARRAY(SELECT t FROM cand WHERE due AND cand.queue = c.name))
           AND h.status + 0 = 0 AND h.due_at <= now()
         ORDER BY h.priority DESC, h.due_at, h.id
@@ -596,16 +614,22 @@ limited AS (
         FOR UPDATE OF h SKIP LOCKED) p
 ),
 picked AS (
-    SELECT id, row_number() OVER (ORDER BY priority DESC, due_at, id) <= CAST(:start AS integer) AS go
+    SELECT t, id, row_number() OVER (ORDER BY priority DESC, due_at, id) <= CAST(:start AS integer) AS go
     FROM (SELECT * FROM free UNION ALL SELECT * FROM limited) u
     ORDER BY priority DESC, due_at, id LIMIT CAST(:limit AS integer)
 ),
+started AS (SELECT ARRAY(SELECT t FROM picked WHERE go) AS ts),
+-- The locked rows by the ctids the locks returned (the newest versions: nobody else may change them
+-- now), a TID scan; the ones to start by the same list.
 claimed AS (
-    UPDATE jobs_hot h SET status = CASE WHEN picked.go THEN 2 ELSE 1 END, worker_id = CAST(:worker_id AS text),
-                          attempt_count = h.attempt_count + CASE WHEN picked.go THEN 1 ELSE 0 END,
-                          started_at = CASE WHEN picked.go THEN now() ELSE h.started_at END,
-                          heartbeat_at = CASE WHEN picked.go THEN now() ELSE h.heartbeat_at END, updated_at = now()
-    FROM picked WHERE h.id = picked.id
+    UPDATE jobs_hot h SET status = CASE WHEN h.ctid = ANY (s.ts) THEN 2 ELSE 1 END,
+                          worker_id = CAST(:worker_id AS text),
+                          attempt_count = h.attempt_count + CASE WHEN h.ctid = ANY (s.ts) THEN 1 ELSE 0 END,
+                          started_at = CASE WHEN h.ctid = ANY (s.ts) THEN now() ELSE h.started_at END,
+                          heartbeat_at = CASE WHEN h.ctid = ANY (s.ts) THEN now() ELSE h.heartbeat_at END,
+                          updated_at = now()
+    FROM started s
+    WHERE h.ctid = ANY (ARRAY(SELECT t FROM picked))
     RETURNING {{claimed_columns}}
 ),
 deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (
@@ -636,34 +660,36 @@ report AS (
         ON k.d IS NULL OR (r.due_at, r.id) >= (k.d, k.i)
 ),
 -- What the worker keeps besides the jobs (see above), one shape for all.
-meta (kind, id, queue, priority, cursor_due, cursor_passed, has_rows, snap_xmax, snap_xip) AS (
+-- 'held' and 'stuck' rows carry the ctid they were read at (tid: the worker looks a stuck job up by it).
+meta (kind, id, queue, priority, cursor_due, cursor_passed, has_rows, snap_xmax, snap_xip, tid) AS (
     SELECT 'lane', coalesce(r.f_id, r.r_id, r.i), r.q, r.p, CAST(coalesce(r.f_due, r.r_due, r.d) AS text),
            CASE WHEN r.f_id IS NOT NULL THEN false WHEN r.r_id IS NOT NULL THEN true ELSE r.x END,
-           r.f_id IS NOT NULL OR r.r_id IS NOT NULL, CAST(NULL AS text), CAST(NULL AS text)
+           r.f_id IS NOT NULL OR r.r_id IS NOT NULL, CAST(NULL AS text), CAST(NULL AS text), CAST(NULL AS text)
     FROM report r
     UNION ALL
-    SELECT 'held', h.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM (
-        SELECT c.id FROM cand c
+    SELECT 'held', h.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, CAST(h.t AS text) FROM (
+        SELECT c.id, c.t FROM cand c
         WHERE c.due AND NOT EXISTS (SELECT 1 FROM capped x WHERE x.name = c.queue)
         ORDER BY c.priority DESC, c.due_at, c.id LIMIT CAST(:limit AS integer)) h
     WHERE NOT EXISTS (SELECT 1 FROM claimed k WHERE k.id = h.id)
     UNION ALL
-    SELECT 'stuck', s.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM stuck s
+    SELECT 'stuck', s.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, CAST(s.t AS text) FROM stuck s
     WHERE NOT EXISTS (SELECT 1 FROM claimed k WHERE k.id = s.id)
       AND NOT EXISTS (SELECT 1 FROM closed x WHERE x.name = s.queue)
     UNION ALL
-    SELECT 'closed', NULL, c.name, NULL, NULL, NULL, NULL, NULL, NULL FROM closed c
+    SELECT 'closed', NULL, c.name, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM closed c
     UNION ALL
     SELECT 'snap', NULL, NULL, NULL, NULL, NULL, NULL, CAST(pg_snapshot_xmax(s) AS text),
-           (SELECT CAST(coalesce(json_agg(CAST(x AS text)), '[]') AS text) FROM pg_snapshot_xip(s) x)
+           (SELECT CAST(coalesce(json_agg(CAST(x AS text)), '[]') AS text) FROM pg_snapshot_xip(s) x), NULL
     FROM snap
 )
 SELECT 'job' AS kind, k.*, CAST(NULL AS text) AS cursor_due, CAST(NULL AS boolean) AS cursor_passed,
-       CAST(NULL AS boolean) AS has_rows, CAST(NULL AS text) AS snap_xmax, CAST(NULL AS text) AS snap_xip
+       CAST(NULL AS boolean) AS has_rows, CAST(NULL AS text) AS snap_xmax, CAST(NULL AS text) AS snap_xip,
+       CAST(NULL AS text) AS tid
 FROM claimed k
 UNION ALL
 SELECT m.kind, m.id, m.queue, NULL, NULL, NULL, m.priority, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, m.cursor_due, m.cursor_passed, m.has_rows, m.snap_xmax, m.snap_xip
+       NULL, NULL, m.cursor_due, m.cursor_passed, m.has_rows, m.snap_xmax, m.snap_xip, m.tid
 FROM meta m;
 
 -- name: discover_lanes
@@ -1157,19 +1183,9 @@ SELECT id FROM moved;
 -- id is already in hot (a job in two tables, see displace_twins) is not inserted: the hot job is the
 -- live one (it may be running), so the DLQ copy is the one displaced to the audit log, with an event;
 -- it never fails the chunk's other rows. `revived` returns the rows that did go back to hot.
-hot_twins AS (
-    -- Looked up through jobs_hot's primary key (= ANY of the moved ids): as a join the planner read all of
-    -- jobs_hot, which a bulk resurrect itself grows by a chunk each time (quadratic over 100k rows).
-    SELECT m.* FROM moved m
-    WHERE m.id IN (SELECT h.id FROM jobs_hot h WHERE h.id = ANY(ARRAY(SELECT id FROM moved)))
-),
-displaced AS (
-    SELECT id, queue, 'dlq' AS location,
-           (to_jsonb(t) - 'new_payload' - 'new_tags' - 'new_priority')::text AS copy
-    FROM hot_twins t
-),
-{{displaced_report}},
 revived AS (
+    -- ON CONFLICT finds the ids already in hot through the primary key the insert probes anyway: a
+    -- separate lookup first cost a second probe per row (issue 28's resurrect, docs/benchmarks.md).
     -- trace_context: a resurrected job keeps its producer's trace, so its next run links to it.
     INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
                           due_at, created_at, updated_at, created_by, last_modified_by, trace_context, renewed_at)
@@ -1182,9 +1198,19 @@ revived AS (
            -- :renew = 1: the retry budget is renewed, the lifetime clock (Retry.MaxJobAge) restarts now
            -- (attempts restart at 0 either way); 0 keeps the clock at created_at.
            CASE WHEN CAST(:renew AS integer) = 1 THEN now() END
-    FROM moved m WHERE NOT EXISTS (SELECT 1 FROM hot_twins t WHERE t.id = m.id)
+    FROM moved
+    ON CONFLICT (id) DO NOTHING
     RETURNING id, queue
 ),
+hot_twins AS (
+    SELECT m.* FROM moved m WHERE NOT EXISTS (SELECT 1 FROM revived r WHERE r.id = m.id)
+),
+displaced AS (
+    SELECT id, queue, 'dlq' AS location,
+           (to_jsonb(t) - 'new_payload' - 'new_tags' - 'new_priority')::text AS copy
+    FROM hot_twins t
+),
+{{displaced_report}},
 new_queues AS (
     INSERT INTO queues (name) SELECT DISTINCT queue FROM moved ORDER BY queue ON CONFLICT DO NOTHING
 ),
@@ -1194,28 +1220,30 @@ deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processin
     SELECT queue, 0, 0, -1, 0, 0, 0, 0 FROM moved UNION ALL SELECT queue, 0, 0, 0, 0, 1, 0, 0 FROM revived
 ),
 counters AS ({{count_deltas}}),
+-- The parameters and the reasons' names once per statement, not once per row.
+audit_base AS (
+    SELECT coalesce(CAST(:details AS jsonb), '{}'::jsonb) AS plain, CAST(:details AS jsonb) AS filter,
+           jsonb_build_object('renewed', CAST(:renew AS integer) = 1) AS renewed
+),
 audit AS (
     INSERT INTO audit_log (actor, action, job_id, plan_id, details)
-    SELECT CAST(:actor AS text), 'resurrect', id, CAST(:plan_id AS text),
+    SELECT CAST(:actor AS text), 'resurrect', m.id, CAST(:plan_id AS text),
            -- The failure it came back from (reason, fingerprint): the audit keeps the outage's identity.
-           (CASE WHEN new_payload IS NULL AND new_tags IS NULL AND new_priority IS NULL
-                 THEN coalesce(CAST(:details AS jsonb), '{}'::jsonb)
-                 ELSE jsonb_build_object('filter', CAST(:details AS jsonb),
-                                         'before', jsonb_build_object('payload', payload, 'tags', tags),
-                                         'after', jsonb_build_object('payload', coalesce(new_payload, payload),
-                                                                     'tags', coalesce(new_tags, tags),
-                                                                     'priority', coalesce(new_priority, 10))) END
-            || jsonb_build_object('failure_reason',
-                                  (SELECT r.name FROM failure_reasons r WHERE r.code = m.failure_reason),
-                                  'fingerprint', m.fingerprint,
-                                  'renewed', CAST(:renew AS integer) = 1))::text
-    FROM moved m WHERE NOT EXISTS (SELECT 1 FROM hot_twins t WHERE t.id = m.id)
+           (CASE WHEN m.new_payload IS NULL AND m.new_tags IS NULL AND m.new_priority IS NULL THEN b.plain
+                 ELSE jsonb_build_object('filter', b.filter,
+                                         'before', jsonb_build_object('payload', m.payload, 'tags', m.tags),
+                                         'after', jsonb_build_object('payload', coalesce(m.new_payload, m.payload),
+                                                                     'tags', coalesce(m.new_tags, m.tags),
+                                                                     'priority', coalesce(m.new_priority, 10))) END
+            || jsonb_build_object('failure_reason', fr.name, 'fingerprint', m.fingerprint) || b.renewed)::text
+    FROM moved m JOIN revived r ON r.id = m.id CROSS JOIN audit_base b
+         LEFT JOIN failure_reasons fr ON fr.code = m.failure_reason
 ),
 events AS (
     INSERT INTO events (kind, message, data)
     SELECT 'resurrect', 'Resurrected ' || count(*) || ' job(s) by ' || CAST(:actor AS text),
            json_build_object('count', count(*), 'actor', CAST(:actor AS text), 'plan_id', CAST(:plan_id AS text))::text
-    FROM moved m WHERE NOT EXISTS (SELECT 1 FROM hot_twins t WHERE t.id = m.id) HAVING count(*) > 0
+    FROM revived HAVING count(*) > 0
 )
 
 -- name: resurrect

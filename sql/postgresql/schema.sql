@@ -48,8 +48,9 @@ CREATE INDEX ix_jobs_hot_fetched ON jobs_hot (updated_at) WHERE status = 1;
 CREATE INDEX ix_jobs_hot_processing ON jobs_hot ((coalesce(heartbeat_at, updated_at))) WHERE status = 2;
 -- Active-work dedupe.
 CREATE UNIQUE INDEX ux_jobs_hot_idempotency ON jobs_hot (idempotency_key) WHERE idempotency_key IS NOT NULL;
--- Operator listing, newest first.
-CREATE INDEX ix_jobs_hot_created ON jobs_hot (created_at, id);
+-- Operator listing, newest first. Partial on a predicate every row meets, which the listings state and the
+-- worker's statements never do: only the primary key answers their lookups by id (migration 0015).
+CREATE INDEX ix_jobs_hot_created ON jobs_hot (created_at, id) WHERE created_at IS NOT NULL;
 CREATE INDEX ix_jobs_hot_due ON jobs_hot (due_at) WHERE status = 0 AND scheduled_at IS NOT NULL;
 
 -- Succeeded jobs.
