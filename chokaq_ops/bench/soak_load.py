@@ -32,10 +32,13 @@ def produce(url: str, rate: float, batch: int, stop: Any, out: Any) -> None:
     from chokaq_ops.models import NewJob
 
     store = Store(url, pool_size=2)
+    parent = os.getppid()
     try:
         period = batch / rate
         next_at = time.monotonic()
-        while not stop.is_set():
+        # A soak killed before it could stop us (kill -9, a timeout) leaves us to a new parent: stop then,
+        # or we would go on loading the database the next run measures.
+        while not stop.is_set() and os.getppid() == parent:
             now = time.monotonic()
             if next_at > now:
                 stop.wait(next_at - now)
@@ -92,6 +95,16 @@ class Producer:
 # ---------------------------------------------------------------------------------------------- server
 
 
+def _end_with_parent() -> None:
+    """(In the server's process, before exec.) SIGTERM when the soak dies, however it dies: a soak killed
+    with -9 otherwise left its server claiming and vacuuming the database the next run measures."""
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, int(signal.SIGTERM))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -111,7 +124,12 @@ class Server:
             cmd += ["--config", config]
         env = dict(os.environ, CHOKAQ_API__METRICS_OPEN="true")
         self.proc = subprocess.Popen(
-            cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+            cmd,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=_end_with_parent if sys.platform == "linux" else None,
         )
         self._stderr: list[str] = []
         threading.Thread(target=self._read_stderr, daemon=True).start()
