@@ -55,7 +55,7 @@ class Wal:
 
     def keep(self) -> None:
         """One round: checkpoint what no reader needs; truncate the log if it is all checkpointed and over
-        the limit. Never waits on a reader for longer than TRUNCATE_WAIT_MS."""
+        the limit (or at it). Never waits on a reader for longer than TRUNCATE_WAIT_MS."""
         if self.path is None:
             return
         with self._lock:
@@ -73,7 +73,9 @@ class Wal:
                 self._pinned_since = now
             if busy or copied < frames:
                 return  # a reader's snapshot still needs frames the database does not hold yet
-            if (self.size() or 0) > self.limit_bytes:
+            # At the limit too: journal_size_limit cuts a log that restarts back to exactly the limit, and
+            # only a TRUNCATE takes it under (the soak left it at 64 MiB for good).
+            if (self.size() or 0) >= self.limit_bytes:
                 busy, _, _ = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
                 if not busy:
                     self.truncated += 1
