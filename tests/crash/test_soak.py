@@ -59,6 +59,8 @@ def test_soak_with_a_killed_worker(store, db_url, dialect, tmp_path, spawn):
     wait_for(lambda: held_by(store, victim.name) >= 2, 60, "the victim holding jobs", interval=0.001)
     victim.kill()
     killed_at = time.monotonic() - t0
+    # What it held when it died (its jobs finish in milliseconds: the count above may be gone by now).
+    left = held_by(store, victim.name)
     wait_for(lambda: counts(store)["hot"] == 0, 300, "every job finished", interval=0.2)
     drain_s = time.monotonic() - t0
     for w in workers:
@@ -104,7 +106,7 @@ def test_soak_with_a_killed_worker(store, db_url, dialect, tmp_path, spawn):
         assert all(pid != victim.pid for _, pid in runs[job_id] if _ == rows[job_id]["attempts"]), runs[
             job_id
         ]
-    assert len(recovered) + len(zombies) > 0, "the kill left nothing to rescue"
+    assert len(recovered) + len(zombies) >= left, ("the sweep rescued less than the kill left", left)
     print(
         f"\nsoak {dialect}: {n} jobs, {WORKERS}x{CONCURRENCY}, enqueue {enqueue_s:.1f}s, "
         f"victim killed at {killed_at:.1f}s, drained at {drain_s:.1f}s ({n / drain_s:.0f} jobs/s), "
