@@ -1,6 +1,12 @@
 -- The snapshot horizon (chokaq_ops/storage/horizon.py), PostgreSQL: who holds back the oldest snapshot
 -- that vacuum must respect in this database.
 
+-- fragment: snapshot_holders
+-- The sessions of `pg_stat_activity a` that hold a snapshot back: this database's client backends (the
+-- calling one left out) and WAL senders, which feed standbys of every database.
+a.backend_xmin IS NOT NULL AND a.pid <> pg_backend_pid()
+AND ((a.datname = current_database() AND a.backend_type = 'client backend') OR a.backend_type = 'walsender')
+
 -- name: oldest_snapshot
 -- The backend of this database (or a WAL sender, which feeds standbys of every database) with the oldest
 -- xmin: how long its transaction (or statement) has run and who it is. The calling backend is left out, and
@@ -9,8 +15,7 @@ SELECT a.pid, a.application_name, a.usename AS user_name, CAST(a.client_addr AS 
        extract(epoch FROM now() - coalesce(a.xact_start, a.query_start)) AS age_s,
        age(a.backend_xmin) AS xid_age, left(a.query, 200) AS query, a.backend_type
 FROM pg_stat_activity a
-WHERE a.backend_xmin IS NOT NULL AND a.pid <> pg_backend_pid()
-  AND ((a.datname = current_database() AND a.backend_type = 'client backend') OR a.backend_type = 'walsender')
+WHERE {{snapshot_holders}}
 ORDER BY age(a.backend_xmin) DESC, coalesce(a.xact_start, a.query_start)
 LIMIT 1;
 
@@ -69,8 +74,7 @@ ORDER BY s.relname;
 WITH holder AS (
     SELECT min(coalesce(a.xact_start, a.query_start)) AS since
     FROM pg_stat_activity a
-    WHERE a.backend_xmin IS NOT NULL AND a.pid <> pg_backend_pid()
-      AND ((a.datname = current_database() AND a.backend_type = 'client backend') OR a.backend_type = 'walsender')
+    WHERE {{snapshot_holders}}
 ),
 t AS (
     SELECT s.relid, s.relname, s.n_live_tup, s.n_dead_tup, greatest(s.last_vacuum, s.last_autovacuum) AS vacuumed
