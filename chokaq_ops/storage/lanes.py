@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 # A due candidate among a claim's first `limit` that another session holds this long is passed: the lane
@@ -28,15 +29,28 @@ MAX_STUCK = 1_000
 # transaction the worker's next claim reads anyway.
 FORGET_S = 60.0
 # The columns of a claim's rows that are not the job's (see `fetch`'s result).
-_EXTRA = ("kind", "cursor_due", "cursor_passed", "has_rows", "snap_xmax", "snap_xip", "tid")
+_EXTRA = ("kind", "snap_xmax", "snap_xip", "tid")
+START = "-infinity"  # the position of a lane read from its start
 
 
 @dataclass(slots=True)
 class Position:
-    due: str  # due_at as the server wrote it (text: exact to the microsecond, no time zone round trip)
+    due: str  # due_at as the server reads it back (ISO text, exact to the microsecond), or START
     id: str
     passed: bool  # the row at (due, id) itself is behind the position
     empty_since: float | None = None
+    at: datetime | None = None  # due as a time, for comparisons (None: START)
+
+    @classmethod
+    def of(cls, at: datetime, job_id: str, passed: bool) -> Position:
+        return cls(at.isoformat(), job_id, passed, None, at)
+
+    def precedes(self, at: datetime, job_id: str) -> bool:
+        """Whether the row at (at, job_id) lies past this position."""
+        if self.at is None:
+            return True
+        here = (self.at, self.id)
+        return (at, job_id) > here or (not self.passed and (at, job_id) == here)
 
 
 class Lanes:
@@ -100,8 +114,7 @@ class Lanes:
 
     def _absorb(self, rows: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
         jobs: list[dict[str, Any]] = []
-        seen: dict[tuple[str, int], Position] = {}
-        held: dict[str, str] = {}
+        first: dict[tuple[str, int], dict[str, Any]] = {}
         stuck: dict[str, str] = {}
         closed: set[str] = set()
         for r in rows:
@@ -111,16 +124,7 @@ class Lanes:
                     del r[column]
                 jobs.append(r)
             elif kind == "lane":
-                lane = (str(r["queue"]), int(r["priority"]))
-                old = self.positions.get(lane)
-                pos = Position(str(r["cursor_due"]), str(r["id"]), bool(r["cursor_passed"]))
-                if not r["has_rows"]:
-                    pos.empty_since = now if old is None or old.empty_since is None else old.empty_since
-                    if now - pos.empty_since > FORGET_S:
-                        continue
-                seen[lane] = pos
-            elif kind == "held":
-                held[str(r["id"])] = str(r["tid"])
+                first[(str(r["queue"]), int(r["priority"]))] = r
             elif kind == "stuck":
                 stuck[str(r["id"])] = str(r["tid"])
             elif kind == "closed":
@@ -128,6 +132,35 @@ class Lanes:
             elif kind == "snap":
                 self.xmax = str(r["snap_xmax"])
                 self.xip = json.loads(r["snap_xip"])
+        # The last job claimed per lane, in claim order within a lane (due_at, id).
+        last: dict[tuple[str, int], tuple[datetime, str]] = {}
+        for j in jobs:
+            lane, key = (str(j["queue"]), int(j["priority"])), (j["due_at"], str(j["id"]))
+            if lane not in last or key > last[lane]:
+                last[lane] = key
+        seen: dict[tuple[str, int], Position] = {}
+        held: dict[str, str] = {}
+        for lane in self.positions.keys() | first.keys() | last.keys():
+            if lane[0] in closed:
+                continue  # left out, and forgotten: a reopened queue's lanes are found again
+            old, f, top = self.positions.get(lane), first.get(lane), last.get(lane)
+            if f is not None:
+                # The lane reads on from its first candidate not taken. A job claimed after it in the same
+                # lane means the claim skipped it: another session holds it.
+                seen[lane] = Position.of(f["due_at"], str(f["id"]), False)
+                if top is not None and top > (f["due_at"], str(f["id"])):
+                    held[str(f["id"])] = str(f["tid"])
+            elif top is not None:
+                # Every candidate read was claimed: on after the last, unless that lay behind the position
+                # (a job put back behind it, read through ready_xid).
+                seen[lane] = Position.of(top[0], top[1], True) if old is None or old.precedes(*top) else old
+                seen[lane].empty_since = None
+            elif old is not None:
+                # Nothing read: no pending job in the lane now. Forgotten after FORGET_S; a job that enters
+                # it later is made by a transaction the next claim reads anyway.
+                old.empty_since = now if old.empty_since is None else old.empty_since
+                if now - old.empty_since <= FORGET_S:
+                    seen[lane] = old
         self.positions = seen
         # Stuck jobs the claim still found pending stay stuck; newly held ones become stuck after STUCK_S.
         self.held_since = {i: self.held_since.get(i, now) for i in held}
@@ -146,7 +179,7 @@ class Lanes:
         before the pause lie behind that."""
         for r in rows:
             if r["kind"] == "lane":
-                self.positions[(r["queue"], int(r["priority"]))] = Position("-infinity", "", False)
+                self.positions[(r["queue"], int(r["priority"]))] = Position(START, "", False)
             elif r["kind"] == "snap" and first:
                 self.xmax = str(r["snap_xmax"])
                 self.xip = json.loads(r["snap_xip"])
@@ -193,7 +226,7 @@ class Peek:
             if not self.known:
                 for r in discover(queues=None):
                     if r["kind"] == "lane":
-                        self.positions[(r["queue"], int(r["priority"]))] = Position("-infinity", "", False)
+                        self.positions[(r["queue"], int(r["priority"]))] = Position(START, "", False)
                     elif r["kind"] == "snap":
                         self.xmax, self.xip = str(r["snap_xmax"]), json.loads(r["snap_xip"])
                 self.known = True

@@ -525,12 +525,13 @@ ORDER BY name FOR UPDATE;
 -- sort order made whole-index walks candidates), the rows chosen are locked and updated by ctid, and no
 -- condition on id sits beside the ctid lookups.
 --
--- Besides the jobs, one row of kind 'lane' per open lane read or found (paused and inactive queues'
--- lanes are left out; the worker forgets them): the position from which the next claim reads it (the
--- first candidate not claimed, not stuck; else the last row read, passed; else unchanged), and
--- has_rows (it holds pending jobs, due or not). One row of kind 'snap': this statement's snapshot.
--- Candidates of uncapped queues among the first :limit in claim order that were not claimed come back
--- as kind 'held' (another session holds them; the worker marks them stuck when that lasts).
+-- Besides the jobs (kind 'job'): one row of kind 'lane' per lane with a candidate this claim did not
+-- take (stuck ones apart), the first in claim order, in the jobs' columns (id, queue, priority, due_at) and
+-- its ctid (tid): the position the lane's next read starts from. A lane with none moves on after the last
+-- job it gave, which the worker works out from the jobs (storage/lanes.py); a job claimed after the
+-- lane's first candidate left means another session holds that one (the worker marks it stuck when that
+-- lasts). Rows of kind 'stuck' (still pending, not claimed), 'closed' (paused or inactive queues: the
+-- worker forgets their lanes) and one of kind 'snap': this statement's snapshot.
 WITH cur AS (
     SELECT c.q, c.p, c.d, c.i, c.x FROM jsonb_to_recordset(CAST(:lanes AS jsonb))
         AS c(q text, p integer, d timestamptz, i text, x boolean)
@@ -636,60 +637,33 @@ deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processin
     SELECT queue, 0, 0, 0, 0, -1, CAST(status = 1 AS integer), CAST(status = 2 AS integer) FROM claimed
 ),
 counters AS ({{count_deltas}}),
--- Candidates this claim did not take, stuck ones apart: a lane's position must not pass them.
-left_over AS (
-    SELECT c.* FROM cand c
+-- Per lane, the first candidate this claim did not take, stuck ones apart: the lane's next position.
+first_left AS (
+    SELECT DISTINCT ON (c.queue, c.priority) c.queue, c.priority, c.due_at, c.id, c.t FROM cand c
     WHERE NOT EXISTS (SELECT 1 FROM claimed k WHERE k.id = c.id)
       AND NOT EXISTS (SELECT 1 FROM stuck_ids s WHERE s.id = c.id)
+    ORDER BY c.queue, c.priority, c.due_at, c.id
 ),
-lane_keys AS (
-    SELECT l.q, l.p, l.d, l.i, l.x FROM lanes l
+-- What the worker keeps besides the jobs (see above), in the jobs' columns where they fit.
+meta (kind, id, queue, priority, due_at, snap_xmax, snap_xip, tid) AS (
+    SELECT 'lane', f.id, f.queue, f.priority, f.due_at, CAST(NULL AS text), CAST(NULL AS text), CAST(f.t AS text)
+    FROM first_left f
     UNION ALL
-    SELECT DISTINCT c.queue, c.priority, CAST(NULL AS timestamptz), CAST(NULL AS text), CAST(NULL AS boolean)
-    FROM cand c WHERE NOT EXISTS (SELECT 1 FROM lanes l WHERE l.q = c.queue AND l.p = c.priority)
-),
--- Per lane: the first candidate left over (f), and the last candidate read (r) when it lies past the
--- lane's position (every candidate of the lane was claimed: the lane reads on after r).
-report AS (
-    SELECT k.q, k.p, k.d, k.i, k.x, f.due_at AS f_due, f.id AS f_id, r.due_at AS r_due, r.id AS r_id
-    FROM lane_keys k
-    LEFT JOIN LATERAL (SELECT o.due_at, o.id FROM left_over o WHERE o.queue = k.q AND o.priority = k.p
-                       ORDER BY o.due_at, o.id LIMIT 1) f ON true
-    LEFT JOIN LATERAL (SELECT c.due_at, c.id FROM cand c WHERE c.queue = k.q AND c.priority = k.p
-                       ORDER BY c.due_at DESC, c.id DESC LIMIT 1) r
-        ON k.d IS NULL OR (r.due_at, r.id) >= (k.d, k.i)
-),
--- What the worker keeps besides the jobs (see above), one shape for all.
--- 'held' and 'stuck' rows carry the ctid they were read at (tid: the worker looks a stuck job up by it).
-meta (kind, id, queue, priority, cursor_due, cursor_passed, has_rows, snap_xmax, snap_xip, tid) AS (
-    SELECT 'lane', coalesce(r.f_id, r.r_id, r.i), r.q, r.p, CAST(coalesce(r.f_due, r.r_due, r.d) AS text),
-           CASE WHEN r.f_id IS NOT NULL THEN false WHEN r.r_id IS NOT NULL THEN true ELSE r.x END,
-           r.f_id IS NOT NULL OR r.r_id IS NOT NULL, CAST(NULL AS text), CAST(NULL AS text), CAST(NULL AS text)
-    FROM report r
-    UNION ALL
-    SELECT 'held', h.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, CAST(h.t AS text) FROM (
-        SELECT c.id, c.t FROM cand c
-        WHERE c.due AND NOT EXISTS (SELECT 1 FROM capped x WHERE x.name = c.queue)
-        ORDER BY c.priority DESC, c.due_at, c.id LIMIT CAST(:limit AS integer)) h
-    WHERE NOT EXISTS (SELECT 1 FROM claimed k WHERE k.id = h.id)
-    UNION ALL
-    SELECT 'stuck', s.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, CAST(s.t AS text) FROM stuck s
+    SELECT 'stuck', s.id, NULL, NULL, NULL, NULL, NULL, CAST(s.t AS text) FROM stuck s
     WHERE NOT EXISTS (SELECT 1 FROM claimed k WHERE k.id = s.id)
       AND NOT EXISTS (SELECT 1 FROM closed x WHERE x.name = s.queue)
     UNION ALL
-    SELECT 'closed', NULL, c.name, NULL, NULL, NULL, NULL, NULL, NULL, NULL FROM closed c
+    SELECT 'closed', NULL, c.name, NULL, NULL, NULL, NULL, NULL FROM closed c
     UNION ALL
-    SELECT 'snap', NULL, NULL, NULL, NULL, NULL, NULL, CAST(pg_snapshot_xmax(s) AS text),
+    SELECT 'snap', NULL, NULL, NULL, NULL, CAST(pg_snapshot_xmax(s) AS text),
            (SELECT CAST(coalesce(json_agg(CAST(x AS text)), '[]') AS text) FROM pg_snapshot_xip(s) x), NULL
     FROM snap
 )
-SELECT 'job' AS kind, k.*, CAST(NULL AS text) AS cursor_due, CAST(NULL AS boolean) AS cursor_passed,
-       CAST(NULL AS boolean) AS has_rows, CAST(NULL AS text) AS snap_xmax, CAST(NULL AS text) AS snap_xip,
-       CAST(NULL AS text) AS tid
+SELECT 'job' AS kind, k.*, CAST(NULL AS text) AS snap_xmax, CAST(NULL AS text) AS snap_xip, CAST(NULL AS text) AS tid
 FROM claimed k
 UNION ALL
-SELECT m.kind, m.id, m.queue, NULL, NULL, NULL, m.priority, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, m.cursor_due, m.cursor_passed, m.has_rows, m.snap_xmax, m.snap_xip, m.tid
+SELECT m.kind, m.id, m.queue, NULL, NULL, NULL, m.priority, NULL, NULL, NULL, m.due_at, NULL, NULL, NULL, NULL,
+       NULL, NULL, m.snap_xmax, m.snap_xip, m.tid
 FROM meta m;
 
 -- name: discover_lanes
