@@ -69,6 +69,9 @@ class Lanes:
         # Stuck jobs by id, with the ctid each was last read at: the claim looks them up by it (a TID scan;
         # sql/postgresql/queries.sql `fetch`, "Plans").
         self.stuck: dict[str, str] = {}
+        # Open queues with a cap that the last claim named: while there are any, claims keep caps (`fetch`).
+        self.capped: set[str] = set()
+        self._was_full = False
         self.lock = threading.Lock()
 
     # ------------------------------------------------------------------ one claim
@@ -78,45 +81,74 @@ class Lanes:
         run: Callable[..., list[dict[str, Any]]],
         discover: Callable[..., list[dict[str, Any]]],
         params: dict[str, Any],
+        *,
+        full: bool = False,
     ) -> list[dict[str, Any]]:
-        """Run the claim (`run(**params)` with this worker's lanes added) and keep what it reports;
-        returns the claimed jobs' rows. `discover(queues=...)` lists lanes with pending jobs: run before
-        the first claim, and for a queue that opened again since the last one."""
+        """Run the claim (`run(statement, **params)` with this worker's lanes added) and keep what it
+        reports; returns the claimed jobs' rows. The statement is `fetch`, or `fetch_open` (the same claim
+        without what stuck jobs and queue caps need) while the worker passes no job as stuck and the last
+        claim named no capped queue, unless `full`. `discover(queues=...)` lists lanes with pending jobs:
+        run before the first claim, and for a queue that opened again since the last one."""
         with self.lock:
             if not self.known:
                 self._discovered(discover(queues=self.queues), first=True)
                 self.known = True
-            rows = run(**params, **self._params(int(params["limit"])))
-            jobs = self._absorb(rows, time.monotonic())
+            limit, start = int(params["limit"]), int(params["start"])
+            jobs = self._run(run, params, full)
             if self.reopened:
                 # A queue opened again (resumed, reactivated): its lanes were forgotten; find them and
                 # claim what is left of this call's limit from them at once.
                 self._discovered(discover(queues=self.reopened), first=False)
-                rest = int(params["limit"]) - len(jobs)
-                if rest > 0:
-                    started = sum(1 for j in jobs if int(j["status"]) == 2)
-                    more = dict(params, limit=rest, start=max(0, int(params["start"]) - started))
-                    jobs += self._absorb(run(**more, **self._params(rest)), time.monotonic())
+                jobs += self._rest(run, params, jobs, limit, start, full)
+            elif self.capped and not self._was_full:
+                # The open claim met a capped queue and took nothing: the claim is `fetch`'s.
+                jobs += self._rest(run, params, jobs, limit, start, True)
             return jobs
 
-    def _params(self, limit: int) -> dict[str, Any]:
-        return {
+    def _run(
+        self, run: Callable[..., list[dict[str, Any]]], params: dict[str, Any], full: bool
+    ) -> list[dict[str, Any]]:
+        full = full or bool(self.stuck or self.capped)
+        self._was_full = full
+        rows = run("fetch" if full else "fetch_open", **params, **self._params(int(params["limit"]), full))
+        return self._absorb(rows, time.monotonic())
+
+    def _rest(
+        self,
+        run: Callable[..., list[dict[str, Any]]],
+        params: dict[str, Any],
+        jobs: list[dict[str, Any]],
+        limit: int,
+        start: int,
+        full: bool,
+    ) -> list[dict[str, Any]]:
+        rest = limit - len(jobs)
+        if rest <= 0:
+            return []
+        started = sum(1 for j in jobs if int(j["status"]) == 2)
+        return self._run(run, dict(params, limit=rest, start=max(0, start - started)), full)
+
+    def _params(self, limit: int, full: bool = True) -> dict[str, Any]:
+        params: dict[str, Any] = {
             "lanes": [
                 {"q": q, "p": p, "d": pos.due, "i": pos.id, "x": pos.passed}
                 for (q, p), pos in self.positions.items()
             ],
             "xmax": self.xmax,
             "xip": self.xip,
-            "stuck": [{"id": i, "t": t} for i, t in sorted(self.stuck.items())],
             # Rows read per lane: the claim's own, and as many again for rows other workers hold.
             "window": max(8, 2 * limit),
         }
+        if full:
+            params["stuck"] = [{"id": i, "t": t} for i, t in sorted(self.stuck.items())]
+        return params
 
     def _absorb(self, rows: list[dict[str, Any]], now: float) -> list[dict[str, Any]]:
         jobs: list[dict[str, Any]] = []
         first: dict[tuple[str, int], dict[str, Any]] = {}
         stuck: dict[str, str] = {}
         closed: set[str] = set()
+        capped: set[str] = set()
         for r in rows:
             kind = r["kind"]
             if kind == "job":
@@ -129,9 +161,12 @@ class Lanes:
                 stuck[str(r["id"])] = str(r["tid"])
             elif kind == "closed":
                 closed.add(str(r["queue"]))
+            elif kind == "capped":
+                capped.add(str(r["queue"]))
             elif kind == "snap":
                 self.xmax = str(r["snap_xmax"])
                 self.xip = json.loads(r["snap_xip"])
+        self.capped = capped
         # The last job claimed per lane, in claim order within a lane (due_at, id).
         last: dict[tuple[str, int], tuple[datetime, str]] = {}
         for j in jobs:

@@ -23,7 +23,15 @@ from pathlib import Path
 DIALECT_ONLY = {
     "fetch_head": "sqlite",
     **dict.fromkeys(
-        ("discover_lanes", "peek_lanes", "fold_counters", "sweep_mark", "mark_abandoned", "mark_zombies"),
+        (
+            "fetch_open",
+            "discover_lanes",
+            "peek_lanes",
+            "fold_counters",
+            "sweep_mark",
+            "mark_abandoned",
+            "mark_zombies",
+        ),
         "postgresql",
     ),
     # The upkeep (engine/upkeep.py): SQLite keeps no dead row versions to vacuum.

@@ -23,6 +23,7 @@ log = logging.getLogger("chokaq.storage")
 # plan serves it.
 PREPARED = (
     "fetch",
+    "fetch_open",
     "fetch_head",
     "mark_processing",
     "heartbeat",
@@ -97,9 +98,10 @@ class WorkerOps:
         try:
             if self.db.dialect.name == "postgresql":
                 rows = self.lanes.of(worker_id, queues).claim(
-                    lambda **p: self._claim(p, exact_caps),
+                    lambda name, **p: self._claim(p, exact_caps, name),
                     lambda **p: self.db.run("discover_lanes", write=False, **p),
                     params,
+                    full=exact_caps,
                 )
             elif exact_caps:
                 rows = self._claim(params, exact_caps=True)
@@ -125,15 +127,15 @@ class WorkerOps:
                 self._uncertain_claims.add(worker_id)
         return _claimed(rows)
 
-    def _claim(self, params: dict[str, Any], exact_caps: bool) -> list[dict[str, Any]]:
-        """The claim statement; with `exact_caps` after locking the capped queues' rows in the same
+    def _claim(self, params: dict[str, Any], exact_caps: bool, name: str = "fetch") -> list[dict[str, Any]]:
+        """The claim statement `name`; with `exact_caps` after locking the capped queues' rows in the same
         transaction (the claim then takes its snapshot after every other capped claim committed)."""
         if not exact_caps:
-            return self.db.run("fetch", **params)
+            return self.db.run(name, **params)
 
         def claim(tx: Tx) -> list[dict[str, Any]]:
             tx.run("lock_capped_queues", queues=params["queues"])
-            return tx.run("fetch", **params)
+            return tx.run(name, **params)
 
         return self.db.transaction(claim)
 

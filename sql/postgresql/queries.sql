@@ -499,6 +499,76 @@ SELECT name FROM queues WHERE max_workers IS NOT NULL AND NOT paused AND active
   AND (CAST(:queues AS jsonb) IS NULL OR name IN (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb))))
 ORDER BY name FOR UPDATE;
 
+-- fragment: claim_read
+-- The first part of a claim (fetch, fetch_open): the worker's lanes read from their positions, and the
+-- rows made pending by transactions its previous claim could not see.
+cur AS (
+    SELECT c.q, c.p, c.d, c.i, c.x FROM jsonb_to_recordset(CAST(:lanes AS jsonb))
+        AS c(q text, p integer, d timestamptz, i text, x boolean)
+),
+named AS (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb)) AS name),
+closed AS (SELECT q.name FROM queues q WHERE q.paused OR NOT q.active),
+lanes AS (
+    SELECT c.q, c.p, c.d, c.i, c.x FROM cur c
+    WHERE NOT EXISTS (SELECT 1 FROM closed x WHERE x.name = c.q)
+      AND (CAST(:queues AS jsonb) IS NULL OR c.q IN (SELECT name FROM named))
+),
+win AS (
+    SELECT w.t, w.id, w.queue, w.priority, w.due_at, w.due_at <= now() AS due
+    FROM lanes l CROSS JOIN LATERAL (
+        SELECT h.ctid AS t, h.id, h.queue, h.priority, h.due_at FROM jobs_hot h
+        WHERE h.queue = l.q AND h.priority = l.p AND h.status = 0 AND (h.due_at, h.id) >= (l.d, l.i)
+          AND NOT (l.x AND h.due_at = l.d AND h.id = l.i)
+        ORDER BY h.due_at, h.id
+        LIMIT CAST(:window AS integer)) w
+),
+snap AS (SELECT pg_current_snapshot() AS s),
+-- Transactions unfinished at the previous claim that have ended since (the rest stay unfinished: their
+-- rows are not visible yet, and the worker asks again next time).
+settled AS (
+    SELECT CAST(x AS xid8) AS xid FROM jsonb_array_elements_text(CAST(:xip AS jsonb)) x
+    WHERE NOT (CAST(x AS xid8) = ANY (ARRAY(SELECT pg_snapshot_xip(s) FROM snap)))
+),
+-- Each read below has one index that answers it in order (ORDER BY, `status + 0`), so no plan, generic
+-- or made from the statistics of an empty table, can walk a whole index instead.
+news AS (
+    (SELECT h.ctid AS t, h.id, h.queue, h.priority, h.due_at FROM jobs_hot h
+     WHERE h.status = 0 AND h.ready_xid >= CAST(:xmax AS xid8) ORDER BY h.ready_xid)
+    UNION ALL
+    (SELECT h.ctid AS t, h.id, h.queue, h.priority, h.due_at FROM jobs_hot h
+     WHERE h.status = 0 AND h.ready_xid = ANY (ARRAY(SELECT xid FROM settled)) ORDER BY h.ready_xid)
+)
+
+-- fragment: claim_take
+-- The claim's update of the rows `picked` chose, and its counter deltas.
+started AS (SELECT ARRAY(SELECT t FROM picked WHERE go) AS ts),
+-- The locked rows by the ctids the locks returned (the newest versions: nobody else may change them
+-- now), a TID scan; the ones to start by the same list.
+claimed AS (
+    UPDATE jobs_hot h SET status = CASE WHEN h.ctid = ANY (s.ts) THEN 2 ELSE 1 END,
+                          worker_id = CAST(:worker_id AS text),
+                          attempt_count = h.attempt_count + CASE WHEN h.ctid = ANY (s.ts) THEN 1 ELSE 0 END,
+                          started_at = CASE WHEN h.ctid = ANY (s.ts) THEN now() ELSE h.started_at END,
+                          heartbeat_at = CASE WHEN h.ctid = ANY (s.ts) THEN now() ELSE h.heartbeat_at END,
+                          updated_at = now()
+    FROM started s
+    WHERE h.ctid = ANY (ARRAY(SELECT t FROM picked))
+    RETURNING {{claimed_columns}}
+),
+deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (
+    SELECT queue, 0, 0, 0, 0, -1, CAST(status = 1 AS integer), CAST(status = 2 AS integer) FROM claimed
+),
+counters AS ({{count_deltas}})
+
+-- fragment: claim_reply
+-- A claim's reply: the jobs, then `meta`.
+SELECT 'job' AS kind, k.*, CAST(NULL AS text) AS snap_xmax, CAST(NULL AS text) AS snap_xip, CAST(NULL AS text) AS tid
+FROM claimed k
+UNION ALL
+SELECT m.kind, m.id, m.queue, NULL, NULL, NULL, m.priority, NULL, NULL, NULL, m.due_at, NULL, NULL, NULL, NULL,
+       NULL, NULL, m.snap_xmax, m.snap_xip, m.tid
+FROM meta m
+
 -- name: fetch
 -- Claims up to :limit due pending jobs, priority first then due time then id, skipping rows other
 -- sessions hold; queues with max_workers get at most (max_workers - fetched - processing) of them.
@@ -532,48 +602,13 @@ ORDER BY name FOR UPDATE;
 -- lane's first candidate left means another session holds that one (the worker marks it stuck when that
 -- lasts). Rows of kind 'stuck' (still pending, not claimed), 'closed' (paused or inactive queues: the
 -- worker forgets their lanes) and one of kind 'snap': this statement's snapshot.
-WITH cur AS (
-    SELECT c.q, c.p, c.d, c.i, c.x FROM jsonb_to_recordset(CAST(:lanes AS jsonb))
-        AS c(q text, p integer, d timestamptz, i text, x boolean)
-),
-named AS (SELECT jsonb_array_elements_text(CAST(:queues AS jsonb)) AS name),
-closed AS (SELECT q.name FROM queues q WHERE q.paused OR NOT q.active),
+WITH {{claim_read}},
 capped AS (
     SELECT q.name, greatest(q.max_workers - (SELECT count(*) FROM jobs_hot a
                                              WHERE a.queue = q.name AND a.status IN (1, 2)), 0) AS slots
     FROM queues q
     WHERE q.max_workers IS NOT NULL AND NOT q.paused AND q.active
       AND (CAST(:queues AS jsonb) IS NULL OR q.name IN (SELECT name FROM named))
-),
-lanes AS (
-    SELECT c.q, c.p, c.d, c.i, c.x FROM cur c
-    WHERE NOT EXISTS (SELECT 1 FROM closed x WHERE x.name = c.q)
-      AND (CAST(:queues AS jsonb) IS NULL OR c.q IN (SELECT name FROM named))
-),
-win AS (
-    SELECT w.t, w.id, w.queue, w.priority, w.due_at, w.due_at <= now() AS due
-    FROM lanes l CROSS JOIN LATERAL (
-        SELECT h.ctid AS t, h.id, h.queue, h.priority, h.due_at FROM jobs_hot h
-        WHERE h.queue = l.q AND h.priority = l.p AND h.status = 0 AND (h.due_at, h.id) >= (l.d, l.i)
-          AND NOT (l.x AND h.due_at = l.d AND h.id = l.i)
-        ORDER BY h.due_at, h.id
-        LIMIT CAST(:window AS integer)) w
-),
-snap AS (SELECT pg_current_snapshot() AS s),
--- Transactions unfinished at the previous claim that have ended since (the rest stay unfinished: their
--- rows are not visible yet, and the worker asks again next time).
-settled AS (
-    SELECT CAST(x AS xid8) AS xid FROM jsonb_array_elements_text(CAST(:xip AS jsonb)) x
-    WHERE NOT (CAST(x AS xid8) = ANY (ARRAY(SELECT pg_snapshot_xip(s) FROM snap)))
-),
--- Each read below has one index that answers it in order (ORDER BY, `status + 0`), so no plan, generic
--- or made from the statistics of an empty table, can walk a whole index instead.
-news AS (
-    (SELECT h.ctid AS t, h.id, h.queue, h.priority, h.due_at FROM jobs_hot h
-     WHERE h.status = 0 AND h.ready_xid >= CAST(:xmax AS xid8) ORDER BY h.ready_xid)
-    UNION ALL
-    (SELECT h.ctid AS t, h.id, h.queue, h.priority, h.due_at FROM jobs_hot h
-     WHERE h.status = 0 AND h.ready_xid = ANY (ARRAY(SELECT xid FROM settled)) ORDER BY h.ready_xid)
 ),
 stuck_ids AS (
     SELECT s.id, CAST(s.t AS tid) AS t FROM jsonb_to_recordset(CAST(:stuck AS jsonb)) AS s(id text, t text)
@@ -619,24 +654,7 @@ picked AS (
     FROM (SELECT * FROM free UNION ALL SELECT * FROM limited) u
     ORDER BY priority DESC, due_at, id LIMIT CAST(:limit AS integer)
 ),
-started AS (SELECT ARRAY(SELECT t FROM picked WHERE go) AS ts),
--- The locked rows by the ctids the locks returned (the newest versions: nobody else may change them
--- now), a TID scan; the ones to start by the same list.
-claimed AS (
-    UPDATE jobs_hot h SET status = CASE WHEN h.ctid = ANY (s.ts) THEN 2 ELSE 1 END,
-                          worker_id = CAST(:worker_id AS text),
-                          attempt_count = h.attempt_count + CASE WHEN h.ctid = ANY (s.ts) THEN 1 ELSE 0 END,
-                          started_at = CASE WHEN h.ctid = ANY (s.ts) THEN now() ELSE h.started_at END,
-                          heartbeat_at = CASE WHEN h.ctid = ANY (s.ts) THEN now() ELSE h.heartbeat_at END,
-                          updated_at = now()
-    FROM started s
-    WHERE h.ctid = ANY (ARRAY(SELECT t FROM picked))
-    RETURNING {{claimed_columns}}
-),
-deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (
-    SELECT queue, 0, 0, 0, 0, -1, CAST(status = 1 AS integer), CAST(status = 2 AS integer) FROM claimed
-),
-counters AS ({{count_deltas}}),
+{{claim_take}},
 -- Per lane, the first candidate this claim did not take, stuck ones apart: the lane's next position.
 first_left AS (
     SELECT DISTINCT ON (c.queue, c.priority) c.queue, c.priority, c.due_at, c.id, c.t FROM cand c
@@ -655,16 +673,72 @@ meta (kind, id, queue, priority, due_at, snap_xmax, snap_xip, tid) AS (
     UNION ALL
     SELECT 'closed', NULL, c.name, NULL, NULL, NULL, NULL, NULL FROM closed c
     UNION ALL
+    SELECT 'capped', NULL, c.name, NULL, NULL, NULL, NULL, NULL FROM capped c
+    UNION ALL
     SELECT 'snap', NULL, NULL, NULL, NULL, CAST(pg_snapshot_xmax(s) AS text),
            (SELECT CAST(coalesce(json_agg(CAST(x AS text)), '[]') AS text) FROM pg_snapshot_xip(s) x), NULL
     FROM snap
 )
-SELECT 'job' AS kind, k.*, CAST(NULL AS text) AS snap_xmax, CAST(NULL AS text) AS snap_xip, CAST(NULL AS text) AS tid
-FROM claimed k
-UNION ALL
-SELECT m.kind, m.id, m.queue, NULL, NULL, NULL, m.priority, NULL, NULL, NULL, m.due_at, NULL, NULL, NULL, NULL,
-       NULL, NULL, m.snap_xmax, m.snap_xip, m.tid
-FROM meta m;
+{{claim_reply}};
+
+-- name: fetch_open
+-- `fetch` for a worker that passed no job as stuck, while no queue it claims from has a cap (the last
+-- claim named none): the same claim without the parts that handle those (storage/lanes.py chooses).
+-- Each part runs, or is at least set up, on every execution; this one costs the database a seventh less
+-- per claim. Rows, order and reply as `fetch`'s; rows of kind 'capped' name open queues with a cap: then
+-- this claim takes nothing, and the worker claims with `fetch` at once.
+WITH {{claim_read}},
+-- Open queues with a cap: while there is one, this claim takes nothing and names them, and the worker
+-- claims with `fetch`, which keeps caps (and claim order across them).
+capped AS (
+    SELECT q.name FROM queues q
+    WHERE q.max_workers IS NOT NULL AND NOT q.paused AND q.active
+      AND (CAST(:queues AS jsonb) IS NULL OR q.name IN (SELECT name FROM named))
+),
+cand AS (
+    SELECT t, id, queue, priority, due_at, due FROM win
+    UNION ALL
+    SELECT n.t, n.id, n.queue, n.priority, n.due_at, n.due_at <= now()
+    FROM news n
+    WHERE NOT EXISTS (SELECT 1 FROM closed x WHERE x.name = n.queue)
+      AND (CAST(:queues AS jsonb) IS NULL OR n.queue IN (SELECT name FROM named))
+),
+free AS (
+    SELECT h.ctid AS t, h.id, h.priority, h.due_at FROM jobs_hot h
+    -- The candidates by ctid, a TID scan: same statement, same snapshot, so each is the very row version
+    -- read above. One the lock finds updated since (another claim, an edit) is re-read at its newest
+    -- version and must pass the filters again (`status + 0`: never a plan through a partial index).
+    WHERE h.ctid = ANY (ARRAY(SELECT t FROM cand WHERE due)) AND h.status + 0 = 0 AND h.due_at <= now()
+      AND NOT EXISTS (SELECT 1 FROM capped)
+    ORDER BY h.priority DESC, h.due_at, h.id
+    LIMIT CAST(:limit AS integer)
+    FOR UPDATE OF h SKIP LOCKED
+),
+picked AS (
+    SELECT t, id, row_number() OVER (ORDER BY priority DESC, due_at, id) <= CAST(:start AS integer) AS go
+    FROM free
+),
+{{claim_take}},
+-- Per lane, the first candidate this claim did not take: the lane's next position.
+first_left AS (
+    SELECT DISTINCT ON (c.queue, c.priority) c.queue, c.priority, c.due_at, c.id, c.t FROM cand c
+    WHERE NOT EXISTS (SELECT 1 FROM claimed k WHERE k.id = c.id)
+    ORDER BY c.queue, c.priority, c.due_at, c.id
+),
+-- What the worker keeps besides the jobs (see `fetch`), in the jobs' columns where they fit.
+meta (kind, id, queue, priority, due_at, snap_xmax, snap_xip, tid) AS (
+    SELECT 'lane', f.id, f.queue, f.priority, f.due_at, CAST(NULL AS text), CAST(NULL AS text), CAST(f.t AS text)
+    FROM first_left f
+    UNION ALL
+    SELECT 'closed', NULL, c.name, NULL, NULL, NULL, NULL, NULL FROM closed c
+    UNION ALL
+    SELECT 'capped', NULL, c.name, NULL, NULL, NULL, NULL, NULL FROM capped c
+    UNION ALL
+    SELECT 'snap', NULL, NULL, NULL, NULL, CAST(pg_snapshot_xmax(s) AS text),
+           (SELECT CAST(coalesce(json_agg(CAST(x AS text)), '[]') AS text) FROM pg_snapshot_xip(s) x), NULL
+    FROM snap
+)
+{{claim_reply}};
 
 -- name: discover_lanes
 -- The lanes (queue, priority) holding pending jobs, of the named queues (:queues, JSON) or of all: a

@@ -143,7 +143,11 @@ def test_recover_claims_returns_the_rows_a_worker_holds_unknowingly(store):
 def _use_every_hot_statement(store) -> None:
     from chokaq_ops.storage.worker_ops import Dead, Retry
 
+    # A capped queue: a worker's first claim (fetch_open) names it, and the next keep caps (`fetch`).
+    store.set_queue("capped", actor=OPS, max_workers=1)
     store.fetch("w", 8, start=2)
+    store.fetch("w", 8, start=2)
+    store.worker.lanes.forget("w")
     store.mark_processing("w", ["x"])
     store.heartbeat("w", ["x"])
     store.release("w", ["x"])
@@ -240,13 +244,20 @@ def test_hot_statements_generic_plans_reach_rows_only_through_their_indexes(pg_u
             _fill(store, 12_000)
         _use_every_hot_statement(store)
         prepared = _prepared_on_hot_connection(store)
-        assert {"chokaq_fetch", "chokaq_mark_processing", "chokaq_heartbeat"} <= prepared
+        assert {"chokaq_fetch", "chokaq_fetch_open", "chokaq_mark_processing", "chokaq_heartbeat"} <= prepared
         ids = json.dumps([f"big0-{i}" for i in range(8)])
         done = json.dumps([{"id": f"big0-{i}", "duration_ms": 1.0} for i in range(8)])
         claim = _claim_params()
-        order = store.db.dialect._prepared[id(store.queries["fetch"].statements[0])][1]
-        statements = [
-            (f"EXPLAIN EXECUTE chokaq_fetch({', '.join('?' * len(order))})", tuple(claim[k] for k in order)),
+        statements = []
+        for name in ("fetch", "fetch_open"):
+            order = store.db.dialect._prepared[id(store.queries[name].statements[0])][1]
+            statements.append(
+                (
+                    f"EXPLAIN EXECUTE chokaq_{name}({', '.join('?' * len(order))})",
+                    tuple(claim[k] for k in order),
+                )
+            )
+        statements += [
             ("EXPLAIN EXECUTE chokaq_mark_processing(?, ?)", (ids, "w")),
             ("EXPLAIN EXECUTE chokaq_heartbeat(?, ?)", (ids, "w")),
             ("EXPLAIN EXECUTE chokaq_release(?, ?, ?)", (ids, "w", False)),
