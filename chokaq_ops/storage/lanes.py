@@ -20,9 +20,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-# A due candidate among a claim's first `limit` that another session holds this long is passed: the lane
-# reads on after it, and the claim looks it up by id until it is claimed or gone. Holding the position
-# there instead would make every claim walk the entries of all jobs claimed after it.
+# A lane's first candidate left by claims that took jobs after it (another session holds it locked) is
+# passed once that has lasted this long: the lane reads on after it, and the claim looks it up by its
+# ctid until it is claimed or gone. Holding the position there instead would make every claim walk the
+# entries of all jobs claimed after it.
 STUCK_S = 5.0
 MAX_STUCK = 1_000
 # A lane that held no pending job for this long is forgotten; a job that enters it later is made by a
