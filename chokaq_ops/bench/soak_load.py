@@ -186,7 +186,8 @@ class Holder:
 
     def stop(self) -> None:
         self._release.set()
-        self._thread.join(30)
+        if self._thread.ident is not None:  # a run without --hold-snapshot never started it
+            self._thread.join(30)
 
 
 class Analytics:

@@ -196,3 +196,18 @@ def test_bench_enqueue_posts_jobs_through_a_served_api(
     assert all(r["per_second"] > 0 and r["producer_cpu_us_per_job"] is None for r in runs)
     with Store(db_url, pool_size=1) as store:  # the bench's token is revoked again
         assert all(t["revoked_at"] is not None for t in store.list_tokens())
+
+
+def test_the_soak_snapshot_holder_stops_whether_or_not_it_started(db_url: str) -> None:
+    """`bench soak --analytics N` without --hold-snapshot stops a holder it never started (a run of 16
+    minutes ended in a RuntimeError, with no summary and no plot)."""
+    from chokaq_ops.bench.soak_load import Holder
+    from chokaq_ops.storage import queries
+
+    with Store(db_url) as store:
+        store.queries = store.queries | queries.load(store.dialect.name, "bench")  # as BenchDb does
+        Holder(store).stop()
+        held = Holder(store)
+        held.start()
+        held.stop()
+        assert held.error is None
