@@ -33,6 +33,11 @@ class FailureOps:
             value = getattr(flt, name)
             if value is not None and value.tzinfo is None:
                 raise errors.ValidationError(f"{name} must carry a timezone", field=name)
+        # A filter built by hand (GET /jobs/<id>/failures, the toolkit) skipped the grammar's checks: a NUL
+        # that PostgreSQL text cannot hold is the caller's error, not the database's.
+        for name in ("ids", "queues", "not_queues", "types", "not_types", "fingerprints"):
+            for value in getattr(flt, name) or ():
+                validation.text(value, name, max_len=validation.MAX_SEARCH)
         return self.db.run(
             "failure_history",
             write=False,
