@@ -560,6 +560,16 @@ deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processin
 ),
 counters AS ({{count_deltas}})
 
+-- fragment: claim_meta_queues_snap
+-- The last rows of a claim's `meta`: the closed and the capped queues, and the statement's snapshot.
+SELECT 'closed', NULL, c.name, NULL, NULL, NULL, NULL, NULL FROM closed c
+UNION ALL
+SELECT 'capped', NULL, c.name, NULL, NULL, NULL, NULL, NULL FROM capped c
+UNION ALL
+SELECT 'snap', NULL, NULL, NULL, NULL, CAST(pg_snapshot_xmax(s) AS text),
+       (SELECT CAST(coalesce(json_agg(CAST(x AS text)), '[]') AS text) FROM pg_snapshot_xip(s) x), NULL
+FROM snap
+
 -- fragment: claim_reply
 -- A claim's reply: the jobs, then `meta`.
 SELECT 'job' AS kind, k.*, CAST(NULL AS text) AS snap_xmax, CAST(NULL AS text) AS snap_xip, CAST(NULL AS text) AS tid
@@ -671,13 +681,7 @@ meta (kind, id, queue, priority, due_at, snap_xmax, snap_xip, tid) AS (
     WHERE NOT EXISTS (SELECT 1 FROM claimed k WHERE k.id = s.id)
       AND NOT EXISTS (SELECT 1 FROM closed x WHERE x.name = s.queue)
     UNION ALL
-    SELECT 'closed', NULL, c.name, NULL, NULL, NULL, NULL, NULL FROM closed c
-    UNION ALL
-    SELECT 'capped', NULL, c.name, NULL, NULL, NULL, NULL, NULL FROM capped c
-    UNION ALL
-    SELECT 'snap', NULL, NULL, NULL, NULL, CAST(pg_snapshot_xmax(s) AS text),
-           (SELECT CAST(coalesce(json_agg(CAST(x AS text)), '[]') AS text) FROM pg_snapshot_xip(s) x), NULL
-    FROM snap
+    {{claim_meta_queues_snap}}
 )
 {{claim_reply}};
 
@@ -730,13 +734,7 @@ meta (kind, id, queue, priority, due_at, snap_xmax, snap_xip, tid) AS (
     SELECT 'lane', f.id, f.queue, f.priority, f.due_at, CAST(NULL AS text), CAST(NULL AS text), CAST(f.t AS text)
     FROM first_left f
     UNION ALL
-    SELECT 'closed', NULL, c.name, NULL, NULL, NULL, NULL, NULL FROM closed c
-    UNION ALL
-    SELECT 'capped', NULL, c.name, NULL, NULL, NULL, NULL, NULL FROM capped c
-    UNION ALL
-    SELECT 'snap', NULL, NULL, NULL, NULL, CAST(pg_snapshot_xmax(s) AS text),
-           (SELECT CAST(coalesce(json_agg(CAST(x AS text)), '[]') AS text) FROM pg_snapshot_xip(s) x), NULL
-    FROM snap
+    {{claim_meta_queues_snap}}
 )
 {{claim_reply}};
 
