@@ -121,7 +121,8 @@ class CuttableProxy:
         sel = selectors.DefaultSelector()
         sel.register(a, selectors.EVENT_READ, b)
         sel.register(b, selectors.EVENT_READ, a)
-        held = b""  # while armed: the server's reply so far, not yet forwarded
+        held = b""  # while armed: the server's reply so far, whole messages, not yet forwarded
+        tail = b""  # the start of a server message not yet received whole
         starting = True  # until the server's first ReadyForQuery (an SSL answer is not framed)
         try:
             while not self._closed.is_set():
@@ -134,14 +135,22 @@ class CuttableProxy:
                         return
                     if key.fileobj is b and starting:
                         starting = not data.endswith(_READY_IDLE)
-                    elif key.fileobj is b and (held or self._lose_commit_reply.is_set()):
-                        held += data
-                        verdict = _reply_verdict(held)
-                        if verdict is None:
-                            continue  # the reply is not complete yet
-                        if verdict and self._take_commit_reply():
-                            return  # swallowed: `finally` closes both ends
-                        data, held = held, b""
+                    elif key.fileobj is b:
+                        # Server messages pass whole: a reply held once armed then starts at a message
+                        # boundary even when the server sent it in pieces (PostgreSQL flushes every
+                        # 8 kB). Held from mid-message, its framing was misread and the connection hung
+                        # until the client's own deadline, longer than the tests' zombie timeout.
+                        data, tail = _whole_messages(tail + data)
+                        if held or self._lose_commit_reply.is_set():
+                            held += data
+                            verdict = _reply_verdict(held) if held else None
+                            if verdict is None:
+                                continue  # the reply is not complete yet
+                            if verdict and self._take_commit_reply():
+                                return  # swallowed: `finally` closes both ends
+                            data, held = held, b""
+                        if not data:
+                            continue
                     key.data.sendall(data)
         except (OSError, ValueError):
             return
@@ -153,6 +162,18 @@ class CuttableProxy:
             with self._lock:
                 if (a, b) in self._pairs:
                     self._pairs.remove((a, b))
+
+
+def _whole_messages(buf: bytes) -> tuple[bytes, bytes]:
+    """Split a server-to-client stream that starts at a message boundary into its whole messages and
+    the start of the next one."""
+    at = 0
+    while at + 5 <= len(buf):
+        end = at + 1 + int.from_bytes(buf[at + 1 : at + 5], "big")
+        if end > len(buf):
+            break
+        at = end
+    return buf[:at], buf[at:]
 
 
 def _reply_verdict(buf: bytes) -> bool | None:

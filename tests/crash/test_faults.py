@@ -21,10 +21,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.postgres_only]
 # Zombie timeout well above the outage, so a worker that cannot write heartbeats for a few seconds is
 # not mistaken for a dead one; a short fetched timeout, because a claim whose reply is lost leaves rows
 # fetched that the worker never saw, and phase 1 of the sweep is what returns them; few store-level
-# retries so the outage reaches the worker's own handling.
+# retries so the outage reaches the worker's own handling; and every call bounded well inside the zombie
+# timeout, as the defaults are (30 s against 10 minutes): a claim whose reply stalls is given up, and the
+# jobs it started recovered, before the sweep could take them for zombies.
 FAULT_CONFIG = {
     "Recovery": {**FAST["Recovery"], "ProcessingZombieTimeout": "20s", "FetchedJobTimeout": "4s"},
-    "Storage": {"MaxTransientRetries": 1, "TransientRetryBaseDelay": "50ms"},
+    "Storage": {"MaxTransientRetries": 1, "TransientRetryBaseDelay": "50ms", "CommandTimeout": "5s"},
 }
 
 
