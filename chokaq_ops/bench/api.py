@@ -7,7 +7,9 @@ reader token and a keep-alive session for:
 - `deep`: pages spread evenly from the first to the last of the unfiltered list (newest failure first),
   so OFFSET and the X-Pagination count are paid for the whole range;
 - `filtered`: the same spread over `reason=Zombie&queue=bench.q1`;
-- `first`: page 1 of the unfiltered list (what a dashboard polls).
+- `first`: page 1 of the unfiltered list (what a dashboard polls);
+- `at`: page `--at-page` (default 1,000) of the unfiltered list, again and again (an operator paging
+  far in: the data-growth curve's deep page).
 
 Every request is timed on the client (connect reuse, JSON parse included); each scenario reports p50
 and p95 over all its requests, one record per run, then the median over runs.
@@ -29,12 +31,22 @@ from chokaq_ops.bench.harness import BenchDb, BenchFailed, expect, percentile
 from chokaq_ops.models import Actor
 
 FILTER = {"reason": "Zombie", "queue": "bench.q1"}
+# (name, filter or None for one page asked again and again, whether that page is --at-page or 1)
+SCENARIOS: tuple[tuple[str, dict[str, str] | None, bool], ...] = (
+    ("deep", {}, False),
+    ("filtered", FILTER, False),
+    ("first", None, False),
+    ("at", None, True),
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(rows=1_000_000)
     parser.add_argument("--pages", type=int, default=40, metavar="K", help="pages per scenario (default 40)")
     parser.add_argument("--page-size", type=int, default=100, metavar="N", help="page size (default 100)")
+    parser.add_argument(
+        "--at-page", type=int, default=1000, metavar="K", help="the `at` scenario's page (default 1000)"
+    )
 
 
 def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
@@ -48,14 +60,16 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
             with Served(db.store.url) as api:
                 session = api.session(token)
                 for n in range(1, args.repeat + 1):
-                    for scenario, params in (("deep", {}), ("filtered", FILTER), ("first", None)):
-                        ms = measure(session, api.base, params, args.pages, args.page_size)
+                    for scenario, params, at in SCENARIOS:
+                        page = args.at_page if at else 1
+                        ms = measure(session, api.base, params, args.pages, args.page_size, page)
                         yield db.record(
                             rows,
                             scenario=scenario,
                             run=n,
                             requests=len(ms),
                             page_size=args.page_size,
+                            page=None if params is not None else page,
                             p50_ms=round(percentile(ms, 50), 2),
                             p95_ms=round(percentile(ms, 95), 2),
                             max_ms=round(max(ms), 2),
@@ -63,21 +77,23 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                         )
         finally:
             db.store.revoke_token(reader, actor=Actor("bench"))
-        for scenario in ("deep", "filtered", "first"):
+        for scenario, _, _ in SCENARIOS:
             yield db.summary(("p50_ms", "p95_ms", "max_ms"), where={"scenario": scenario})
 
 
 def measure(
-    session: Any, base: str, params: dict[str, str] | None, pages: int, page_size: int
+    session: Any, base: str, params: dict[str, str] | None, pages: int, page_size: int, page: int = 1
 ) -> list[float]:
-    """Latencies (ms) of `pages` requests spread over the whole list; `params` None: page 1 repeatedly."""
+    """Latencies (ms) of `pages` requests spread over the whole list; `params` None: page `page`
+    repeatedly (refused when the list has fewer pages)."""
     query = {} if params is None else dict(params)
     first = session.get(f"{base}/dlq", params={**query, "page_size": page_size}, timeout=60)
     expect(first.status_code == 200, f"GET /dlq answered {first.status_code}: {first.text[:300]}")
     total_pages = int(json.loads(first.headers["X-Pagination"])["total_pages"])
     expect(total_pages > 0, "the seeded DLQ is empty")
     if params is None:
-        wanted = [1] * pages
+        expect(page <= total_pages, f"page {page} asked of a list of {total_pages} pages")
+        wanted = [page] * pages
     else:
         wanted = [1 + round(i * (total_pages - 1) / max(1, pages - 1)) for i in range(pages)]
     out = []

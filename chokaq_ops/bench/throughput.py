@@ -44,6 +44,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="worker concurrencies to measure, comma-separated (default 1,8,32)",
     )
     parser.add_argument(
+        "--archive",
+        type=int,
+        default=0,
+        metavar="N",
+        help="archived jobs already in the table before each drain (default 0; data-growth curves)",
+    )
+    parser.add_argument(
         "--timeout",
         type=float,
         default=600.0,
@@ -76,7 +83,7 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                 importlib.import_module("psycopg")
         for concurrency in levels:
             for n in range(1, args.repeat + 1):
-                enqueue_s = _seed(db, rows)
+                enqueue_s = _seed(db, rows, args.archive)
                 # The worker gets a store of its own, sized as a worker's would be (the bench's has 4).
                 store = Store.from_settings(settings)
                 try:
@@ -86,6 +93,10 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                 left = {int(r["status"]): int(r["n"]) for r in db.sql("bench_count_hot")}
                 expect(not left, f"jobs left in hot after the drain: {left}")
                 expect(counts["succeeded"] == rows, f"archived {counts['succeeded']} of {rows}")
+                archived = int(db.sql("table_counts")[0]["archive"])
+                expect(
+                    archived == rows + args.archive, f"{archived} archived jobs, not {rows} + {args.archive}"
+                )
                 yield db.record(
                     rows,
                     concurrency=concurrency,
@@ -96,6 +107,8 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                     prefetch=settings.worker.prefetch,
                     fetch_batch_size=settings.worker.fetch_batch_size,
                     conflicts=counts.get("conflicts", 0),
+                    archive_rows=args.archive,
+                    archive_after=archived,
                     **used,
                 )
         for concurrency in levels:
@@ -109,8 +122,12 @@ def _noop(payload: Any, ctx: Any) -> None:
     return None
 
 
-def _seed(db: BenchDb, rows: int) -> float:
+def _seed(db: BenchDb, rows: int, archived: int = 0) -> float:
+    """Seconds to enqueue `rows` jobs, into a database holding `archived` archived jobs (seeded in SQL,
+    finished a day ago and more, untimed) and nothing else."""
     db.reset()
+    if archived > 0:
+        db.sql("bench_seed_archive", rows=archived, days_ago=1)
     start = time.perf_counter()
     for offset in range(0, rows, CHUNK):
         db.store.enqueue(NewJob(type=TYPE, queue=QUEUE) for _ in range(min(CHUNK, rows - offset)))

@@ -12,7 +12,7 @@ import sys
 from typing import Any
 
 from chokaq_ops import bench, errors
-from chokaq_ops.bench import compare
+from chokaq_ops.bench import compare, growth
 from chokaq_ops.bench.harness import machine
 from chokaq_ops.cli import common
 
@@ -60,6 +60,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     compare.add_arguments(cp)
     cp.set_defaults(handler=compare.run)
+    gp = benches.add_parser(
+        "growth",
+        help="one bench at several data sizes: is its figure flat as the data grows (JSON lines, a PNG)",
+        description=(growth.__doc__ or "").strip(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    growth.add_arguments(gp)
+    gp.set_defaults(handler=growth.run)
 
 
 def _handler(name: str, module: bench.BenchModule) -> Any:

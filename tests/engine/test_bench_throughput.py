@@ -38,3 +38,13 @@ def test_throughput_bench_reports_the_database_servers_cpu_on_postgresql(pg_url,
     assert run["db"] == "postgresql" and run["rows"] == 300
     assert run["worker_cpu_us_per_job"] > 0 and run["db_cpu_us_per_job"] > 0
     assert median["db_cpu_us_per_job"] == run["db_cpu_us_per_job"]
+
+
+def test_throughput_bench_drains_beside_an_archive_it_seeded(tmp_path, capsys):
+    """`--archive N` (data-growth curves, docs/benchmarks.md): the drain runs with N archived jobs already in
+    the table, and the archive holds them and the drained ones after it."""
+    url = f"sqlite:///{tmp_path / 'bench.db'}"
+    argv = ["bench", "throughput", "--db", url, "--rows", "200", "--archive", "1500", "--concurrency", "4"]
+    assert main([*argv, "--repeat", "1"]) == 0
+    run = json.loads(capsys.readouterr().out.splitlines()[0])
+    assert (run["archive_rows"], run["archive_after"]) == (1500, 1700)
