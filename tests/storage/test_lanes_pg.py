@@ -177,6 +177,21 @@ def test_claim_cost_stays_flat_while_a_snapshot_keeps_50000_dead_versions(pg, pg
     assert newcomer > 2 * full, (full, newcomer)
 
 
+def test_claim_cost_stays_flat_as_the_backlog_grows(pg):
+    """Issue 28's shape: a claim of 32 touches about as many buffers with 200,000 jobs waiting as with
+    1,000 (the lanes read from their positions, never the backlog behind them); counted, never timed."""
+    pg.enqueue([NewJob(type="t", priority=p % 3) for p in range(1000)])
+    small = _claim_buffers(pg, "w")
+    for _ in range(199):
+        pg.enqueue([NewJob(type="t", priority=p % 3) for p in range(1000)])
+    with pg.connection() as conn:
+        conn.cursor().execute("VACUUM ANALYZE jobs_hot")
+    large = _claim_buffers(pg, "w")
+    # The indexes' trees are a level deeper at 200,000 rows: a few more buffers per lane read.
+    print(f"\nbuffers per claim of 32: {small} at 1,000 waiting, {large} at 200,000")
+    assert large <= small * 1.5 + 20, (small, large)
+
+
 def test_queue_lag_is_read_through_lanes_and_sees_jobs_put_back_behind_them(pg, pg_url):
     """GET /queues, the metrics and readiness read the lag like claims read jobs: from remembered
     positions, plus the jobs made pending behind them since."""
