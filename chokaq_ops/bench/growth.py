@@ -1,6 +1,6 @@
 """growth: one bench at several data sizes; whether its figure stays flat as the data grows, and a PNG.
 
-Runs `chokaq bench BENCH --rows SIZE` (or another size flag: `--size-flag --archive` for the archived
+Runs `chokaq bench BENCH --rows SIZE` (or another size flag: `--size-flag archive` for the archived
 rows beside a throughput drain) for each of `--sizes`, every size once per round, the order reversed in
 every other round (a drift of the machine's load then falls on small and large sizes alike), each run a
 process of its own as `bench compare` starts them. Output, JSON lines on stdout: a `growth` line (bench,
@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -35,9 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--size-flag",
-        default="--rows",
+        default="rows",
         metavar="FLAG",
-        help="the bench flag the size goes to (default --rows)",
+        help="the bench flag the size goes to, without its dashes (default rows; archive for throughput)",
     )
     parser.add_argument(
         "--args", default="", metavar="FLAGS", help="more flags for the bench, e.g. '--batch 20 --claims 200'"
@@ -93,8 +94,11 @@ def run(
     if args.bench not in registry.names():
         raise errors.UsageError(f"--bench takes one of {','.join(registry.names())} (got {args.bench!r})")
     sizes = sizes_of(args.sizes)
-    if not str(args.size_flag).startswith("--"):
-        raise errors.UsageError(f"--size-flag wants a bench flag such as --rows (got {args.size_flag!r})")
+    size_flag = "--" + str(args.size_flag).lstrip("-")
+    if not re.fullmatch(r"--[a-z][a-z0-9-]*", size_flag):
+        raise errors.UsageError(
+            f"--size-flag wants a bench flag's name such as rows (got {args.size_flag!r})"
+        )
     if not 0 <= args.tolerance < 10:
         raise errors.UsageError(f"--tolerance wants a fraction such as 0.2 (got {args.tolerance})")
     db = args.db or os.environ.get("CHOKAQ_DB")
@@ -106,7 +110,7 @@ def run(
     header = {
         "event": "growth",
         "bench": args.bench,
-        "size_flag": args.size_flag,
+        "size_flag": size_flag,
         "sizes": sizes,
         "args": flags,
         "metric": args.metric,
@@ -121,7 +125,7 @@ def run(
     for n in range(1, args.rounds + 1):
         for size in sizes if n % 2 else list(reversed(sizes)):
             for record in (runner or compare_sides.Side.run)(
-                side, args.bench, [args.size_flag, str(size), *flags], args.repeat
+                side, args.bench, [size_flag, str(size), *flags], args.repeat
             ):
                 if "stat" in record or args.metric not in record:
                     continue

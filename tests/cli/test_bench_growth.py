@@ -24,7 +24,7 @@ def _args(**over: Any) -> argparse.Namespace:
     base = {
         "bench": "claim",
         "sizes": "1000,100,10000",
-        "size_flag": "--rows",
+        "size_flag": "rows",
         "args": "--batch 5",
         "metric": "per_second",
         "rounds": 2,
@@ -94,7 +94,7 @@ def test_the_plot_is_a_png(tmp_path: Path) -> None:
         (["--sizes", "10,10"], "two or more distinct"),
         (["--sizes", "10,x"], "two or more distinct"),
         (["--bench", "nope"], "--bench takes one of"),
-        (["--size-flag", "rows"], "--size-flag wants a bench flag"),
+        (["--size-flag", "Rows!"], "--size-flag wants a bench flag's name"),
     ],
 )
 def test_bad_arguments_exit_2_naming_the_flag(flags, message, capsys, tmp_path: Path) -> None:
