@@ -7,6 +7,10 @@ invocation is `chokaq bench NAME --repeat K` in a process of its own, started in
 `round` line per measurement a bench printed, then one `summary` line per bench, variant and metric:
 median, min-max and quartiles per side, the ratio of the medians head/base and the median of the
 per-round ratios. A text table of the summaries goes to stderr (or alone to stdout, `--format table`).
+
+With `--peer pgqueuer` instead of `--base`, the base side is a peer queue measured by its harness
+(chokaq_ops/bench/peer_pgqueuer.py, docs/peers.md) in the same interleaved rounds; only the benches the
+peer measures are allowed, and the `compare` line names the peer and its version.
 """
 
 from __future__ import annotations
@@ -35,7 +39,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--benches", required=True, metavar="B1,B2", help="benches to run, e.g. enqueue,resurrect"
     )
-    parser.add_argument("--base", default="HEAD", metavar="REV", help="base revision (default HEAD)")
+    parser.add_argument("--base", default=None, metavar="REV", help="base revision (default HEAD)")
+    parser.add_argument(
+        "--peer",
+        choices=sorted(sides.PEERS),
+        help="a peer queue as the base side instead of a revision (docs/peers.md; pip install '.[peers]')",
+    )
     parser.add_argument(
         "--rounds", type=_at_least_one, default=5, metavar="N", help="interleaved rounds (default 5)"
     )
@@ -52,10 +61,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--db", metavar="URL", help="scratch database (default CHOKAQ_DB); benches empty it")
     parser.add_argument(
-        "--base-db", metavar="URL", help="the base's scratch database, needed when the two schemas differ"
+        "--base-db",
+        metavar="URL",
+        help="the base's scratch database, needed when the two schemas differ (the peer's, with --peer)",
     )
     parser.add_argument(
-        "--base-python", metavar="PATH", help="interpreter for the base (default: this one, its packages)"
+        "--base-python",
+        metavar="PATH",
+        help="interpreter for the base or the peer (default: this one, its packages)",
     )
     parser.add_argument(
         "--metrics", metavar="M1,M2", help=f"figures to compare (default {','.join(stats.DEFAULT_METRICS)})"
@@ -107,37 +120,34 @@ def run(
     if not db:
         raise errors.UsageError("bench compare needs --db (a scratch database: benches delete every job)")
     metrics = [m.strip() for m in args.metrics.split(",")] if args.metrics else list(stats.DEFAULT_METRICS)
+    peer = getattr(args, "peer", None)
+    base_db = args.base_db or db
+    if peer:
+        check_peer(peer, args.base, benches, flags, base_db)
     root = sides.repo_root()
-    commit = sides.resolve(root, args.base)
     python = sides.interpreter(None)
     with tempfile.TemporaryDirectory(prefix="chokaq-compare-") as tmp:
-        tree = sides.export(root, commit, Path(tmp))
-        dialect = "postgresql" if db.startswith("postgres") else "sqlite"
-        base_db = args.base_db or db
-        if base_db == db and sides.digest(tree, sides.schema_paths(dialect)) != sides.digest(
-            root, sides.schema_paths(dialect)
-        ):
-            raise errors.UsageError(
-                f"the schema of {commit[:12]} differs from the working tree's: give the base a scratch "
-                "database of its own (--base-db)"
-            )
-        base = sides.Side("base", commit, tree, sides.interpreter(args.base_python), base_db)
         head = sides.Side("head", "working tree", root, python, db)
+        if peer:
+            base, about = _peer_side(peer, root, sides.interpreter(args.base_python), base_db)
+        else:
+            base, about = _revision_side(root, args.base or "HEAD", Path(tmp), args.base_python, db, base_db)
         header = {
             "event": "compare",
-            "base": {"rev": commit, "tree": str(tree), "db": redact(base_db), "imports": base.probe()},
+            **({"peer": about.pop("peer")} if peer else {}),
+            "base": about["base"],
             "head": {"rev": "working tree", "tree": str(root), "db": redact(db), "imports": head.probe()},
             "benches": benches,
             "bench_args": flags,
             "rounds": args.rounds,
             "repeat": args.repeat,
-            "bench_code_same": sides.digest(tree, sides.BENCH_CODE) == sides.digest(root, sides.BENCH_CODE),
+            "bench_code_same": about["bench_code_same"],
             "machine": machine(),
         }
-        if not header["bench_code_same"]:
+        if header["bench_code_same"] is False:
             err.write(
-                f"note: the benches' own code differs between {commit[:12]} and the working tree: each side "
-                "measures with its own\n"
+                f"note: the benches' own code differs between {base.rev[:12]} and the working tree: each "
+                "side measures with its own\n"
             )
         emit = _emitter(out if args.format == "json" else None)
         emit(header)
@@ -149,6 +159,66 @@ def run(
         emit(s)
     (out if args.format == "table" else err).write(stats.table(summaries, header))
     return 0
+
+
+def check_peer(
+    peer: str, base: str | None, benches: Sequence[str], flags: dict[str, list[str]], db: str
+) -> None:
+    """Refuse, before any round, a peer comparison the peer's harness could not run as asked."""
+    if base is not None:
+        raise errors.UsageError(f"--peer {peer} is the base side: give --peer or --base, not both")
+    harness = sides.peer_harness(peer)
+    unsupported = [b for b in benches if b not in harness.BENCHES]
+    if unsupported:
+        raise errors.UsageError(
+            f"--peer {peer} measures {','.join(harness.BENCHES)} only, not {','.join(unsupported)}"
+        )
+    if not db.startswith(("postgresql://", "postgres://")):
+        raise errors.UsageError(f"--peer {peer} runs on PostgreSQL only: give a postgresql:// scratch --db")
+    for bench in benches:
+        harness.check_args(bench, flags[bench])
+
+
+def _peer_side(peer: str, root: Path, python: str, db: str) -> tuple[sides.Side, dict[str, Any]]:
+    """The peer as the base side (its harness from the working tree) and what the compare line says of it."""
+    side = sides.PeerSide("base", peer, root, python, db, peer=peer)
+    versions = side.probe()
+    side = side.versioned(versions)
+    about: dict[str, Any] = {
+        "peer": {"name": peer, **{k: v for k, v in versions.items() if k != "harness"}},
+        "base": {
+            "rev": side.rev,
+            "peer": peer,
+            "version": versions.get(peer),
+            "tree": str(root),
+            "db": redact(db),
+            "imports": versions,
+        },
+        "bench_code_same": None,  # the two sides measure with different code by design
+    }
+    return side, about
+
+
+def _revision_side(
+    root: Path, rev: str, tmp: Path, python: str | None, db: str, base_db: str
+) -> tuple[sides.Side, dict[str, Any]]:
+    """A base revision exported into `tmp` as the base side, and what the compare line says of it."""
+    commit = sides.resolve(root, rev)
+    tree = sides.export(root, commit, tmp)
+    dialect = "postgresql" if db.startswith("postgres") else "sqlite"
+    if base_db == db and sides.digest(tree, sides.schema_paths(dialect)) != sides.digest(
+        root, sides.schema_paths(dialect)
+    ):
+        raise errors.UsageError(
+            f"the schema of {commit[:12]} differs from the working tree's: give the base a scratch "
+            "database of its own (--base-db)"
+        )
+    base = sides.Side("base", commit, tree, sides.interpreter(python), base_db)
+    about: dict[str, Any] = {
+        "base": {"rev": commit, "tree": str(tree), "db": redact(base_db), "imports": base.probe()},
+        "bench_code_same": sides.digest(tree, sides.BENCH_CODE) == sides.digest(root, sides.BENCH_CODE),
+    }
+    return base, about
 
 
 def rounds(

@@ -7,11 +7,17 @@ after both; `probe` checks it before the first round). Both sides use the same i
 third-party packages (the current venv's) unless `--base-python` names another: the comparison is then
 of chokaq's code alone, which is what a ratio against a previous commit is about, and no package index
 is needed to set a side up.
+
+A peer queue (`--peer pgqueuer`) is a side too: its harness (chokaq_ops/bench/peer_pgqueuer.py, from the
+working tree) runs as `python -m <harness> NAME ...` in a process of its own, like a revision's bench, and
+prints lines shaped like ours; `PeerSide.command` is all that differs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import importlib
 import json
 import os
 import subprocess
@@ -20,6 +26,7 @@ import tarfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from chokaq_ops import errors
@@ -29,6 +36,10 @@ BENCH_CODE = ("chokaq_ops/bench", "sql/sqlite/bench.sql", "sql/postgresql/bench.
 
 
 _MAIN = "import sys; from chokaq_ops.cli import main; sys.exit(main(sys.argv[1:]))"
+
+# Peer queues `chokaq bench compare --peer NAME` can measure: the harness module of each. A harness has
+# BENCHES (the bench names it measures as ours do), check_args(bench, flags), versions() and a __main__.
+PEERS: dict[str, str] = {"pgqueuer": "chokaq_ops.bench.peer_pgqueuer"}
 
 
 class SideFailed(errors.ChokaqError):
@@ -92,6 +103,45 @@ class Side:
             if not Path(path).resolve().is_relative_to(root):
                 raise SideFailed(f"{self.name} imports {path}, not the tree at {root}")
         return {"chokaq_ops": found[0], "chokaq_api": found[1]}
+
+
+@dataclass(frozen=True)
+class PeerSide(Side):
+    """The base side when it is a peer queue: the peer's harness from this tree, not `chokaq bench`."""
+
+    peer: str = "pgqueuer"
+
+    @property
+    def module(self) -> str:
+        return PEERS[self.peer]
+
+    def command(self, bench: str, args: Sequence[str], repeat: int) -> list[str]:
+        return [self.python, "-m", self.module, bench, "--db", self.db, "--repeat", str(repeat), *args]
+
+    def probe(self) -> dict[str, str]:
+        """The harness this side runs (it must come from this tree) and the peer's package versions;
+        refuses an interpreter without the peer installed."""
+        code = (
+            f"import json, {self.module} as h; print(json.dumps({{'harness': h.__file__, **h.versions()}}))"
+        )
+        done = self._spawn([self.python, "-c", code])
+        if done.returncode != 0:
+            raise SideFailed(
+                f"the peer {self.peer} cannot run with {self.python}: {done.stderr.strip()[-1000:]}"
+            )
+        found: dict[str, str] = json.loads(done.stdout.strip().splitlines()[-1])
+        if not Path(found["harness"]).resolve().is_relative_to(self.root.resolve()):
+            raise SideFailed(f"{self.name} imports {found['harness']}, not the tree at {self.root}")
+        return found
+
+    def versioned(self, versions: dict[str, str]) -> PeerSide:
+        """This side with its rev naming the peer's version, as round lines and the table show it."""
+        return dataclasses.replace(self, rev=f"{self.peer} {versions.get(self.peer, '?')}")
+
+
+def peer_harness(name: str) -> ModuleType:
+    """The harness module of a peer (imports nothing of the peer itself)."""
+    return importlib.import_module(PEERS[name])
 
 
 def repo_root() -> Path:

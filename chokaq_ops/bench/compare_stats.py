@@ -142,12 +142,17 @@ def table(summaries: Sequence[Mapping[str, Any]], header: Mapping[str, Any]) -> 
         )
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     lines = [
-        f"base {header['base']['rev'][:12]} vs head {header['head']['rev']}, {header['rounds']} interleaved "
+        f"base {_rev(header['base']['rev'])} vs head {header['head']['rev']}, {header['rounds']} interleaved "
         f"rounds, {header['machine'].get('cpu_count')} x {header['machine'].get('cpu_model')}"
     ]
     for r in rows:
         lines.append("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
     return "\n".join(lines) + "\n"
+
+
+def _rev(rev: str) -> str:
+    """A commit id shortened to 12 digits; a peer's `name version` whole."""
+    return rev[:12] if all(c in "0123456789abcdef" for c in rev) else rev
 
 
 def _side(s: Mapping[str, Any]) -> str:

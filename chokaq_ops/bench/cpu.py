@@ -17,11 +17,19 @@ from __future__ import annotations
 
 import os
 import resource
-from typing import Any
-
-from chokaq_ops.bench.harness import BenchDb
+from typing import Any, Protocol
 
 _TICK_S = 1.0 / (os.sysconf("SC_CLK_TCK") or 100)
+
+
+class Database(Protocol):
+    """What the meter needs of a bench's database: its dialect and the named bench SQL
+    (`bench_backend_pids`). A BenchDb is one; so is the pgqueuer peer harness's (peer_pgqueuer.py)."""
+
+    @property
+    def dialect(self) -> str: ...
+
+    def sql(self, name: str, /, **params: Any) -> list[dict[str, Any]]: ...
 
 
 def process_seconds() -> float:
@@ -54,7 +62,7 @@ def _proc_seconds(pid: int) -> float | None:
 class BackendCpu:
     """The CPU the database's client backends used between `start()` and `stop()`."""
 
-    def __init__(self, db: BenchDb) -> None:
+    def __init__(self, db: Database) -> None:
         self.db = db
         self._before: dict[int, float] | None = None
 
@@ -88,7 +96,7 @@ def per_job_us(seconds: float | None, jobs: int) -> float | None:
 class Meter:
     """This process's CPU and the database backends' from construction on, per job when read."""
 
-    def __init__(self, db: BenchDb) -> None:
+    def __init__(self, db: Database) -> None:
         self._backends = BackendCpu(db)
         self._backends.start()
         self._start = process_seconds()
