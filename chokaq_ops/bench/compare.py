@@ -46,6 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a peer queue as the base side instead of a revision (docs/peers.md; pip install '.[peers]')",
     )
     parser.add_argument(
+        "--peer-args",
+        default="",
+        metavar="FLAGS",
+        help="flags for the peer's harness alone, e.g. '--style limit' (docs/peers.md)",
+    )
+    parser.add_argument(
         "--rounds", type=_at_least_one, default=5, metavar="N", help="interleaved rounds (default 5)"
     )
     parser.add_argument(
@@ -122,14 +128,17 @@ def run(
     metrics = [m.strip() for m in args.metrics.split(",")] if args.metrics else list(stats.DEFAULT_METRICS)
     peer = getattr(args, "peer", None)
     base_db = args.base_db or db
+    peer_args = shlex.split(getattr(args, "peer_args", "") or "")
+    if peer_args and not peer:
+        raise errors.UsageError("--peer-args are for a --peer's harness: give --peer too")
     if peer:
-        check_peer(peer, args.base, benches, flags, base_db)
+        check_peer(peer, args.base, benches, flags, base_db, peer_args)
     root = sides.repo_root()
     python = sides.interpreter(None)
     with tempfile.TemporaryDirectory(prefix="chokaq-compare-") as tmp:
         head = sides.Side("head", "working tree", root, python, db)
         if peer:
-            base, about = _peer_side(peer, root, sides.interpreter(args.base_python), base_db)
+            base, about = _peer_side(peer, root, sides.interpreter(args.base_python), base_db, peer_args)
         else:
             base, about = _revision_side(root, args.base or "HEAD", Path(tmp), args.base_python, db, base_db)
         header = {
@@ -162,7 +171,12 @@ def run(
 
 
 def check_peer(
-    peer: str, base: str | None, benches: Sequence[str], flags: dict[str, list[str]], db: str
+    peer: str,
+    base: str | None,
+    benches: Sequence[str],
+    flags: dict[str, list[str]],
+    db: str,
+    peer_args: Sequence[str] = (),
 ) -> None:
     """Refuse, before any round, a peer comparison the peer's harness could not run as asked."""
     if base is not None:
@@ -176,16 +190,22 @@ def check_peer(
     if not db.startswith(("postgresql://", "postgres://")):
         raise errors.UsageError(f"--peer {peer} runs on PostgreSQL only: give a postgresql:// scratch --db")
     for bench in benches:
-        harness.check_args(bench, flags[bench])
+        harness.check_args(bench, [*flags[bench], *peer_args])
 
 
-def _peer_side(peer: str, root: Path, python: str, db: str) -> tuple[sides.Side, dict[str, Any]]:
+def _peer_side(
+    peer: str, root: Path, python: str, db: str, peer_args: Sequence[str] = ()
+) -> tuple[sides.Side, dict[str, Any]]:
     """The peer as the base side (its harness from the working tree) and what the compare line says of it."""
-    side = sides.PeerSide("base", peer, root, python, db, peer=peer)
+    side = sides.PeerSide("base", peer, root, python, db, peer=peer, extra=tuple(peer_args))
     versions = side.probe()
     side = side.versioned(versions)
     about: dict[str, Any] = {
-        "peer": {"name": peer, **{k: v for k, v in versions.items() if k != "harness"}},
+        "peer": {
+            "name": peer,
+            "args": list(peer_args),
+            **{k: v for k, v in versions.items() if k != "harness"},
+        },
         "base": {
             "rev": side.rev,
             "peer": peer,

@@ -110,13 +110,15 @@ class PeerSide(Side):
     """The base side when it is a peer queue: the peer's harness from this tree, not `chokaq bench`."""
 
     peer: str = "pgqueuer"
+    extra: tuple[str, ...] = ()  # flags for the peer's harness alone (`--peer-args`), after the shared ones
 
     @property
     def module(self) -> str:
         return PEERS[self.peer]
 
     def command(self, bench: str, args: Sequence[str], repeat: int) -> list[str]:
-        return [self.python, "-m", self.module, bench, "--db", self.db, "--repeat", str(repeat), *args]
+        head = [self.python, "-m", self.module, bench, "--db", self.db, "--repeat", str(repeat)]
+        return [*head, *args, *self.extra]
 
     def probe(self) -> dict[str, str]:
         """The harness this side runs (it must come from this tree) and the peer's package versions;

@@ -5,12 +5,18 @@
 
 pgqueuer (https://github.com/janbjorge/pgqueuer) is used as its users use it: its schema installed by its
 own installer (`Queries.install()`, after `Queries.uninstall()` so every run starts from the same
-tables), jobs enqueued with `Queries.enqueue`, one consumer process running a `QueueManager` over an
-`AsyncpgDriver` with one async no-op entrypoint registered with `concurrency_limit=C` (pgqueuer's way to
-run C jobs at once), on uvloop when installed (as its CLI runs). `batch_size` is its default 10, or C
-when C is lower: a job's slot is freed when its completion is written, and completions are written in
-batches of `batch_size` or every 0.1 s, so with C below the batch every C jobs waited for that timer
-(77 jobs/s at C=8 with batch 10 on our 2-core machine, 800 with batch 8).
+tables), jobs enqueued with `Queries.enqueue`, and consumers that are `QueueManager`s over an
+`AsyncpgDriver` with one async no-op entrypoint, on uvloop when installed (as its CLI runs). Concurrency
+C means, by `--style`:
+
+- `dequeuers` (the default): C consumers, each on a connection of its own, batch 10, no concurrency
+  limit: how pgqueuer's own drain benchmark (tools/benchmark.py `--strategy drain --dequeue C`) runs
+  it, and its best figure;
+- `limit`: one consumer with `concurrency_limit=C` (pgqueuer's way to cap a worker at C jobs at once),
+  `batch_size` its default 10 or C when C is lower: a job's slot is freed when its completion is
+  written, and completions are written in batches of `batch_size` or every 0.1 s, so with C below the
+  batch every C jobs waited for that timer (77 jobs/s at C=8 with batch 10 on our 2-core machine, 800
+  with batch 8).
 
 - `throughput`: per run the queue is emptied, --rows jobs are enqueued in batches of 1000 (timed apart),
   the tables settled (VACUUM ANALYZE, a checkpoint where allowed), then this process runs the consumer
@@ -55,6 +61,7 @@ INSTALL_HINT = "pip install '.[peers]'"
 ENTRYPOINT = "chokaq_bench_noop"
 CHUNK = 1000
 BATCH_SIZE = 10  # QueueManager.run's default batch_size
+STYLES = ("dequeuers", "limit")
 DEFAULT_ROWS = {"throughput": 20_000, "latency": 300}
 
 T = TypeVar("T")
@@ -102,6 +109,13 @@ def build_parser() -> argparse.ArgumentParser:
             help=f"pgqueuer's dequeue batch (default {BATCH_SIZE}, or the concurrency when that is lower)",
         )
         if name == "throughput":
+            bp.add_argument(
+                "--style",
+                choices=STYLES,
+                default="dequeuers",
+                help="dequeuers (default): C consumers on connections of their own, batch 10, no limit, as "
+                "pgqueuer's own tools/benchmark.py drains; limit: one consumer, concurrency_limit=C",
+            )
             bp.add_argument("--concurrency", default="1,8,32", metavar="C1,C2")
             bp.add_argument("--timeout", type=float, default=600.0, metavar="S")
         else:
@@ -288,9 +302,9 @@ class _Peer:
         return {**out, **{k: v for k, v in machine().items() if k not in out}}
 
 
-def _consumer(conn: Any, concurrency: int, on_job: Callable[[Any], None]) -> tuple[Any, list[float]]:
-    """A QueueManager over `conn` with the no-op entrypoint (concurrency_limit=concurrency); the list
-    gets the perf_counter of its first dequeue."""
+def _consumer(conn: Any, concurrency: int | None, on_job: Callable[[Any], None]) -> tuple[Any, list[float]]:
+    """A QueueManager over `conn` with the no-op entrypoint (concurrency_limit=concurrency; None: no
+    limit); the list gets the perf_counter of its first dequeue."""
     from pgqueuer import AsyncpgDriver, Queries, QueueManager
     from pgqueuer.models import Job
 
@@ -304,7 +318,7 @@ def _consumer(conn: Any, concurrency: int, on_job: Callable[[Any], None]) -> tup
 
     qm = QueueManager(TimedQueries(AsyncpgDriver(conn)))
 
-    @qm.entrypoint(ENTRYPOINT, concurrency_limit=concurrency)
+    @qm.entrypoint(ENTRYPOINT, concurrency_limit=concurrency or 0)
     async def noop(job: Job) -> None:
         on_job(job)
 
@@ -328,9 +342,12 @@ async def throughput(args: argparse.Namespace) -> AsyncIterator[dict[str, Any]]:
         for concurrency in args.levels:
             for n in range(1, args.repeat + 1):
                 enqueue_s = await peer.seed(rows)
-                batch = batch_size(args.batch_size, concurrency)
+                dequeuers = args.style == "dequeuers"
+                batch = (
+                    (args.batch_size or BATCH_SIZE) if dequeuers else batch_size(args.batch_size, concurrency)
+                )
                 seconds, startup, used = await _drain(
-                    args.dsn, backends, concurrency, rows, batch, args.timeout
+                    args.dsn, backends, concurrency, rows, batch, args.timeout, dequeuers=dequeuers
                 )
                 left, done = await peer.counts()
                 expect(left == 0, f"{left} jobs left in the queue after the drain")
@@ -346,6 +363,7 @@ async def throughput(args: argparse.Namespace) -> AsyncIterator[dict[str, Any]]:
                     enqueue_seconds=round(enqueue_s, 3),
                     enqueue_per_second=round(rows / enqueue_s, 1) if enqueue_s else None,
                     batch_size=batch,
+                    style=args.style,
                     **used,
                 )
                 runs.append(record)
@@ -367,13 +385,22 @@ async def throughput(args: argparse.Namespace) -> AsyncIterator[dict[str, Any]]:
 
 
 async def _drain(
-    url: str, backends: _Backends, concurrency: int, rows: int, batch: int, timeout: float
+    url: str,
+    backends: _Backends,
+    concurrency: int,
+    rows: int,
+    batch: int,
+    timeout: float,
+    *,
+    dequeuers: bool = False,
 ) -> tuple[float, float, dict[str, Any]]:
-    """Seconds from the consumer's first dequeue until it handled `rows` jobs and wrote their
-    completions, seconds from its start to that dequeue, and the CPU per job (this process, database)."""
+    """Seconds from the first dequeue until the consumers handled `rows` jobs and wrote their
+    completions, seconds from their start to that dequeue, and the CPU per job (this process, database).
+    One consumer with concurrency_limit=C, or with `dequeuers` C consumers on connections of their own
+    and no limit (pgqueuer's own drain benchmark, tools/benchmark.py)."""
     import asyncpg
 
-    conn = await asyncpg.connect(url)
+    conns = [await asyncpg.connect(url) for _ in range(concurrency if dequeuers else 1)]
     try:
         handled = 0
 
@@ -381,22 +408,26 @@ async def _drain(
             nonlocal handled
             handled += 1
             if handled >= rows:
-                qm.shutdown.set()  # run() returns once the jobs in flight ended and completions are written
+                for qm in qms:  # run() returns once the jobs in flight ended and completions are written
+                    qm.shutdown.set()
 
-        qm, first = _consumer(conn, concurrency, count)
+        made = [_consumer(c, None if dequeuers else concurrency, count) for c in conns]
+        qms = [qm for qm, _ in made]
         meter = cpu.Meter(backends)
         start = time.perf_counter()
         try:
-            await asyncio.wait_for(qm.run(batch_size=batch), timeout)
+            await asyncio.wait_for(asyncio.gather(*(qm.run(batch_size=batch) for qm in qms)), timeout)
         except TimeoutError:
             raise BenchFailed(f"handled {handled} of {rows} jobs within {timeout:g}s") from None
         end = time.perf_counter()
-        # Read before the consumer's connection closes (its backend would be lost).
+        # Read before the consumers' connections close (their backends would be lost).
         used = meter.per_job(rows, "worker_cpu_us_per_job")
     finally:
-        await conn.close()
-    expect(handled == rows and bool(first), f"handled {handled} of {rows} jobs")
-    return end - first[0], first[0] - start, used
+        for c in conns:
+            await c.close()
+    firsts = [f[0] for _, f in made if f]
+    expect(handled == rows and bool(firsts), f"handled {handled} of {rows} jobs")
+    return end - min(firsts), min(firsts) - start, used
 
 
 async def latency(args: argparse.Namespace) -> AsyncIterator[dict[str, Any]]:

@@ -7,6 +7,7 @@ harness against PostgreSQL needs the optional `peers` extra and skips without it
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -47,9 +48,11 @@ def _compare(*extra: str, benches: str = "throughput", db: str = PG) -> list[str
             "--concurrency wants numbers between 1 and 1024",
         ),
         (_compare("--peer", "pgqueuer", db="sqlite:///x.db"), "runs on PostgreSQL only"),
+        (_compare("--peer-args", "--style limit"), "--peer-args are for a --peer's harness"),
+        (_compare("--peer", "pgqueuer", "--peer-args", "--style odd"), "invalid choice: 'odd'"),
     ],
     ids=["unknown-peer", "peer-and-base", "unsupported-bench", "latency-not-idle", "unknown-flag",
-         "bad-concurrency", "sqlite"],
+         "bad-concurrency", "sqlite", "peer-args-alone", "bad-peer-args"],
 )  # fmt: skip
 def test_peer_arguments_are_refused_before_any_round(
     argv: list[str], message: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
@@ -83,6 +86,9 @@ def test_peer_side_runs_the_harness_module_with_the_benchs_flags() -> None:
         "--rows",
         "2000",
     ]
+    # --peer-args reach the peer's harness alone, after the flags both sides get.
+    limited = dataclasses.replace(side, extra=("--style", "limit"))
+    assert limited.command("throughput", ["--rows", "5"], 1)[-4:] == ["--rows", "5", "--style", "limit"]
     # The harness runs in the working tree, like a revision's bench process in its own.
     assert side.env()["PYTHONPATH"] == "/tree"
     assert side.versioned({"pgqueuer": "9.9.9"}).rev == "pgqueuer 9.9.9"
@@ -130,7 +136,7 @@ def test_compare_with_a_peer_names_it_and_its_version_and_keeps_the_rounds(
     captured = capsys.readouterr()
     lines = [json.loads(line) for line in captured.out.splitlines()]
     header = lines[0]
-    assert header["peer"] == {"name": "pgqueuer", "pgqueuer": "9.9.9", "asyncpg": "1"}
+    assert header["peer"] == {"name": "pgqueuer", "args": [], "pgqueuer": "9.9.9", "asyncpg": "1"}
     assert header["base"]["rev"] == "pgqueuer 9.9.9" and header["base"]["version"] == "9.9.9"
     assert header["bench_code_same"] is None
     # Interleaved as against a revision: the peer first in odd rounds, the working tree in even ones.
@@ -174,9 +180,16 @@ def test_peer_harness_measures_pgqueuer_on_postgresql(pg_url: str) -> None:
     assert [r["concurrency"] for r in runs] == [1, 4]
     for r in runs:
         assert r["bench"] == "throughput" and r["rows"] == 40 and r["peer"] == "pgqueuer"
-        assert r["per_second"] > 0 and r["seconds"] > 0 and r["batch_size"] == min(10, r["concurrency"])
+        assert r["per_second"] > 0 and r["seconds"] > 0
+        # By default C consumers dequeue batches of 10, as pgqueuer's own drain benchmark runs it.
+        assert (r["style"], r["batch_size"]) == ("dequeuers", 10)
         assert "worker_cpu_us_per_job" in r and "db_cpu_us_per_job" in r
     assert [r["concurrency"] for r in lines if r.get("stat") == "median"] == [1, 4]
+    limited = dataclasses.replace(side, extra=("--style", "limit"))
+    (run,) = [
+        r for r in limited.run("throughput", ["--rows", "40", "--concurrency", "4"], 1) if "stat" not in r
+    ]
+    assert (run["style"], run["batch_size"], run["per_second"] > 0) == ("limit", 4, True)
 
     lines = side.run("latency", ["--rows", "5", "--mode", "idle", "--gap", "5", "--concurrency", "2"], 1)
     (run,) = [r for r in lines if "stat" not in r]
