@@ -5,6 +5,10 @@ ahead). Each run makes --claims fetches of --batch jobs as one worker, each time
 stay claimed, so every fetch digs into the backlog as a real worker does. `--queue-filter` makes the
 worker ask for one named queue, as `--queues` does for a worker; `--max-workers N` caps every queue,
 so claims take the capped path (slots counted per queue).
+
+Besides the latencies each run reports the CPU a claim cost (chokaq_ops/bench/cpu.py): this process's
+(`client_cpu_us_per_claim`: building the statement, the driver, reading the reply, the worker's
+bookkeeping) and the PostgreSQL backends' (`db_cpu_us_per_claim`, when the server is on this host).
 """
 
 from __future__ import annotations
@@ -14,8 +18,14 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from chokaq_ops.bench import cpu
 from chokaq_ops.bench.harness import BenchDb, expect, percentile
 from chokaq_ops.models import Actor
+
+SUMMARISED = (
+    "p50_ms", "p95_ms", "max_ms", "per_second",
+    "client_cpu_us_per_claim", "db_cpu_us_per_claim", "batch", "claims",
+)  # fmt: skip
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,11 +63,13 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
         for n in range(1, args.repeat + 1):
             times: list[float] = []
             claimed = 0
+            meter = cpu.Meter(db)
             for _ in range(claims):
                 start = time.perf_counter()
                 got = store.fetch("bench-worker", batch, wanted)
                 times.append(time.perf_counter() - start)
                 claimed += len(got)
+            used = meter.per_job(claims, "client_cpu_us_per_claim")
             expect(claimed == claims * batch, f"claimed {claimed} jobs in {claims} fetches of {batch}")
             ms = [t * 1000 for t in times]
             yield db.record(
@@ -73,6 +85,8 @@ def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
                 max_ms=round(max(ms), 3),
                 seconds=sum(times),
                 per_second=round(claimed / sum(times), 1),
+                client_cpu_us_per_claim=used["client_cpu_us_per_claim"],
+                db_cpu_us_per_claim=used["db_cpu_us_per_job"],
                 seed_seconds=round(seed_s, 2),
             )
-        yield db.summary(("p50_ms", "p95_ms", "max_ms", "per_second", "batch", "claims"))
+        yield db.summary(SUMMARISED)

@@ -23,6 +23,8 @@ DEFAULT_METRICS = (
     "worker_cpu_us_per_job",
     "producer_cpu_us_per_job",
     "db_cpu_us_per_job",
+    "client_cpu_us_per_claim",
+    "db_cpu_us_per_claim",
 )
 # A change is called only when the two sides' ranges (min-max) do not overlap: within noise otherwise.
 HIGHER_IS_BETTER = ("per_second", "rows_per_second")

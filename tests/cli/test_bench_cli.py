@@ -211,3 +211,15 @@ def test_the_soak_snapshot_holder_stops_whether_or_not_it_started(db_url: str) -
         held.start()
         held.stop()
         assert held.error is None
+
+
+def test_bench_claim_reports_the_cpu_a_claim_cost(db_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """This process's CPU per claim always; the database backends' on PostgreSQL on this host (SQLite has
+    no server processes)."""
+    assert main(["bench", "claim", "--db", db_url, "--repeat", "1", *TINY["claim"]]) == 0
+    run, median = _lines(capsys)
+    assert run["client_cpu_us_per_claim"] > 0 and median["client_cpu_us_per_claim"] > 0
+    if db_url.startswith("postgresql"):
+        assert run["db_cpu_us_per_claim"] > 0
+    else:
+        assert run["db_cpu_us_per_claim"] is None
