@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from chokaq_ops import errors
+from chokaq_ops.argtypes import positive_int
 from chokaq_ops.bench import compare_sides as sides
 from chokaq_ops.bench import compare_stats as stats
 from chokaq_ops.bench.harness import machine
 from chokaq_ops.redact import redact
 
-# One bench invocation on one side: its JSON lines.
-Runner = Callable[[sides.Side, str, Sequence[str], int], list[dict[str, Any]]]
+Runner = sides.Runner
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,10 +52,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="flags for the peer's harness alone, e.g. '--style limit' (docs/peers.md)",
     )
     parser.add_argument(
-        "--rounds", type=_at_least_one, default=5, metavar="N", help="interleaved rounds (default 5)"
+        "--rounds", type=positive_int, default=5, metavar="N", help="interleaved rounds (default 5)"
     )
     parser.add_argument(
-        "--repeat", type=_at_least_one, default=1, metavar="K", help="runs per bench invocation (default 1)"
+        "--repeat", type=positive_int, default=1, metavar="K", help="runs per bench invocation (default 1)"
     )
     parser.add_argument(
         "--bench-args",
@@ -82,16 +82,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--format", choices=("json", "table"), default="json", help="json lines (default) or table"
     )
-
-
-def _at_least_one(value: str) -> int:
-    try:
-        n = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
 
 
 def bench_args(specs: Sequence[str], benches: Sequence[str]) -> dict[str, list[str]]:

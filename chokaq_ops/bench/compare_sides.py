@@ -23,7 +23,7 @@ import os
 import subprocess
 import sys
 import tarfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -202,3 +202,7 @@ def schema_paths(dialect: str) -> list[str]:
 
 def interpreter(path: str | None) -> str:
     return path or sys.executable
+
+
+# One bench invocation on one side: its JSON lines (Side.run; tests pass a fake).
+Runner = Callable[[Side, str, Sequence[str], int], list[dict[str, Any]]]

@@ -158,10 +158,10 @@ def _rev(rev: str) -> str:
 
 
 def _side(s: Mapping[str, Any]) -> str:
-    return f"{_fmt(s['median'])} [{_fmt(s['min'])}-{_fmt(s['max'])}]"
+    return f"{fmt(s['median'])} [{fmt(s['min'])}-{fmt(s['max'])}]"
 
 
-def _fmt(value: float) -> str:
+def fmt(value: float) -> str:
     if abs(value) >= 100:
         return f"{value:,.0f}"
     return f"{value:.3g}" if abs(value) < 1 else f"{value:.2f}".rstrip("0").rstrip(".")

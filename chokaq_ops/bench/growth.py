@@ -16,17 +16,19 @@ import argparse
 import json
 import os
 import re
+import shlex
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
 from chokaq_ops import errors
-from chokaq_ops.bench import compare, compare_sides, compare_stats
+from chokaq_ops.argtypes import positive_int
+from chokaq_ops.bench import compare_sides, compare_stats
 from chokaq_ops.bench.harness import machine
 from chokaq_ops.redact import redact
 
-Runner = Callable[[compare_sides.Side, str, Sequence[str], int], list[dict[str, Any]]]
+Runner = compare_sides.Runner
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,13 +50,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--rounds",
-        type=compare._at_least_one,
+        type=positive_int,
         default=1,
         metavar="N",
         help="rounds over all sizes (default 1)",
     )
     parser.add_argument(
-        "--repeat", type=compare._at_least_one, default=1, metavar="K", help="runs per invocation (default 1)"
+        "--repeat", type=positive_int, default=1, metavar="K", help="runs per invocation (default 1)"
     )
     parser.add_argument(
         "--tolerance",
@@ -104,7 +106,7 @@ def run(
     db = args.db or os.environ.get("CHOKAQ_DB")
     if not db:
         raise errors.UsageError("bench growth needs --db (a scratch database: the bench deletes every job)")
-    flags = compare.bench_args([f"{args.bench}:{args.args}"], [args.bench])[args.bench]
+    flags = shlex.split(args.args)
     root = Path(__file__).resolve().parents[2]
     side = compare_sides.Side("head", "working tree", root, compare_sides.interpreter(None), db)
     header = {
@@ -215,7 +217,7 @@ def table(shapes: Sequence[dict[str, Any]], header: dict[str, Any]) -> str:
         for size in sizes:
             median, r = s["medians"].get(size), s["against_smallest"].get(size)
             ratio = "" if r is None else f" ({r:.2f}x)"
-            cells.append("-" if median is None else f"{compare_stats._fmt(median)}{ratio}")
+            cells.append("-" if median is None else f"{compare_stats.fmt(median)}{ratio}")
         lines.append(f"| {s['label'] or '-'} | " + " | ".join(cells) + f" | {s['verdict']} |")
     return "\n".join(lines) + "\n"
 

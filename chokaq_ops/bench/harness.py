@@ -10,7 +10,7 @@ import platform
 import statistics
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import cache
 from typing import Any
 
@@ -55,6 +55,29 @@ def settings_for(args: argparse.Namespace) -> Settings:
     if settings is not None:
         return settings
     return load_settings(getattr(args, "config", None), overrides={"storage.url": getattr(args, "db", None)})
+
+
+def concurrency_levels(text: str) -> list[int]:
+    """--concurrency of the throughput benches (ours and the peer's): numbers between 1 and 1024."""
+    try:
+        levels = [int(x) for x in str(text).split(",") if x.strip()]
+    except ValueError:
+        levels = []
+    if not levels or any(c < 1 or c > 1024 for c in levels):
+        raise errors.UsageError(f"--concurrency wants numbers between 1 and 1024, e.g. 1,8,32 (got {text!r})")
+    return levels
+
+
+def medians(runs: Sequence[Mapping[str, Any]], keys: Iterable[str]) -> dict[str, Any]:
+    """The median over `runs` of each numeric key in `keys` (whole medians as integers): a summary line's
+    figures, for our benches (BenchDb.summary) and the peer's."""
+    out: dict[str, Any] = {}
+    for key in keys:
+        values = [r[key] for r in runs if isinstance(r.get(key), int | float)]
+        if values:
+            median = statistics.median(values)
+            out[key] = int(median) if float(median).is_integer() else round(median, 4)
+    return out
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -161,13 +184,10 @@ class BenchDb:
         out.update(where or {})
         out["stat"] = "median"
         out["runs"] = len(runs)
-        for key in keys:
-            values = [r[key] for r in runs if isinstance(r.get(key), int | float)]
-            if values:
-                median = statistics.median(values)
-                out[key] = int(median) if float(median).is_integer() else round(median, 4)
-                if key in ("seconds", "ms", "p50_ms", "p95_ms", "per_second"):
-                    out[f"{key}_all"] = [r[key] for r in runs]
+        for key, median in medians(runs, keys).items():
+            out[key] = median
+            if key in ("seconds", "ms", "p50_ms", "p95_ms", "per_second"):
+                out[f"{key}_all"] = [r[key] for r in runs]
         out.update(self._context())
         return out
 

@@ -44,7 +44,6 @@ import asyncio
 import contextlib
 import importlib.metadata
 import os
-import statistics
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
@@ -52,8 +51,16 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 from chokaq_ops import errors
+from chokaq_ops.argtypes import positive_int
 from chokaq_ops.bench import cpu
-from chokaq_ops.bench.harness import BenchFailed, expect, machine, percentile
+from chokaq_ops.bench.harness import (
+    BenchFailed,
+    concurrency_levels,
+    expect,
+    machine,
+    medians,
+    percentile,
+)
 
 NAME = "pgqueuer"
 BENCHES = ("throughput", "latency")
@@ -81,16 +88,6 @@ class _Parser(argparse.ArgumentParser):
         raise errors.UsageError(f"{self.prog}: {message}")
 
 
-def _positive(value: str) -> int:
-    try:
-        n = int(value.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m chokaq_ops.bench.peer_pgqueuer", description=(__doc__ or "").strip())
     sub = parser.add_subparsers(dest="bench", metavar="BENCH", parser_class=_Parser)
@@ -98,12 +95,12 @@ def build_parser() -> argparse.ArgumentParser:
     for name in BENCHES:
         bp = sub.add_parser(name, prog=f"{parser.prog} {name}")
         bp.add_argument("--db", default=os.environ.get("CHOKAQ_DB"), metavar="URL", help="PostgreSQL URL")
-        bp.add_argument("--rows", type=_positive, default=DEFAULT_ROWS[name], metavar="N")
-        bp.add_argument("--repeat", type=_positive, default=3, metavar="K")
+        bp.add_argument("--rows", type=positive_int, default=DEFAULT_ROWS[name], metavar="N")
+        bp.add_argument("--repeat", type=positive_int, default=3, metavar="K")
         bp.add_argument("--force", action="store_true", help="drop pgqueuer tables that hold jobs")
         bp.add_argument(
             "--batch-size",
-            type=_positive,
+            type=positive_int,
             default=None,
             metavar="B",
             help=f"pgqueuer's dequeue batch (default {BATCH_SIZE}, or the concurrency when that is lower)",
@@ -123,12 +120,12 @@ def build_parser() -> argparse.ArgumentParser:
             bp.add_argument("--mode", choices=("idle", "load", "both"), default="both")
             bp.add_argument("--gap", type=float, default=30.0, metavar="MS")
             bp.add_argument("--rate", type=float, default=500.0, metavar="N")
-            bp.add_argument("--concurrency", type=_positive, default=8, metavar="C")
+            bp.add_argument("--concurrency", type=positive_int, default=8, metavar="C")
     # The latency bench's consumer process (started by the bench, not by hand).
     cp = sub.add_parser("_consume", prog=f"{parser.prog} _consume")
     cp.add_argument("--db", required=True)
-    cp.add_argument("--concurrency", type=_positive, required=True)
-    cp.add_argument("--batch-size", type=_positive, required=True)
+    cp.add_argument("--concurrency", type=positive_int, required=True)
+    cp.add_argument("--batch-size", type=positive_int, required=True)
     return parser
 
 
@@ -136,7 +133,7 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
     """The flags of a peer bench; UsageError for anything the peer cannot measure as asked."""
     args = build_parser().parse_args(list(argv))
     if args.bench == "throughput":
-        args.levels = _levels(args.concurrency)
+        args.levels = concurrency_levels(args.concurrency)
     elif args.bench == "latency" and args.mode != "idle":
         raise errors.UsageError(
             f"the {NAME} peer measures idle pickup only: give latency --mode idle (got --mode {args.mode})"
@@ -149,16 +146,6 @@ def parse(argv: Sequence[str]) -> argparse.Namespace:
 def check_args(bench: str, flags: Sequence[str]) -> None:
     """For `chokaq bench compare --peer`: refuse, before any round, flags this peer would refuse."""
     parse([bench, "--db", "postgresql://localhost/check", *flags])
-
-
-def _levels(text: str) -> list[int]:
-    try:
-        levels = [int(x) for x in str(text).split(",") if x.strip()]
-    except ValueError:
-        levels = []
-    if not levels or any(c < 1 or c > 1024 for c in levels):
-        raise errors.UsageError(f"--concurrency wants numbers between 1 and 1024, e.g. 1,8,32 (got {text!r})")
-    return levels
 
 
 def batch_size(given: int | None, concurrency: int) -> int:
@@ -553,11 +540,7 @@ def _summary(
     """The median over the runs of each key, as BenchDb.summary gives ours."""
     out: dict[str, Any] = {"bench": bench, "rows": runs[0]["rows"], **where, "stat": "median"}
     out["runs"] = len(runs)
-    for key in keys:
-        values = [r[key] for r in runs if isinstance(r.get(key), int | float)]
-        if values:
-            median = statistics.median(values)
-            out[key] = int(median) if float(median).is_integer() else round(median, 4)
+    out.update(medians(runs, keys))
     return {**out, **{k: v for k, v in peer.base.items() if k not in out}, **machine()}
 
 

@@ -22,9 +22,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from chokaq_ops import errors
 from chokaq_ops.bench import cpu
-from chokaq_ops.bench.harness import BenchDb, expect
+from chokaq_ops.bench.harness import BenchDb, concurrency_levels, expect
 from chokaq_ops.engine.handlers import Registry
 from chokaq_ops.engine.hosting import Host
 from chokaq_ops.models import NewJob
@@ -59,19 +58,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _levels(text: str) -> list[int]:
-    try:
-        levels = [int(x) for x in str(text).split(",") if x.strip()]
-    except ValueError:
-        levels = []
-    if not levels or any(c < 1 or c > 1024 for c in levels):
-        raise errors.UsageError(f"--concurrency wants numbers between 1 and 1024, e.g. 1,8,32 (got {text!r})")
-    return levels
-
-
 def run(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     rows = int(args.rows)
-    levels = _levels(args.concurrency)
+    levels = concurrency_levels(args.concurrency)
     registry = Registry()
     registry.job(TYPE)(_noop)
     with BenchDb(args, "throughput") as db:

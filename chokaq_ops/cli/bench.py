@@ -12,19 +12,10 @@ import sys
 from typing import Any
 
 from chokaq_ops import bench, errors
+from chokaq_ops.argtypes import positive_int
 from chokaq_ops.bench import compare, growth
 from chokaq_ops.bench.harness import machine
 from chokaq_ops.cli import common
-
-
-def _positive(value: str) -> int:
-    try:
-        n = int(value.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {value!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -41,9 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         doc = (module.__doc__ or name).strip()
         bp = benches.add_parser(name, help=doc.splitlines()[0], description=doc)
         common.add_common(bp)
-        bp.add_argument("--rows", type=_positive, default=None, metavar="N", help="rows to seed")
+        bp.add_argument("--rows", type=positive_int, default=None, metavar="N", help="rows to seed")
         bp.add_argument(
-            "--repeat", type=_positive, default=3, metavar="K", help="runs; the summary is their median"
+            "--repeat", type=positive_int, default=3, metavar="K", help="runs; the summary is their median"
         )
         bp.add_argument(
             "--force",
@@ -52,22 +43,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         )
         module.add_arguments(bp)
         bp.set_defaults(handler=_handler(name, module))
-    cp = benches.add_parser(
-        "compare",
-        help="run benches for the working tree and a base revision in interleaved rounds; ratios",
-        description=(compare.__doc__ or "").strip(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    compare.add_arguments(cp)
-    cp.set_defaults(handler=compare.run)
-    gp = benches.add_parser(
-        "growth",
-        help="one bench at several data sizes: is its figure flat as the data grows (JSON lines, a PNG)",
-        description=(growth.__doc__ or "").strip(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    growth.add_arguments(gp)
-    gp.set_defaults(handler=growth.run)
+    # The tools that run benches rather than being one.
+    for tool, about in (
+        (compare, "run benches for the working tree and a base revision in interleaved rounds; ratios"),
+        (growth, "one bench at several data sizes: is its figure flat as the data grows (JSON lines, a PNG)"),
+    ):
+        tp = benches.add_parser(
+            tool.__name__.rsplit(".", 1)[1],
+            help=about,
+            description=(tool.__doc__ or "").strip(),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        tool.add_arguments(tp)
+        tp.set_defaults(handler=tool.run)
 
 
 def _handler(name: str, module: bench.BenchModule) -> Any:

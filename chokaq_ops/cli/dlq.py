@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from chokaq_ops import errors
+from chokaq_ops.argtypes import positive_int as positive
 from chokaq_ops.cli import common, output, target
 from chokaq_ops.filters import TIME_HELP, parse_time
 from chokaq_ops.fingerprint import fingerprint_text
@@ -106,16 +107,6 @@ def when_text(text: str) -> str:
     is bound to, so a labelled re-run an hour later asks for the same selection."""
     when(text)
     return text.strip()
-
-
-def positive(text: str) -> int:
-    try:
-        value = int(text.replace("_", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
 
 
 def duration(text: str) -> float:
