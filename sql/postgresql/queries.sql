@@ -2459,10 +2459,16 @@ id AS worker_id, host, pid, queues, concurrency, desired_concurrency, running, p
 extract(epoch FROM now() - last_seen_at)::double precision AS seen_s
 
 -- name: worker_register
--- A worker's row, refreshed on every heartbeat; returns the operator's concurrency target.
+-- A worker's row, refreshed on every heartbeat; returns the operator's concurrency target. A row another
+-- session holds locked (an operator's open transaction, a report's SELECT ... FOR UPDATE) is left for the
+-- next beat, not waited for: no row back then. The beat writes the jobs' heartbeats first, and a wait
+-- here would hold up the next beat's.
+WITH mine AS (SELECT w.id FROM workers w WHERE w.id = CAST(:id AS text) FOR UPDATE SKIP LOCKED),
+held AS (SELECT 1 FROM workers w WHERE w.id = CAST(:id AS text) AND NOT EXISTS (SELECT 1 FROM mine))
 INSERT INTO workers AS w (id, host, pid, queues, concurrency, running, prefetched, started_at, last_seen_at)
-VALUES (CAST(:id AS text), CAST(:host AS text), CAST(:pid AS integer), CAST(:queues AS text),
-        CAST(:concurrency AS integer), CAST(:running AS integer), CAST(:prefetched AS integer), now(), now())
+SELECT CAST(:id AS text), CAST(:host AS text), CAST(:pid AS integer), CAST(:queues AS text),
+       CAST(:concurrency AS integer), CAST(:running AS integer), CAST(:prefetched AS integer), now(), now()
+WHERE NOT EXISTS (SELECT 1 FROM held)
 ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, queues = excluded.queues,
     concurrency = excluded.concurrency, running = excluded.running, prefetched = excluded.prefetched,
     last_seen_at = excluded.last_seen_at,

@@ -106,6 +106,45 @@ def test_a_locked_row_does_not_stop_the_heartbeats_of_its_neighbours(pg_store, p
     assert w.alive()
 
 
+def test_a_locked_registry_row_does_not_delay_the_job_heartbeats(pg_store, pg_url, tmp_path, spawn):
+    """Another session holds the worker's own registry row (`workers`, SELECT ... FOR UPDATE: an
+    operator's open transaction) for 3 zombie timeouts. The beat writes the jobs' heartbeats first and
+    leaves a locked registry row for the next beat: every running job keeps a fresh heartbeat, no
+    heartbeat failure is counted, and the row is refreshed again once the lock is gone."""
+    store = pg_store
+    config = write_config(tmp_path / "chokaq.toml", **TROUBLE)
+    ids = block_jobs(store, 3)
+    port = free_port()
+    w = spawn(pg_url, config, "w1", concurrency=3, metrics_port=port)
+    wait_for(lambda: len(starts(tmp_path)) == 3, 30, "three jobs running")
+
+    holder = store.dialect.connect()
+    holder.autocommit = False
+    holder.cursor().execute("SELECT id FROM workers WHERE id = ? FOR UPDATE", "w1")
+    worst = 0.0
+    try:
+        end = time.monotonic() + 6.0
+        while time.monotonic() < end:
+            ages = heartbeat_ages(store, ids)
+            assert set(ages) == set(ids), f"a job left processing: {ages}"
+            worst = max(worst, *ages.values())
+            time.sleep(0.2)
+        seen_while_locked = sql(store, "SELECT last_seen_at FROM workers WHERE id = 'w1'")[0][0]
+    finally:
+        holder.rollback()
+        holder.close()
+    print(f"\njobs' oldest heartbeat while the registry row was locked for 6 s: {worst:.2f} s")
+    assert worst < 1.5  # heartbeats every 0.3-0.5 s; the zombie timeout is 2 s
+    wait_for(
+        lambda: sql(store, "SELECT last_seen_at FROM workers WHERE id = 'w1'")[0][0] > seen_while_locked,
+        5,
+        "the registry row refreshed after the lock",
+    )
+    assert w.metrics().get("chokaq_jobs_heartbeat_failures_total", 0) == 0, w.log()[-3000:]
+    finish_and_check(store, tmp_path, ids, survivors=ids)
+    assert w.alive()
+
+
 def test_a_half_open_connection_longer_than_the_zombie_timeout_makes_no_zombies(
     pg_store, pg_url, tmp_path, spawn, proxy
 ):
