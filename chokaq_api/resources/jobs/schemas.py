@@ -7,11 +7,12 @@ from typing import Any
 
 import marshmallow as ma
 
-from chokaq_api import fields
+from chokaq_api import fast_dump, fields
 from chokaq_api.extensions import Schema
 from chokaq_ops import validation
 from chokaq_ops.filters import hot_filter
 from chokaq_ops.models import FailureReason, NewJob
+from chokaq_ops.records import Record
 from chokaq_ops.storage.read_ops import HOT_SORTS
 
 STATUSES = ("pending", "fetched", "processing", "succeeded", "dead")
@@ -88,9 +89,23 @@ class JobSchema(ma.Schema):
         }
     )
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Pages of jobs are dumped without marshmallow's per-field calls (chokaq_api/fast_dump.py).
+        self._fast = fast_dump.compile_dumper(self, "every_field")
+
     @ma.pre_dump
     def every_field(self, job: Mapping[str, Any], **kwargs: Any) -> dict[str, Any]:
-        return {name: job.get(name) for name in self.fields} | self.derived(job)
+        values = job.to_dict() if isinstance(job, Record) else job
+        return {name: values.get(name) for name in self.fields} | self.derived(job)
+
+    def dump(self, obj: Any, *, many: bool | None = None) -> Any:
+        fast = self._fast
+        if fast is None:
+            return super().dump(obj, many=many)
+        if self.many if many is None else many:
+            return [fast(self.every_field(job)) for job in obj]
+        return fast(self.every_field(obj))
 
     def derived(self, job: Mapping[str, Any]) -> dict[str, Any]:
         """Fields a view computes from the job (none here)."""
