@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 
 from worker_support import blocking_job, enqueue, fast_settings, hosted, metric, settled, wait_for
 
@@ -149,3 +150,49 @@ def test_a_beat_still_running_when_the_next_is_due_counts_as_failed(store):
         assert metric(host, "chokaq_jobs_heartbeat_failures_total", **labels) >= 2
         done.set()
         settled(store, job_id, "archive")
+
+
+class SlowHeartbeats(Store):
+    """A real store whose heartbeat writes land but take most of the beat's budget (a slow database);
+    it counts the registry refreshes made meanwhile."""
+
+    slow = 0.0
+    beats = 0
+    registers = 0
+
+    def beat(self, worker_id, job_ids):
+        out = super().beat(worker_id, job_ids)
+        self.beats += 1
+        time.sleep(self.slow)
+        return out
+
+    def worker_register(self, worker_id, **kw):
+        self.registers += 1
+        return super().worker_register(worker_id, **kw)
+
+
+def test_a_slow_heartbeat_write_leaves_the_registry_row_for_a_later_beat(store):
+    """The registry row is refreshed after the jobs' heartbeats and only in what is left of the beat's
+    budget: while each heartbeat write takes 90 % of it, no beat adds the registry statement (which
+    would push the beat past its interval), and none overruns; once writes are quick again, it is."""
+    reg = Registry()
+    running, done = blocking_job(reg, "long")
+    job_id = enqueue(store, "long")
+    slow = SlowHeartbeats(store.url, pool_size=8, transient_retry_base_delay=0.01)
+    settings = fast_settings(store)  # heartbeats every 0.1-0.15 s: a budget of 0.08 s
+    try:
+        with hosted(slow, settings, reg) as host:
+            running.wait(10)
+            slow.slow = 0.9 * 0.1 * 0.8
+            time.sleep(0.3)  # a beat begun before the switch ends
+            beats, registers = slow.beats, slow.registers
+            wait_for(lambda: slow.beats >= beats + 5, 5, "five slow beats")
+            assert slow.registers == registers, "a slow beat still refreshed the registry row"
+            slow.slow = 0.0
+            wait_for(lambda: slow.registers > registers, 5, "the registry row refreshed again")
+            labels = {"queue": "default", "type": "long"}
+            assert metric(host, "chokaq_jobs_heartbeat_failures_total", **labels) == 0
+            done.set()
+            settled(slow, job_id, "archive")
+    finally:
+        slow.close()
