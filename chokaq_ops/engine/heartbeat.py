@@ -75,7 +75,7 @@ class Heartbeats:
             self._beat_overrun()
             return
         try:
-            budget = self.settings.execution.heartbeat_interval_min * BEAT_BUDGET
+            budget = self._budget()
             end = time.monotonic() + budget
             self._write()
             # The registry row after the jobs' heartbeats, in what is left of the beat's budget: it is
@@ -88,13 +88,17 @@ class Heartbeats:
         finally:
             self.beat_lock.release()
 
+    def _budget(self) -> float:
+        """Seconds a beat may take: a share of the shortest interval, so it ends before the next."""
+        return self.settings.execution.heartbeat_interval_min * BEAT_BUDGET
+
     def _write(self) -> None:
         with self.state.lock:
             runs = [r for r in self.state.owned.values() if not r.lost]
         if not runs:
             self.state.heartbeat_ok = time.monotonic()
             return
-        budget = self.settings.execution.heartbeat_interval_min * BEAT_BUDGET
+        budget = self._budget()
         try:
             with deadline.limit(budget):
                 beat, blocked = self.db.call_within(

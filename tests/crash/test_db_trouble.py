@@ -58,6 +58,32 @@ def heartbeat_ages(store: Store, ids: list[str]) -> dict[str, float]:
     return {r[0]: float(r[1]) for r in rows}
 
 
+@contextlib.contextmanager
+def row_locked(store: Store, query: str, *params: object) -> Iterator[None]:
+    """Another session holds the rows `query` (a SELECT ... FOR UPDATE) locks, in an open transaction,
+    until the block ends."""
+    holder = store.dialect.connect()
+    holder.autocommit = False
+    try:
+        holder.cursor().execute(query, *params)
+        yield
+    finally:
+        holder.rollback()
+        holder.close()
+
+
+def oldest_heartbeat_during(store: Store, ids: list[str], seconds: float) -> float:
+    """The oldest heartbeat of `ids` seen while polling for `seconds`; every one must stay processing."""
+    worst = 0.0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        ages = heartbeat_ages(store, ids)
+        assert set(ages) == set(ids), f"a job left processing: {ages}"
+        worst = max(worst, *ages.values())
+        time.sleep(0.2)
+    return worst
+
+
 def finish_and_check(store: Store, tmp_path: Path, ids: list[str], *, survivors: list[str]) -> None:
     """Release the blocking handlers; every survivor must end archived after exactly one run."""
     (tmp_path / "release").touch()
@@ -83,20 +109,8 @@ def test_a_locked_row_does_not_stop_the_heartbeats_of_its_neighbours(pg_store, p
     wait_for(lambda: len(starts(tmp_path)) == 4, 30, "four jobs running")
     locked, neighbours = ids[0], ids[1:]
 
-    holder = store.dialect.connect()
-    holder.autocommit = False
-    holder.cursor().execute("SELECT id FROM jobs_hot WHERE id = ? FOR UPDATE", locked)
-    worst = 0.0
-    try:
-        end = time.monotonic() + 6.0
-        while time.monotonic() < end:
-            ages = heartbeat_ages(store, neighbours)
-            assert set(ages) == set(neighbours), f"a neighbour left processing: {ages}"
-            worst = max(worst, *ages.values())
-            time.sleep(0.2)
-    finally:
-        holder.rollback()
-        holder.close()
+    with row_locked(store, "SELECT id FROM jobs_hot WHERE id = ? FOR UPDATE", locked):
+        worst = oldest_heartbeat_during(store, neighbours, 6.0)
     print(f"\nneighbours' oldest heartbeat while one row was locked for 6 s: {worst:.2f} s")
     assert worst < 1.5  # heartbeats every 0.3-0.5 s; the zombie timeout is 2 s
     metrics = w.metrics()
@@ -118,21 +132,9 @@ def test_a_locked_registry_row_does_not_delay_the_job_heartbeats(pg_store, pg_ur
     w = spawn(pg_url, config, "w1", concurrency=3, metrics_port=port)
     wait_for(lambda: len(starts(tmp_path)) == 3, 30, "three jobs running")
 
-    holder = store.dialect.connect()
-    holder.autocommit = False
-    holder.cursor().execute("SELECT id FROM workers WHERE id = ? FOR UPDATE", "w1")
-    worst = 0.0
-    try:
-        end = time.monotonic() + 6.0
-        while time.monotonic() < end:
-            ages = heartbeat_ages(store, ids)
-            assert set(ages) == set(ids), f"a job left processing: {ages}"
-            worst = max(worst, *ages.values())
-            time.sleep(0.2)
+    with row_locked(store, "SELECT id FROM workers WHERE id = ? FOR UPDATE", "w1"):
+        worst = oldest_heartbeat_during(store, ids, 6.0)
         seen_while_locked = sql(store, "SELECT last_seen_at FROM workers WHERE id = 'w1'")[0][0]
-    finally:
-        holder.rollback()
-        holder.close()
     print(f"\njobs' oldest heartbeat while the registry row was locked for 6 s: {worst:.2f} s")
     assert worst < 1.5  # heartbeats every 0.3-0.5 s; the zombie timeout is 2 s
     wait_for(
