@@ -253,7 +253,12 @@ class Worker:
             t.join(0.05 if leftover else 1.0)
         self._unregistered = True
         try:
-            self.db(self.store.worker_unregister, self.worker_id)
+            if not self.db(self.store.worker_unregister, self.worker_id):
+                log.warning(
+                    "worker registry row left in place worker_id=%s: another session holds it locked; it "
+                    "shows as gone after the worker heartbeat timeout and retention removes it",
+                    self.worker_id,
+                )
         except Exception as exc:  # retention prunes the row later
             log.warning("worker registry row not removed: %s", exc)
         summary = {"released": released, "rescheduled": len(leftover), "unwritten": 0 if written else 1}

@@ -45,8 +45,10 @@ class RegistryOps:
         desired = rows[0]["desired_concurrency"] if rows else None
         return None if desired is None else int(desired)
 
-    def worker_unregister(self, worker_id: str) -> None:
-        self.db.run("worker_unregister", id=worker_id)
+    def worker_unregister(self, worker_id: str) -> bool:
+        """Remove the worker's row; False when another session held it and it was left in place (it shows
+        as gone after Health.WorkerHeartbeatTimeout and retention prunes it)."""
+        return not self.db.run("worker_unregister", id=worker_id)
 
     def list_registry(self) -> list[dict[str, Any]]:
         return [_decode(r) for r in self.db.run("list_registry", write=False)]

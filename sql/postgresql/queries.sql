@@ -2477,7 +2477,14 @@ ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, queues 
 RETURNING desired_concurrency;
 
 -- name: worker_unregister
-DELETE FROM workers WHERE id = CAST(:id AS text);
+-- A stopping worker's registry row. One another session holds (an operator's open transaction on
+-- `workers`) is left, not waited for: shutdown must not hang up to Storage.CommandTimeout on it. The
+-- row left comes back; the registry shows it gone once its last_seen_at is older than
+-- Health.WorkerHeartbeatTimeout, and retention prunes it (docs/worker.md "Registry and live concurrency").
+WITH mine AS (SELECT id FROM workers WHERE id = CAST(:id AS text) FOR UPDATE SKIP LOCKED),
+gone AS (DELETE FROM workers w WHERE w.id = ANY (ARRAY(SELECT id FROM mine)) RETURNING w.id)
+-- The same statement's snapshot still sees a row it deleted: those are taken out by `gone`.
+SELECT w.id FROM workers w WHERE w.id = CAST(:id AS text) AND NOT EXISTS (SELECT 1 FROM gone);
 
 -- name: list_registry
 SELECT {{registry_columns}} FROM workers ORDER BY id;

@@ -1664,6 +1664,7 @@ ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, queues 
 RETURNING desired_concurrency;
 
 -- name: worker_unregister
+-- No row back: SQLite has no row locks, so the row is always removed (PostgreSQL's returns one it left).
 DELETE FROM workers WHERE id = :id;
 
 -- name: list_registry

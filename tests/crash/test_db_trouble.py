@@ -147,6 +147,26 @@ def test_a_locked_registry_row_does_not_delay_the_job_heartbeats(pg_store, pg_ur
     assert w.alive()
 
 
+def test_a_locked_registry_row_does_not_hold_up_shutdown(pg_store, pg_url, tmp_path, spawn):
+    """SIGTERM to an idle worker while another session holds its registry row: the worker leaves the row
+    and exits at once, instead of waiting on the lock for Storage.CommandTimeout (here 20 s) per try."""
+    store = pg_store
+    config = write_config(
+        tmp_path / "chokaq.toml", **{**TROUBLE, "Storage": {**TROUBLE["Storage"], "CommandTimeout": "20s"}}
+    )
+    w = spawn(pg_url, config, "w1", concurrency=2)
+    wait_for(lambda: sql(store, "SELECT count(*) FROM workers WHERE id = 'w1'")[0][0] == 1, 30, "registered")
+    with row_locked(store, "SELECT id FROM workers WHERE id = ? FOR UPDATE", "w1"):
+        start = time.monotonic()
+        w.signal(signal.SIGTERM)
+        assert w.wait(15) == 0, w.log()[-3000:]
+        took = time.monotonic() - start
+    print(f"\nshutdown with the registry row locked took {took:.2f} s")
+    assert took < 8.0, w.log()[-3000:]  # the shutdown's own waits; the delete alone would take 20 s
+    assert "worker registry row left in place" in w.log(), w.log()[-3000:]
+    assert sql(store, "SELECT count(*) FROM workers WHERE id = 'w1'")[0][0] == 1
+
+
 def test_a_half_open_connection_longer_than_the_zombie_timeout_makes_no_zombies(
     pg_store, pg_url, tmp_path, spawn, proxy
 ):
