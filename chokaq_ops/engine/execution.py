@@ -152,7 +152,7 @@ class Outcome:
 def execute(run: Run, policy: RetrySettings) -> Outcome:
     """Parse the payload, call the handler, classify what happened. Never raises. With OpenTelemetry
     (chokaq_ops/tracing.py) all of it runs inside the job's consumer span, which ends with the outcome."""
-    if not tracing.ENABLED:
+    if not tracing.consumer_spans():
         return _execute(run, policy, None)
     span = tracing.ConsumerSpan(
         queue=run.queue,

@@ -245,3 +245,72 @@ def test_without_the_package_nothing_of_opentelemetry_is_imported(tmp_path):
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
     assert lines == ["archive None False", "[]"], out.stdout + out.stderr
+
+
+NO_PROVIDER_THEN_ONE = textwrap.dedent(
+    """
+    import tempfile, time
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from chokaq_ops import tracing
+    from chokaq_ops.engine.handlers import Registry
+    from chokaq_ops.engine.worker import Worker
+    from chokaq_ops.models import NewJob
+    from chokaq_ops.settings import Settings
+    from chokaq_ops.storage import Store
+    from chokaq_ops.storage.migrate import migrate
+
+    made = []
+
+    class Counted(tracing.ConsumerSpan):
+        def __init__(self, **kw):
+            made.append(kw["job_id"])
+            super().__init__(**kw)
+
+    tracing.ConsumerSpan = Counted
+    registry = Registry()
+    registry.job("plain.v1")(lambda payload, ctx: None)
+    url = "sqlite:///" + tempfile.mkdtemp() + "/db.sqlite"
+
+    def run_two(store):
+        ids = [j.id for j in store.enqueue([NewJob(type="plain.v1") for _ in range(2)])]
+        deadline = time.monotonic() + 20
+        while any(store.get_job(i)["location"] != "archive" for i in ids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return ids
+
+    with Store(url) as store:
+        migrate(store)
+        worker = Worker(store, Settings().with_overrides({"storage.url": url}), registry=registry)
+        worker.start()
+        before = run_two(store)
+        print(len(made), tracing.consumer_spans())
+        exporter = InMemorySpanExporter()
+        provider = TracerProvider()
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+        trace.set_tracer_provider(provider)  # after the worker started, as an application may
+        after = run_two(store)
+        worker.stop(5)
+        spans = sorted(s.attributes["messaging.message.id"] for s in exporter.get_finished_spans())
+        print(sorted(made) == sorted(after), spans == sorted(after))
+    """
+)
+
+
+def test_no_consumer_span_is_made_until_a_tracer_provider_is_set(tmp_path):
+    """With the package installed but no tracer provider, a span could record nothing and the handler
+    would see the same (invalid) current span as without one: the worker makes none. A provider the
+    application sets later, while the worker runs, gets a span for every execution from then on."""
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run(
+        [sys.executable, "-c", NO_PROVIDER_THEN_ONE],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines() == ["0 False", "True True"], out.stdout + out.stderr
