@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 
 MAX_CONTEXT_CHARS = 1024  # a longer context (a huge tracestate) keeps its traceparent alone
@@ -35,6 +36,7 @@ else:
 
 
 _OWN_PROVIDER = False  # a provider is set: use_tracer_provider was called, or the global one
+_looked_at = float("-inf")  # when consumer_spans last asked OpenTelemetry for the global provider
 
 
 def use_tracer_provider(provider: Any) -> None:
@@ -46,18 +48,29 @@ def use_tracer_provider(provider: Any) -> None:
         _OWN_PROVIDER = True
 
 
+PROVIDER_LOOK_S = 1.0  # how often the worker looks for a provider while none is set
+
+
 def consumer_spans() -> bool:
     """Whether the worker opens a consumer span per execution: ENABLED and a tracer provider set, the
-    application's global one (set before or after the worker started; also from the environment,
-    OTEL_PYTHON_TRACER_PROVIDER) or use_tracer_provider's. With none, OpenTelemetry's proxy gives out
-    the thread's current span, which in an execution thread is the invalid one: the handler would see
-    exactly what it sees without a span, and making it cost about 10 us of a no-op job's ~100 us of
-    worker CPU (docs/tracing.md). The producer's side is not gated so: a valid context may be current
-    without any provider (propagated from a request), and it is stored with the job."""
-    global _OWN_PROVIDER
+    application's global one (also from the environment, OTEL_PYTHON_TRACER_PROVIDER) or
+    use_tracer_provider's. With none, OpenTelemetry's proxy gives out the thread's current span, which
+    in an execution thread is the invalid one: the handler would see exactly what it sees without a
+    span, and making it cost a few microseconds of a no-op job's ~100 us of worker CPU
+    (docs/tracing.md). A provider the application sets after the worker started is seen within
+    PROVIDER_LOOK_S (looking on every execution cost about a microsecond: an environment lookup). The
+    producer's side is not gated so: a valid context may be current without any provider (propagated
+    from a request), and it is stored with the job."""
+    global _OWN_PROVIDER, _looked_at
+    if _OWN_PROVIDER:
+        return True
     if not ENABLED:
         return False
-    if not _OWN_PROVIDER and isinstance(_trace.get_tracer_provider(), _trace.ProxyTracerProvider):
+    now = time.monotonic()
+    if now - _looked_at < PROVIDER_LOOK_S:
+        return False
+    _looked_at = now
+    if isinstance(_trace.get_tracer_provider(), _trace.ProxyTracerProvider):
         return False
     _OWN_PROVIDER = True  # OpenTelemetry sets the global provider once: no need to look again
     return True

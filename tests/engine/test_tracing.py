@@ -291,6 +291,7 @@ NO_PROVIDER_THEN_ONE = textwrap.dedent(
         provider = TracerProvider()
         provider.add_span_processor(SimpleSpanProcessor(exporter))
         trace.set_tracer_provider(provider)  # after the worker started, as an application may
+        time.sleep(tracing.PROVIDER_LOOK_S + 0.1)  # the worker looks for one at most this often
         after = run_two(store)
         worker.stop(5)
         spans = sorted(s.attributes["messaging.message.id"] for s in exporter.get_finished_spans())
@@ -302,7 +303,8 @@ NO_PROVIDER_THEN_ONE = textwrap.dedent(
 def test_no_consumer_span_is_made_until_a_tracer_provider_is_set(tmp_path):
     """With the package installed but no tracer provider, a span could record nothing and the handler
     would see the same (invalid) current span as without one: the worker makes none. A provider the
-    application sets later, while the worker runs, gets a span for every execution from then on."""
+    application sets later, while the worker runs, gets a span for every execution from then on (seen
+    within tracing.PROVIDER_LOOK_S)."""
     env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
     out = subprocess.run(
         [sys.executable, "-c", NO_PROVIDER_THEN_ONE],
