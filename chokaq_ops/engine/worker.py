@@ -69,6 +69,8 @@ from chokaq_ops.storage import Store, signals
 
 log = logging.getLogger("chokaq.worker")
 T = TypeVar("T")
+# A registry row found locked at shutdown is tried once more after this long (see Worker.stop).
+UNREGISTER_RETRY_S = 0.2
 
 
 class Worker:
@@ -253,7 +255,13 @@ class Worker:
             t.join(0.05 if leftover else 1.0)
         self._unregistered = True
         try:
-            if not self.db(self.store.worker_unregister, self.worker_id):
+            removed = self.db(self.store.worker_unregister, self.worker_id)
+            if not removed:
+                # This worker's own last beat may still be writing the row (no new beat starts once
+                # _unregistered is set): that lock is gone within a statement's time.
+                time.sleep(UNREGISTER_RETRY_S)
+                removed = self.db(self.store.worker_unregister, self.worker_id)
+            if not removed:
                 log.warning(
                     "worker registry row left in place worker_id=%s: another session holds it locked; it "
                     "shows as gone after the worker heartbeat timeout and retention removes it",

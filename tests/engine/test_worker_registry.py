@@ -7,6 +7,7 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
 from worker_support import fast_settings, hosted, wait_for
 
 from chokaq_api import create_app
@@ -110,3 +111,37 @@ def test_retention_prunes_stale_registry_rows(store: Store) -> None:
     sql(store, f"UPDATE workers SET last_seen_at = {ago} WHERE id = 'old'")
     result = Retention(store, fast_settings(store)).run(force=True)
     assert result["workers_pruned"] == 1 and [w["worker_id"] for w in store.list_registry()] == ["new"]
+
+
+@pytest.mark.postgres_only
+def test_a_registry_row_locked_for_a_moment_at_shutdown_is_still_removed(
+    store: Store, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The stopping worker finds its row locked (its own last beat may still be writing it; here another
+    session, which lets go right after that first try): it tries once more after UNREGISTER_RETRY_S and
+    the row is gone, with no warning. A lock that outlasts the retry leaves the row in place
+    (tests/crash/test_db_trouble.py::test_a_locked_registry_row_does_not_hold_up_shutdown)."""
+    settings = fast_settings(store, worker__worker_id="w-brief")
+    holder = store.dialect.connect()
+    holder.autocommit = False
+    tries: list[bool] = []
+    real = store.worker_unregister
+
+    def unregister(worker_id: str) -> bool:
+        removed = real(worker_id)
+        tries.append(removed)
+        if len(tries) == 1:
+            holder.rollback()  # the lock ends between the two tries
+        return removed
+
+    monkeypatch.setattr(store, "worker_unregister", unregister)
+    try:
+        with hosted(store, settings, Registry()):
+            wait_for(lambda: [w["worker_id"] for w in store.list_registry()] == ["w-brief"], 10, "registered")
+            holder.cursor().execute("SELECT id FROM workers WHERE id = ? FOR UPDATE", "w-brief")
+    finally:
+        holder.rollback()
+        holder.close()
+    assert tries == [False, True]
+    assert store.list_registry() == []
+    assert "left in place" not in caplog.text
