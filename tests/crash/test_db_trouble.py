@@ -49,6 +49,16 @@ def block_jobs(store: Store, n: int) -> list[str]:
     return ids
 
 
+def blocked_worker(store: Store, pg_url: str, tmp_path: Path, spawn, n: int):
+    """A real worker "w1" (TROUBLE settings, concurrency n, metrics served) running n blocking jobs: the
+    worker and the jobs' ids."""
+    config = write_config(tmp_path / "chokaq.toml", **TROUBLE)
+    ids = block_jobs(store, n)
+    w = spawn(pg_url, config, "w1", concurrency=n, metrics_port=free_port())
+    wait_for(lambda: len(starts(tmp_path)) == n, 30, f"{n} jobs running")
+    return w, ids
+
+
 def heartbeat_ages(store: Store, ids: list[str]) -> dict[str, float]:
     rows = sql(
         store,
@@ -102,11 +112,7 @@ def test_a_locked_row_does_not_stop_the_heartbeats_of_its_neighbours(pg_store, p
     worker's heartbeat skips that row instead of waiting behind it: its three neighbours keep fresh
     heartbeats and end archived, and the skipped beats are counted as heartbeat failures."""
     store = pg_store
-    config = write_config(tmp_path / "chokaq.toml", **TROUBLE)
-    ids = block_jobs(store, 4)
-    port = free_port()
-    w = spawn(pg_url, config, "w1", concurrency=4, metrics_port=port)
-    wait_for(lambda: len(starts(tmp_path)) == 4, 30, "four jobs running")
+    w, ids = blocked_worker(store, pg_url, tmp_path, spawn, 4)
     locked, neighbours = ids[0], ids[1:]
 
     with row_locked(store, "SELECT id FROM jobs_hot WHERE id = ? FOR UPDATE", locked):
@@ -126,11 +132,7 @@ def test_a_locked_registry_row_does_not_delay_the_job_heartbeats(pg_store, pg_ur
     leaves a locked registry row for the next beat: every running job keeps a fresh heartbeat, no
     heartbeat failure is counted, and the row is refreshed again once the lock is gone."""
     store = pg_store
-    config = write_config(tmp_path / "chokaq.toml", **TROUBLE)
-    ids = block_jobs(store, 3)
-    port = free_port()
-    w = spawn(pg_url, config, "w1", concurrency=3, metrics_port=port)
-    wait_for(lambda: len(starts(tmp_path)) == 3, 30, "three jobs running")
+    w, ids = blocked_worker(store, pg_url, tmp_path, spawn, 3)
 
     with row_locked(store, "SELECT id FROM workers WHERE id = ? FOR UPDATE", "w1"):
         worst = oldest_heartbeat_during(store, ids, 6.0)

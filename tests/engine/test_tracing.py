@@ -228,21 +228,27 @@ WITHOUT_OTEL = textwrap.dedent(
 )
 
 
-@pytest.mark.slow
-def test_without_the_package_nothing_of_opentelemetry_is_imported(tmp_path):
-    """A clean interpreter where opentelemetry cannot be imported: chokaq imports, enqueues and runs a job
-    through a worker, and no opentelemetry module was ever loaded."""
-    (tmp_path / "sitecustomize.py").write_text(BLOCK_OTEL)
-    env = {"PYTHONPATH": f"{tmp_path}:{REPO}", "PATH": "/usr/bin:/bin"}
+def fresh_interpreter(script: str, pythonpath: str) -> subprocess.CompletedProcess[str]:
+    """`script` run by a clean interpreter (PATH and PYTHONPATH alone in its environment), which must
+    exit 0."""
     out = subprocess.run(
-        [sys.executable, "-c", WITHOUT_OTEL],
-        env=env,
+        [sys.executable, "-c", script],
+        env={"PYTHONPATH": pythonpath, "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
     )
     assert out.returncode == 0, out.stderr
+    return out
+
+
+@pytest.mark.slow
+def test_without_the_package_nothing_of_opentelemetry_is_imported(tmp_path):
+    """A clean interpreter where opentelemetry cannot be imported: chokaq imports, enqueues and runs a job
+    through a worker, and no opentelemetry module was ever loaded."""
+    (tmp_path / "sitecustomize.py").write_text(BLOCK_OTEL)
+    out = fresh_interpreter(WITHOUT_OTEL, f"{tmp_path}:{REPO}")
     lines = out.stdout.strip().splitlines()
     assert lines == ["archive None False", "[]"], out.stdout + out.stderr
 
@@ -305,14 +311,5 @@ def test_no_consumer_span_is_made_until_a_tracer_provider_is_set(tmp_path):
     would see the same (invalid) current span as without one: the worker makes none. A provider the
     application sets later, while the worker runs, gets a span for every execution from then on (seen
     within tracing.PROVIDER_LOOK_S)."""
-    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
-    out = subprocess.run(
-        [sys.executable, "-c", NO_PROVIDER_THEN_ONE],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert out.returncode == 0, out.stderr
+    out = fresh_interpreter(NO_PROVIDER_THEN_ONE, str(REPO))
     assert out.stdout.strip().splitlines() == ["0 False", "True True"], out.stdout + out.stderr
