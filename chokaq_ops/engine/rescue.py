@@ -187,7 +187,7 @@ class Rescuer:
                 recovery.fetched_job_timeout,
             )
             # Phase 1b: a dead worker's reservations come back within Health.WorkerHeartbeatTimeout of
-            # its last registry beat, not after FetchedJobTimeout (docs/rescue.md "Dead workers").
+            # its last registry beat, not after FetchedJobTimeout (docs/rescue.md, phase 1b).
             recovered += self._phase(
                 "recover_orphaned",
                 failures,

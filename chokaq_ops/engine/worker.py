@@ -187,10 +187,14 @@ class Worker:
                 change_check_interval=self.settings.worker.change_check_interval,
                 polling_interval=self.settings.worker.polling_interval,
             )
-        self.completer.thread.start()
-        for t in [*self._threads, *self._executors]:
-            t.start()
+        # The registry row comes before the first claim: the sweep returns a dead worker's prefetched
+        # jobs by that row, so a worker killed right after claiming must already have one. A target
+        # concurrency the row returns starts its extra executors itself, hence the list taken first.
+        threads = [*self._threads, *self._executors]
         self.register()
+        self.completer.thread.start()
+        for t in threads:
+            t.start()
         log.info(
             "worker started worker_id=%s concurrency=%d prefetch=%d queues=%s handlers=%d db=%s",
             self.worker_id,

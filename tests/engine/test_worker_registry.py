@@ -145,3 +145,34 @@ def test_a_registry_row_locked_for_a_moment_at_shutdown_is_still_removed(
     assert tries == [False, True]
     assert store.list_registry() == []
     assert "left in place" not in caplog.text
+
+
+def test_a_worker_is_registered_before_it_claims_anything(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rescue sweep returns a dead worker's prefetched jobs by its registry row (docs/rescue.md, phase
+    1b). A worker killed after its first claim but before its row existed left them to wait
+    FetchedJobTimeout (minutes), so the row is written before any claim. Registration is slowed here to
+    make that window wide: no job may start inside it."""
+    reg = Registry()
+    started: list[bool] = []
+    registered = threading.Event()
+
+    @reg.job("early.v1")
+    def early(payload, ctx):
+        started.append(registered.is_set())
+
+    store.enqueue([NewJob(type="early.v1", id=f"e{i}") for i in range(4)])
+    real = store.worker_register
+
+    def slow_register(worker_id: str, **kw):
+        if not registered.is_set():
+            time.sleep(0.5)
+        desired = real(worker_id, **kw)
+        registered.set()
+        return desired
+
+    monkeypatch.setattr(store, "worker_register", slow_register)
+    with hosted(store, fast_settings(store, worker__worker_id="w-early"), reg):
+        wait_for(lambda: len(started) == 4, 10, "the four jobs ran")
+    assert started == [True] * 4
