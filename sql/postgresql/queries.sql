@@ -8,6 +8,7 @@
 -- fragment: claimed_columns
 -- What a claim returns per row (fetch, fetch_head, recover_claims): the job, its status and start, and
 -- renewed_at (the lifetime clock's restart by a renewing resurrect: the retry decision reads it).
+-- claim_reply names each of them again (its packed reply lists columns one by one).
 h.id, h.queue, h.type, h.payload, h.tags, h.priority, h.attempt_count, h.created_at, h.scheduled_at,
 h.due_at, h.idempotency_key, h.created_by, h.status, h.started_at, h.trace_context, h.renewed_at
 
@@ -571,13 +572,29 @@ SELECT 'snap', NULL, NULL, NULL, NULL, CAST(pg_snapshot_xmax(s) AS text),
 FROM snap
 
 -- fragment: claim_reply
--- A claim's reply: the jobs, then `meta`.
-SELECT 'job' AS kind, k.*, CAST(NULL AS text) AS snap_xmax, CAST(NULL AS text) AS snap_xip, CAST(NULL AS text) AS tid
-FROM claimed k
-UNION ALL
-SELECT m.kind, m.id, m.queue, NULL, NULL, NULL, m.priority, NULL, NULL, NULL, m.due_at, NULL, NULL, NULL, NULL,
-       NULL, NULL, m.snap_xmax, m.snap_xip, m.tid
-FROM meta m
+-- A claim's reply: the jobs, then `meta`, packed into one JSON text (`packed_rows`: the column names,
+-- then the rows as arrays; Dialect.rows unpacks it). The driver converts one value instead of twenty per
+-- row: the claim's costliest client-side part (docs/benchmarks.md "Packed replies"). Arrays, not
+-- json_agg of the rows: the server builds them in half the time objects take.
+reply AS (
+    SELECT 'job' AS kind, k.id, k.queue, k.type, k.payload, k.tags, k.priority, k.attempt_count, k.created_at,
+           k.scheduled_at, k.due_at, k.idempotency_key, k.created_by, k.status, k.started_at, k.trace_context,
+           k.renewed_at, CAST(NULL AS text) AS snap_xmax, CAST(NULL AS text) AS snap_xip, CAST(NULL AS text) AS tid
+    FROM claimed k
+    UNION ALL
+    SELECT m.kind, m.id, m.queue, NULL, NULL, NULL, m.priority, NULL, NULL, NULL, m.due_at, NULL, NULL, NULL, NULL,
+           NULL, NULL, m.snap_xmax, m.snap_xip, m.tid
+    FROM meta m
+)
+SELECT CAST(json_build_array(
+    json_build_array('kind', 'id', 'queue', 'type', 'payload', 'tags', 'priority', 'attempt_count', 'created_at',
+                     'scheduled_at', 'due_at', 'idempotency_key', 'created_by', 'status', 'started_at',
+                     'trace_context', 'renewed_at', 'snap_xmax', 'snap_xip', 'tid'),
+    json_agg(json_build_array(r.kind, r.id, r.queue, r.type, r.payload, r.tags, r.priority, r.attempt_count,
+                              r.created_at, r.scheduled_at, r.due_at, r.idempotency_key, r.created_by, r.status,
+                              r.started_at, r.trace_context, r.renewed_at, r.snap_xmax, r.snap_xip, r.tid))
+) AS text) AS packed_rows
+FROM reply r
 
 -- name: fetch
 -- Claims up to :limit due pending jobs, priority first then due time then id, skipping rows other
@@ -682,7 +699,7 @@ meta (kind, id, queue, priority, due_at, snap_xmax, snap_xip, tid) AS (
       AND NOT EXISTS (SELECT 1 FROM closed x WHERE x.name = s.queue)
     UNION ALL
     {{claim_meta_queues_snap}}
-)
+),
 {{claim_reply}};
 
 -- name: fetch_open
@@ -735,7 +752,7 @@ meta (kind, id, queue, priority, due_at, snap_xmax, snap_xip, tid) AS (
     FROM first_left f
     UNION ALL
     {{claim_meta_queues_snap}}
-)
+),
 {{claim_reply}};
 
 -- name: discover_lanes

@@ -8,6 +8,7 @@ statements per job) fails here on any machine; how fast the statements run is th
 from __future__ import annotations
 
 from collections import Counter
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -74,3 +75,33 @@ def test_enqueue_many_is_one_statement_whatever_the_count(
         assert sent[name] == len(store.db.queries[name].statements), sent
     stats = {q["name"]: q for q in store.queue_stats()}
     assert stats["shape"]["enqueued_total"] == 452  # counted through the counters, every job once
+
+
+@pytest.mark.postgres_only
+def test_a_claims_reply_reaches_the_driver_as_one_value_whatever_its_size(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reading a reply through the ODBC layer costs per value: a claim of 8 as rows was 200 values and
+    most of the claim's client CPU. The claim packs its reply into one JSON text (docs/benchmarks.md
+    "Packed replies"); the jobs come out with the same types as before."""
+    shapes: list[list[str]] = []
+    rows = store.db.dialect.rows
+
+    def spy(cursor: Any) -> list[dict[str, Any]]:
+        shapes.append([d[0] for d in cursor.description])
+        return rows(cursor)
+
+    store.enqueue([NewJob(type="shape.claim", id=f"c{i:02d}", priority=i % 2) for i in range(12)])
+    monkeypatch.setattr(store.db.dialect, "rows", spy)
+    one = store.fetch("w-shape", 1, start=1)
+    eight = store.fetch("w-shape", 8, start=3)
+    # A worker's first claim looks for its lanes first (discover_lanes, once, as rows); then the claims.
+    assert shapes[-2:] == [["packed_rows"]] * 2, shapes
+    assert [j.id for j in one] == ["c01"] and [j.id for j in eight] == [
+        "c03", "c05", "c07", "c09", "c11", "c00", "c02", "c04"
+    ]  # fmt: skip
+    assert [j.status for j in eight] == ["processing"] * 3 + ["fetched"] * 5
+    job = eight[0]
+    assert job.started_at is not None and job.started_at.utcoffset() == timedelta(0)
+    assert job.due_at.utcoffset() == timedelta(0) and job.attempt_count == 1 and job.payload is not None
+    assert eight[5].started_at is None and eight[5].attempt_count == 0
