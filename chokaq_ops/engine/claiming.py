@@ -329,7 +329,8 @@ class Fetcher:
                 heapq.heapify(keep)
                 st.buffer = keep
                 st.cv_fetch.notify()
+        self.releaser.retry()
         if paused:
-            self.releaser.release(paused, why="queue paused")
+            self.releaser.release(paused, why="queue paused", keep=True)
         if stale:
-            self.releaser.release(stale, why="waited too long in the prefetch buffer")
+            self.releaser.release(stale, why="waited too long in the prefetch buffer", keep=True)

@@ -4,6 +4,7 @@ that waited too long in the prefetch buffer, and everything claimed but not star
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
 
 from chokaq_ops.engine.serial_writes import SerialWrites
@@ -20,10 +21,18 @@ class Releaser:
         self.store = store
         self.db = db
         self.worker_id = worker_id
+        # Releases that failed while the worker runs on, tried again by `retry` (the fetcher's queue
+        # refresh): a buffered job whose start may have committed with its reply lost is processing under
+        # this worker, which no fetched-job timeout ever returns, so dropping it made a false zombie.
+        self._again: list[tuple[list[ClaimedJob], str]] = []
+        self._again_lock = threading.Lock()
 
-    def release(self, rows: Sequence[ClaimedJob], *, why: str, started: bool = False) -> int:
+    def release(
+        self, rows: Sequence[ClaimedJob], *, why: str, started: bool = False, keep: bool = False
+    ) -> int:
         """Hand claimed jobs back to pending: fetched ones (attempts unchanged), or with `started` ones a
-        claim started that never reached user code (the attempt it counted taken back)."""
+        claim started that never reached user code (the attempt it counted taken back). With `keep`, a
+        release that fails is kept for `retry`; without, it is given up (shutdown) and logged."""
         if not rows:
             return 0
         job_ids = [r.id for r in rows]
@@ -31,6 +40,13 @@ class Releaser:
         try:
             done = self.db.call(hand_back, self.worker_id, job_ids)
         except Exception as exc:
+            if keep and not started:
+                with self._again_lock:
+                    self._again.append((list(rows), why))
+                log.warning(
+                    "could not release %d claimed jobs (%s); trying again: %s", len(job_ids), why, exc
+                )
+                return 0
             later = (
                 "the rescue sweep moves them to the DLQ as zombies"
                 if started
@@ -41,3 +57,10 @@ class Releaser:
         self.state.counts["released"] += len(done)
         log.info("released %d claimed jobs to pending (%s)", len(done), why)
         return len(done)
+
+    def retry(self, *, last: bool = False) -> int:
+        """Try the failed releases again (kept again if they fail, unless this is the `last` try, at
+        shutdown). Returns how many jobs were released."""
+        with self._again_lock:
+            again, self._again = self._again, []
+        return sum(self.release(rows, why=why, keep=not last) for rows, why in again)

@@ -197,7 +197,7 @@ class Starter:
             held = [r for r in rows if r.queue in paused]
             if held:
                 rows = [r for r in rows if r.queue not in paused]
-                self.releaser.release(held, why="queue paused")
+                self.releaser.release(held, why="queue paused", keep=True)
             try:
                 marked = self.db.call(self.store.mark_processing, self.worker_id, [r.id for r in rows])
             except Exception as exc:

@@ -230,7 +230,7 @@ class Worker:
         with st.lock:
             rows = [entry[3] for entry in st.buffer]
             st.buffer = []
-        released = self.releaser.release(rows, why="shutdown")
+        released = self.releaser.retry(last=True) + self.releaser.release(rows, why="shutdown")
         with st.lock:
             while st.running and time.monotonic() < deadline and not st.hurry:
                 st.cv_idle.wait(max(0.0, deadline - time.monotonic()))

@@ -62,6 +62,39 @@ def test_paused_queue_releases_prefetched_jobs(store):
             settled(store, j, "archive")
 
 
+def test_a_release_that_fails_is_tried_again(store, monkeypatch):
+    """The worker releases a paused queue's buffered jobs; the first release fails (the connection died
+    in it). The jobs are released at the next queue refresh, not left fetched until the rescue sweep's
+    FetchedJobTimeout (a buffered job whose start may have committed, processing under this worker, was
+    never returned at all and became a false zombie: tests/crash/test_faults.py found it)."""
+    gate = threading.Event()
+    started: list[str] = []
+    reg = _blocking_registry(gate, started)
+    first = enqueue(store, "block", queue="q", priority=50)
+    rest = [enqueue(store, "quick", queue="q") for _ in range(3)]
+    real = store.release
+    calls: list[list[str]] = []
+
+    def flaky_release(worker_id, job_ids):
+        calls.append(list(job_ids))
+        if len(calls) == 1:
+            raise errors.TransientStorageError("postgresql: the connection was lost")
+        return real(worker_id, job_ids)
+
+    monkeypatch.setattr(store, "release", flaky_release)
+    settings = fast_settings(store, recovery__fetched_job_timeout=600)
+    with hosted(store, settings, reg, concurrency=1) as host:
+        wait_for(lambda: started == [first], what="the first job running")
+        wait_for(lambda: all(store.get_job(j)["status"] == "fetched" for j in rest), what="prefetch")
+        store.set_queue("q", actor=OPS, paused=True)
+        wait_for(
+            lambda: all(store.get_job(j)["status"] == "pending" for j in rest), 5, "release, tried again"
+        )
+        assert len(calls) >= 2 and sorted(calls[1]) == sorted(calls[0]) == sorted(rest)
+        wait_for(lambda: host.worker.counts["released"] == 3, what="the releases counted")
+        gate.set()
+
+
 def test_max_workers_caps_a_queue_across_the_worker(store):
     reg = Registry()
     lock = threading.Lock()
