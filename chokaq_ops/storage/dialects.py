@@ -47,33 +47,8 @@ def _columns(raw_names: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[int, ..
 # names and the rows as arrays (PostgreSQL `json_build_array`, `json_agg`; rows null when there are
 # none). The driver then converts one value, not one per column and row: a claim of 8 read 200 values
 # through the ODBC layer, its costliest client-side part (docs/benchmarks.md "Packed replies").
+# Dialect.rows reads the arrays as it reads the driver's rows.
 PACKED_ROWS = "packed_rows"
-
-
-def _unpacked(text: str | None) -> list[dict[str, Any]]:
-    """The rows of a packed reply (PACKED_ROWS): JSON gives numbers, booleans and nulls their types;
-    times come as ISO 8601 text with an offset and are read here by the same column names as `_columns`."""
-    if not text:
-        return []
-    names, values = json.loads(text)
-    if not values:
-        return []
-    rows = [dict(zip(names, v, strict=True)) for v in values]
-    times = _time_keys(tuple(names))
-    if times:
-        read = datetime.fromisoformat
-        for row in rows:
-            for k in times:
-                value = row[k]
-                if value is not None:
-                    value = read(value)
-                    row[k] = value if value.tzinfo is UTC else value.astimezone(UTC)
-    return rows
-
-
-@functools.lru_cache(maxsize=64)
-def _time_keys(names: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(n for n in names if _is_time_column(n))
 
 
 HOT = "hot"  # the kind of pooled connection the worker's hot statements run on (PostgresDialect)
@@ -144,9 +119,14 @@ class Dialect:
         if description is None:
             return []
         if len(description) == 1 and description[0][0] == PACKED_ROWS:
-            return _unpacked(cursor.fetchone()[0])
-        names, times, bools = _columns(tuple(d[0] for d in description))
-        raw_rows = cursor.fetchall()
+            packed = cursor.fetchone()[0]
+            if not packed:
+                return []
+            raw_names, raw_rows = json.loads(packed)  # times come as ISO 8601 text: parse_time reads it
+            raw_rows = raw_rows or []
+        else:
+            raw_names, raw_rows = [d[0] for d in description], cursor.fetchall()
+        names, times, bools = _columns(tuple(raw_names))
         if not times and not bools:
             return [dict(zip(names, raw, strict=True)) for raw in raw_rows]
         parse = self.parse_time
