@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -56,6 +56,27 @@ DEFAULT_QUEUE = "default"
 DEFAULT_PRIORITY = 10
 
 
+_C = TypeVar("_C")
+
+
+def _dict_init(cls: type[_C]) -> type[_C]:
+    """Gives a frozen dataclass an __init__ that fills the instance's dict in one go. The generated one
+    stores each field by object.__setattr__: 1.3 us for NewJob's eleven fields against 0.5, and an
+    enqueue_many builds one NewJob and one EnqueueResult per job (docs/benchmarks.md "enqueue_many").
+    Same parameters, defaults and order; for classes with plain defaults and no __post_init__."""
+    params = list(fields(cls))  # type: ignore[arg-type]
+    if any(f.default_factory is not MISSING or not f.init for f in params) or hasattr(cls, "__post_init__"):
+        raise TypeError(f"{cls.__name__}: _dict_init takes plain fields only")
+    signature = ", ".join(f.name if f.default is MISSING else f"{f.name}=_default_{f.name}" for f in params)
+    body = "\n".join(f"    d[{f.name!r}] = {f.name}" for f in params)
+    scope: dict[str, Any] = {f"_default_{f.name}": f.default for f in params}
+    exec(f"def __init__(self, {signature}):\n    d = self.__dict__\n{body}\n", scope)
+    init = scope["__init__"]
+    init.__qualname__ = f"{cls.__qualname__}.__init__"
+    cls.__init__ = init  # type: ignore[method-assign]
+    return cls
+
+
 @dataclass(frozen=True)
 class Actor:
     """Who performs an operator mutation; `plan_id` links the audit rows of one bulk plan."""
@@ -64,6 +85,7 @@ class Actor:
     plan_id: str | None = None
 
 
+@_dict_init
 @dataclass(frozen=True)
 class NewJob:
     """A job to enqueue. `payload` is JSON text; it may be invalid JSON, which the worker fails as Fatal."""
@@ -83,6 +105,7 @@ class NewJob:
     trace_context: str | None = None
 
 
+@_dict_init
 @dataclass(frozen=True)
 class EnqueueResult:
     """`status`: new, duplicate (an active job holds the idempotency key; `id` is that job) or conflict

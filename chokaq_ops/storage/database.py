@@ -133,14 +133,24 @@ class Database:
 
     def run(self, name: str, /, *, write: bool = True, **params: Any) -> list[dict[str, Any]]:
         """Run one named query in its own transaction, retrying transient failures."""
+        return self._run(name, write, None, params)
+
+    def run_once(self, name: str, /, *, write: bool = True, **params: Any) -> list[dict[str, Any]]:
+        """`run` without the retries: on a transient failure (TransientStorageError: it may have
+        committed) the caller chooses what to run instead."""
+        return self._run(name, write, 0, params)
+
+    def _run(
+        self, name: str, write: bool, retries: int | None, params: dict[str, Any]
+    ) -> list[dict[str, Any]]:
         query = self._query(name)
         if len(query.statements) == 1:
             # A single statement is atomic on its own; autocommit saves the commit round trip.
             kind = self._kinds.get(name, "")
-            return self._retrying(lambda conn: self._execute(conn, query, params)[0], kind)
-        return self.transaction(lambda tx: tx.run(name, **params), write=write)
+            return self._retrying(lambda conn: self._execute(conn, query, params)[0], kind, retries)
+        return self.transaction(lambda tx: tx.run(name, **params), write=write, retries=retries)
 
-    def transaction(self, fn: Callable[[Tx], T], *, write: bool = True) -> T:
+    def transaction(self, fn: Callable[[Tx], T], *, write: bool = True, retries: int | None = None) -> T:
         """Run `fn(tx)` in one transaction; on a transient error roll back and run it again."""
 
         def attempt(conn: Any) -> T:
@@ -154,9 +164,10 @@ class Database:
                     self.dialect.rollback(conn)
                 raise
 
-        return self._retrying(attempt)
+        return self._retrying(attempt, retries=retries)
 
-    def _retrying(self, fn: Callable[[Any], T], kind: str = "") -> T:
+    def _retrying(self, fn: Callable[[Any], T], kind: str = "", retries: int | None = None) -> T:
+        limit = self.max_transient_retries if retries is None else retries
         attempt = 0
         while True:
             try:
@@ -164,11 +175,11 @@ class Database:
             except deadline.DeadlineExceeded as exc:
                 if isinstance(exc, deadline.CallAborted):
                     self.pool.discard_idle()  # they went quiet with it: a paused server, a stalled link
-                if attempt >= self.max_transient_retries:
+                if attempt >= limit:
                     raise
                 self._back_off(attempt, exc)
             except errors.ChokaqError as exc:
-                if not isinstance(exc, errors.TransientStorageError) or attempt >= self.max_transient_retries:
+                if not isinstance(exc, errors.TransientStorageError) or attempt >= limit:
                     raise
                 self._back_off(attempt, exc)
             except Exception as exc:
@@ -178,7 +189,7 @@ class Database:
                     raise self._translate(exc) from exc
                 if self.dialect.is_disconnect(exc):
                     self.pool.discard_idle()
-                if attempt >= self.max_transient_retries:
+                if attempt >= limit:
                     raise errors.TransientStorageError(f"{self.dialect.name}: {exc}") from exc
                 self._back_off(attempt, exc)
             attempt += 1

@@ -307,9 +307,9 @@ SELECT ord, coalesce(ref, id) AS id, status FROM staged ORDER BY ord;
 -- name: enqueue_one
 -- enqueue's lean form for the commonest call: one job, an id the store generated (so it cannot be in the
 -- archive or the DLQ) and no idempotency key: plain statements in the one writer transaction, no
--- staging. The row comes back when this statement inserted it; none when the id exists already, which
--- for a generated id means an earlier attempt of this same call committed and lost its reply (the
--- store knows it retried). Each statement here costs about a tenth of the call: no SELECT after.
+-- staging. The row comes back when this statement inserted it; none when the id exists already (never,
+-- for a generated id: a call whose reply was lost goes again by `enqueue`, Producer._enqueue_unsure).
+-- Each statement here costs about a tenth of the call: no SELECT after.
 {{one_job_insert}};
 INSERT INTO queues (name) VALUES (:queue) ON CONFLICT DO NOTHING;
 
@@ -333,8 +333,7 @@ INSERT INTO queues (name) SELECT :queue WHERE changes() = 1 ON CONFLICT DO NOTHI
 
 -- fragment: fresh_insert
 -- enqueue_fresh's counters and jobs, and how many it inserted. The counters first, of the items not in hot
--- yet: exactly those the INSERT then inserts (one writer transaction; a retry after a commit whose reply
--- was lost finds them all there).
+-- yet: exactly those the INSERT then inserts (one writer transaction).
 INSERT INTO stats_summary (queue, enqueued_total, last_activity_at)
 SELECT json_extract(j.value, '$.queue'), count(*), {{now}} FROM json_each(:items) j
 WHERE NOT EXISTS (SELECT 1 FROM jobs_hot h WHERE h.id = json_extract(j.value, '$.id'))

@@ -108,7 +108,8 @@ def lose_commit_reply(monkeypatch):
     own, or a transaction) after `skip` others does commit, then its reply is lost once: the caller sees a
     connection failure."""
 
-    def lose(store: Store, skip: int = 0) -> None:
+    def lose(store: Store, skip: int = 0, meanwhile=None) -> dict:
+        """`meanwhile()` runs after the commit, before the reply is lost (what other sessions did then)."""
         dialect = store.dialect
         armed = {"on": True, "skip": skip}
         rows_of, commit_of = dialect.rows, dialect.commit
@@ -133,10 +134,13 @@ def lose_commit_reply(monkeypatch):
                 armed["skip"] -= 1
                 return
             armed["on"] = False
+            if meanwhile is not None:
+                meanwhile()
             raise lost_reply(store)
 
         monkeypatch.setattr(dialect, "rows", rows)
         monkeypatch.setattr(dialect, "commit", commit)
+        return armed
 
     return lose
 
@@ -168,9 +172,9 @@ def test_a_single_enqueue_whose_reply_was_lost_is_new_once(store, lose_commit_re
     """The lean one-job statement (prepared on PostgreSQL): its retry finds the job its lost attempt
     committed, answers `new`, and neither inserts nor counts it twice."""
     store.enqueue([NewJob(type="t")])  # the statement is prepared on a producer connection already
-    lose_commit_reply(store)
+    lost = lose_commit_reply(store)
     [res] = store.enqueue([NewJob(type="t", payload={"n": 1})])
-    assert store.retries_done >= 1
+    assert not lost["on"]  # the reply really was lost
     assert (res.status, res.created) == ("new", True)
     assert store.get_job(res.id)["payload"] == '{"n":1}'
     assert counts(store)["hot"] == 2 == counts(store)["enqueued_total"]
@@ -209,12 +213,44 @@ def test_a_group_of_single_enqueues_whose_reply_was_lost_is_new_once(store, lose
         return producer._enqueue_singles(items)
 
     assert [r.status for r in group(2)] == ["new", "new"]  # prepared on a producer connection already
-    lose_commit_reply(store)
+    lost = lose_commit_reply(store)
     res = group(3)
-    assert store.retries_done >= 1
+    assert not lost["on"]  # the reply really was lost
     assert [(r.status, r.created) for r in res] == [("new", True)] * 3
     assert [store.get_job(r.id)["payload"] for r in res] == ['{"n":0}', '{"n":1}', '{"n":2}']
     assert counts(store)["hot"] == 5 == counts(store)["enqueued_total"]
+
+
+@pytest.mark.parametrize("size", [1, 3], ids=["one", "group"])
+def test_a_retried_enqueue_does_not_put_back_a_job_that_ran_meanwhile(store, lose_commit_reply, size):
+    """A worker claims and archives a job between the commit whose reply was lost and the producer's
+    retry. Before: the retry sent the same statement, which found that id gone from hot and inserted it
+    again (ON CONFLICT DO NOTHING), so the job ran twice. Now a lean enqueue that failed transiently goes
+    again by the checked statement, which sees the job in the archive (Producer._enqueue_unsure)."""
+    producer = store.producer
+
+    def enqueue(n: int) -> list:
+        items, _ = producer._enqueue_items([NewJob(type="t", payload={"n": i}) for i in range(n)])
+        return producer._enqueue_singles(items)
+
+    def claim_and_archive(n: int) -> list[str]:
+        jobs = store.fetch("w-meanwhile", n, start=n)
+        store.archive_succeeded("w-meanwhile", [(job.id, 1.0) for job in jobs])
+        return [job.id for job in jobs]
+
+    enqueue(size)  # the statement is prepared on a producer connection already
+    assert len(claim_and_archive(size)) == size
+    ran: list[str] = []
+
+    lost = lose_commit_reply(store, meanwhile=lambda: ran.extend(claim_and_archive(1)))
+    res = enqueue(size)
+    assert not lost["on"]  # the reply really was lost
+    assert [(r.status, r.created) for r in res] == [("new", True)] * size
+    assert ran and ran[0] in {r.id for r in res}
+    assert store.get_job(ran[0]).location == "archive"  # not back in hot to run again
+    assert counts(store)["hot"] == size - 1
+    assert counts(store)["archive"] == size + 1
+    assert counts(store)["enqueued_total"] == 2 * size
 
 
 def test_a_producer_retrying_after_a_lost_reply_gets_new_for_its_own_jobs(db_url, lose_commit_reply):

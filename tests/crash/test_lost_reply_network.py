@@ -32,9 +32,10 @@ def lossy(pg_url: str, proxy: CuttableProxy) -> Iterator[Store]:
         yield s
 
 
-def lost_once(proxy: CuttableProxy, store: Store) -> None:
+def lost_once(proxy: CuttableProxy, store: Store, *, retried: bool = True) -> None:
     assert proxy.lost_replies == 1, "the proxy never saw a committed reply to swallow"
-    assert store.retries_done >= 1, "the store never retried"
+    if retried:
+        assert store.retries_done >= 1, "the store never retried"
 
 
 def enqueue(store: Store, n: int, queue: str = "q") -> list[str]:
@@ -98,7 +99,8 @@ def test_a_single_enqueue_whose_reply_was_lost_is_new_once(pg_store, lossy, prox
     lossy.enqueue([NewJob(type="t")])  # the producer's statement is prepared on this connection
     proxy.lose_next_commit_reply()
     [res] = lossy.enqueue([NewJob(type="t", payload={"n": 1})])
-    lost_once(proxy, lossy)
+    # Not a retry of the same statement: the checked one answers instead (Producer._enqueue_unsure).
+    lost_once(proxy, lossy, retried=False)
     assert (res.status, res.created) == ("new", True)
     assert pg_store.get_job(res.id)["payload"] == '{"n":1}'
     c = counts(pg_store)

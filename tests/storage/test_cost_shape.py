@@ -7,6 +7,7 @@ statements per job) fails here on any machine; how fast the statements run is th
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from datetime import timedelta
 from typing import Any
@@ -75,6 +76,30 @@ def test_enqueue_many_is_one_statement_whatever_the_count(
         assert sent[name] == len(store.db.queries[name].statements), sent
     stats = {q["name"]: q for q in store.queue_stats()}
     assert stats["shape"]["enqueued_total"] == 452  # counted through the counters, every job once
+
+
+def test_enqueue_many_sends_its_items_without_null_fields(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The batch's JSON names only the fields a job gives (a missing key reads as null): with every null
+    spelled out it was twice the size, and the server's parse of it a fifth of the statement."""
+    sent: list[str] = []
+    execute = store.db.dialect.execute
+
+    def spy(cursor: Any, statement: Any, params: dict[str, Any]) -> None:
+        sent.extend(v for v in params.values() if isinstance(v, str) and v.startswith("[{"))
+        execute(cursor, statement, params)
+
+    monkeypatch.setattr(store.db.dialect, "execute", spy)
+    jobs = [NewJob(type="shape.t", queue="shape", payload='{"n":1}'), NewJob(type="shape.t", tags="a,b")]
+    store.enqueue(jobs)
+    assert sent and all(text == sent[0] for text in sent)  # SQLite's statements share the parameter
+    items = json.loads(sent[0])
+    assert [sorted(i) for i in items] == [
+        ["id", "payload", "priority", "queue", "type"],
+        ["id", "payload", "priority", "queue", "tags", "type"],
+    ]
+    assert [store.get_job(i["id"]).tags for i in items] == [None, "a,b"]
 
 
 @pytest.mark.postgres_only

@@ -186,8 +186,8 @@ def test_single_enqueues_skip_the_queues_table_for_a_queue_seen_a_moment_ago(sto
     from chokaq_ops.storage import producer
 
     ran = []
-    run = store.db.run
-    monkeypatch.setattr(store.db, "run", lambda name, /, **kw: (ran.append(name), run(name, **kw))[1])
+    once = store.db.run_once
+    monkeypatch.setattr(store.db, "run_once", lambda name, /, **kw: (ran.append(name), once(name, **kw))[1])
     for queue in ("seen", "seen", "seen", "unseen"):
         store.enqueue([NewJob(type="t", queue=queue)])
     assert ran == ["enqueue_one", "enqueue_one_known", "enqueue_one_known", "enqueue_one"]
@@ -213,7 +213,7 @@ def test_single_enqueues_of_concurrent_threads_share_one_statement_each_with_its
     store.producer = producer.Producer(store.db)
     ran: list[tuple[str, int]] = []
     first_in, go_on = threading.Event(), threading.Event()
-    run = store.db.run
+    run = store.db.run_once
 
     def spy(name, /, **kw):
         ran.append((name, len(kw.get("items", [None]))))
@@ -222,7 +222,7 @@ def test_single_enqueues_of_concurrent_threads_share_one_statement_each_with_its
             assert go_on.wait(10)
         return run(name, **kw)
 
-    monkeypatch.setattr(store.db, "run", spy)
+    monkeypatch.setattr(store.db, "run_once", spy)
     got: dict[int, str] = {}
 
     def enqueue(n: int) -> None:
