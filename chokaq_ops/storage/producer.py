@@ -145,22 +145,21 @@ class Producer:
     def _enqueue_one(self, item: dict[str, Any]) -> EnqueueResult:
         """The commonest enqueue, one job with a generated id and no idempotency key, by the lean
         statement (a third of the general one's cost on PostgreSQL, docs/benchmarks.md). Not retried as
-        it is (see _enqueue_unsure). A generated id is in no table yet: another job holding it (no row back
-        on SQLite, a unique violation on PostgreSQL) never happens in practice."""
+        it is (see _enqueue_unsure). It inserts the job or fails: a generated id is in no table yet (another
+        job holding it, a unique violation, never happens in practice)."""
         params = _one_params(item)
         queue = item["queue"]
         now = time.monotonic()
         known = self._known_queues.get(queue, 0.0) > now
         # No `notify`: the statement wakes workers only while one is marked idle, as `enqueue` does.
         try:
-            rows = self.db.run_once("enqueue_one_known" if known else "enqueue_one", **params)
+            self.db.run_once("enqueue_one_known" if known else "enqueue_one", **params)
         except errors.TransientStorageError:
             return self._enqueue_unsure([item])[0]
-        if rows:
-            signals.publish(self.db.dialect.url)
-            if not known:
-                self._know((queue,), now)
-        return _generated(item["id"], bool(rows))
+        signals.publish(self.db.dialect.url)
+        if not known:
+            self._know((queue,), now)
+        return _generated(item["id"], True)
 
     def next_due(self, queues: Sequence[str] | None = None) -> float | None:
         """Seconds (database clock) until the next pending job of `queues` (None: any) that is not due

@@ -366,22 +366,34 @@ LEFT JOIN jobs_hot h ON ins.id IS NULL AND h.idempotency_key = i.idempotency_key
 WHERE (SELECT count(*) FROM signal) >= 0
 ORDER BY i.ord;
 
+-- fragment: one_job_quiet_rest
+-- enqueue_one's wake-up and counter shard after `ins`, the shard's upsert as the statement's own, so
+-- nothing comes back: the job went in or the statement failed (a unique violation, never for a
+-- generated id), and the reply's row told the store nothing (30 us of the statement, docs/benchmarks.md
+-- "enqueue_many"). `deltas` reads `signal`, so the wake-up runs.
+moved_rows AS (SELECT id FROM ins),
+{{wake_workers}},
+deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (
+    SELECT queue, 1, 0, 0, 0, 1, 0, 0 FROM ins WHERE (SELECT count(*) FROM signal) >= 0
+)
+{{count_deltas}}
+
 -- name: enqueue_one
 -- enqueue's lean form for the commonest call: one job, an id the store generated (so it cannot be in the
 -- archive or the DLQ) and no idempotency key. One INSERT of given values, which PostgreSQL plans and
 -- runs in a fraction of the general statement's time (docs/benchmarks.md); the queue row, the counter
--- shard and the wake-up as in enqueue. Never sent twice: one whose reply was lost goes again by
--- `enqueue` (Producer._enqueue_unsure). Prepared on the producer's
--- connections (PostgresDialect.prepare_on_use).
+-- shard and the wake-up as in enqueue; no row back. Never sent twice: one whose reply was lost goes again
+-- by `enqueue` (Producer._enqueue_unsure). Prepared on the producer's connections
+-- (PostgresDialect.prepare_on_use).
 WITH {{one_job_insert}},
 new_queues AS ({{insert_new_queues}}),
-{{one_job_rest}};
+{{one_job_quiet_rest}};
 
 -- name: enqueue_one_known
 -- enqueue_one for a queue whose row the producer saw committed a moment ago (Producer, KNOWN_QUEUE_S):
 -- no look at the queues table.
 WITH {{one_job_insert}},
-{{one_job_rest}};
+{{one_job_quiet_rest}};
 
 -- name: enqueue_one_audited
 -- enqueue_one on an operator's behalf (the API's POST /jobs of a job with a generated id and no

@@ -217,10 +217,9 @@ ON CONFLICT (queue) DO UPDATE SET enqueued_total = enqueued_total + excluded.enq
                                   last_activity_at = excluded.last_activity_at
 
 -- fragment: one_job_insert
--- enqueue_one's job row (returned when inserted) and its counter.
-{{one_job_select}}
-ON CONFLICT DO NOTHING
-RETURNING 0 AS ord, id, 'new' AS status;
+-- enqueue_one's job row and its counter. No row back: the job went in or the statement failed (a unique
+-- violation, never for a generated id), as on PostgreSQL.
+{{one_job_select}};
 {{one_job_counter}}
 
 -- ---------------------------------------------------------------- schema ledger
@@ -307,9 +306,8 @@ SELECT ord, coalesce(ref, id) AS id, status FROM staged ORDER BY ord;
 -- name: enqueue_one
 -- enqueue's lean form for the commonest call: one job, an id the store generated (so it cannot be in the
 -- archive or the DLQ) and no idempotency key: plain statements in the one writer transaction, no
--- staging. The row comes back when this statement inserted it; none when the id exists already (never,
--- for a generated id: a call whose reply was lost goes again by `enqueue`, Producer._enqueue_unsure).
--- Each statement here costs about a tenth of the call: no SELECT after.
+-- staging. Nothing comes back (see one_job_insert); a call whose reply was lost goes again by `enqueue`
+-- (Producer._enqueue_unsure). Each statement here costs about a tenth of the call: no SELECT after.
 {{one_job_insert}};
 INSERT INTO queues (name) VALUES (:queue) ON CONFLICT DO NOTHING;
 

@@ -112,7 +112,7 @@ def lose_commit_reply(monkeypatch):
         """`meanwhile()` runs after the commit, before the reply is lost (what other sessions did then)."""
         dialect = store.dialect
         armed = {"on": True, "skip": skip}
-        rows_of, commit_of = dialect.rows, dialect.commit
+        rows_of, commit_of, execute_of = dialect.rows, dialect.commit, dialect.execute
 
         def on_its_own(cursor) -> bool:
             conn = cursor.connection
@@ -123,6 +123,11 @@ def lose_commit_reply(monkeypatch):
             if armed["on"] and on_its_own(cursor):  # a statement that committed by itself
                 fire()
             return got
+
+        def execute(cursor, statement, params):
+            execute_of(cursor, statement, params)
+            if armed["on"] and cursor.description is None and on_its_own(cursor):  # one with no rows back
+                fire()
 
         def commit(conn):
             commit_of(conn)
@@ -140,6 +145,7 @@ def lose_commit_reply(monkeypatch):
 
         monkeypatch.setattr(dialect, "rows", rows)
         monkeypatch.setattr(dialect, "commit", commit)
+        monkeypatch.setattr(dialect, "execute", execute)
         return armed
 
     return lose
