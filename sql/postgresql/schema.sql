@@ -40,8 +40,9 @@ CREATE TABLE jobs_hot (
 CREATE INDEX ix_jobs_hot_lane ON jobs_hot (queue, priority DESC, due_at, id) WHERE status = 0;
 -- Pending rows by the transaction that made them pending: the claim's guard for late commits.
 CREATE INDEX ix_jobs_hot_ready_xid ON jobs_hot (ready_xid) WHERE status = 0;
--- Per-queue counts and the max_workers check (fetched + processing).
-CREATE INDEX ix_jobs_hot_queue_status ON jobs_hot (queue, status);
+-- The max_workers check (a capped queue's fetched + processing rows); pending rows are not in it, so an
+-- enqueue never writes it (migration 0016).
+CREATE INDEX ix_jobs_hot_inflight ON jobs_hot (queue) WHERE status IN (1, 2);
 -- Abandoned-fetch recovery.
 CREATE INDEX ix_jobs_hot_fetched ON jobs_hot (updated_at) WHERE status = 1;
 -- Zombie sweep: only processing rows are indexed, so the sweep never touches the pending backlog.

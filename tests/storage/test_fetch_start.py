@@ -272,7 +272,7 @@ def test_hot_statements_generic_plans_reach_rows_only_through_their_indexes(pg_u
                 assert scans, f"{text}:\n{plan}"
                 through = (
                     r"Index (Only )?Scan using (pk_jobs_hot|ix_jobs_hot_lane|ix_jobs_hot_ready_xid|"
-                    r"ix_jobs_hot_queue_status) |Tid Scan on jobs_hot "
+                    r"ix_jobs_hot_inflight) |Tid Scan on jobs_hot "
                 )
                 for line in scans:
                     assert re.search(through, line), f"{text} reaches jobs_hot another way:\n{plan}"
