@@ -179,7 +179,7 @@ def _expand(name: str, body: str, fragments: dict[str, str]) -> str:
             raise ValueError(f"query {name!r} uses unknown fragment {key!r}")
         return fragments[key]
 
-    for _ in range(5):  # fragments may use fragments; five levels is plenty and stops cycles
+    for _ in range(8):  # fragments may use fragments; eight levels is plenty and stops cycles
         expanded = _PLACEHOLDER.sub(paste, body)
         if expanded == body:
             return body

@@ -126,16 +126,24 @@ SELECT queue, 0, -CAST(location = 'archive' AS integer), -CAST(location = 'dlq' 
 -- (bucket xid >> 10, slot xid % 1024): no transaction ever waits for another's counter row, so a
 -- producer's transaction left open for minutes holds up nobody (rows shared by several transactions did:
 -- tests/crash/test_late_commits.py). fold_counters adds finished buckets into stats_summary.
-INSERT INTO queue_counts AS c (queue, xb, slot, enqueued, succeeded, failed, retried, pending, fetched, processing, at)
-SELECT d.queue, x.id >> 10, x.id % 1024, sum(d.enqueued), sum(d.succeeded), sum(d.failed), sum(d.retried),
-       sum(d.pending), sum(d.fetched), sum(d.processing), now()
-FROM deltas d CROSS JOIN (SELECT CAST(CAST(pg_current_xact_id() AS text) AS bigint) AS id) x
-GROUP BY d.queue, x.id ORDER BY d.queue
+{{count_deltas_alone}}
 ON CONFLICT (queue, xb, slot) DO UPDATE SET enqueued = c.enqueued + excluded.enqueued,
     succeeded = c.succeeded + excluded.succeeded, failed = c.failed + excluded.failed,
     retried = c.retried + excluded.retried, pending = c.pending + excluded.pending,
     fetched = c.fetched + excluded.fetched, processing = c.processing + excluded.processing,
     at = greatest(c.at, excluded.at)
+
+-- fragment: count_deltas_alone
+-- count_deltas for a statement that is its whole transaction (run on its own, autocommit: the claims and
+-- the lean enqueues): no other statement can have written this transaction's row of a queue, and the
+-- GROUP BY makes one per queue, so a plain INSERT does, without ON CONFLICT's speculative insertion (25 us
+-- of a one-job enqueue's 265, docs/benchmarks.md "enqueue_many"). Run inside a transaction that counted
+-- the same queue before, it fails on the primary key: it cannot miscount.
+INSERT INTO queue_counts AS c (queue, xb, slot, enqueued, succeeded, failed, retried, pending, fetched, processing, at)
+SELECT d.queue, x.id >> 10, x.id % 1024, sum(d.enqueued), sum(d.succeeded), sum(d.failed), sum(d.retried),
+       sum(d.pending), sum(d.fetched), sum(d.processing), now()
+FROM deltas d CROSS JOIN (SELECT CAST(CAST(pg_current_xact_id() AS text) AS bigint) AS id) x
+GROUP BY d.queue, x.id ORDER BY d.queue
 
 -- fragment: counters_deltas
 -- The `counters` CTE of a move out of hot: adds `deltas` (one row per moved job and one per displaced
@@ -376,7 +384,7 @@ moved_rows AS (SELECT id FROM ins),
 deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (
     SELECT queue, 1, 0, 0, 0, 1, 0, 0 FROM ins WHERE (SELECT count(*) FROM signal) >= 0
 )
-{{count_deltas}}
+{{count_deltas_alone}}
 
 -- name: enqueue_one
 -- enqueue's lean form for the commonest call: one job, an id the store generated (so it cannot be in the
@@ -438,8 +446,10 @@ ins AS (
 
 -- fragment: fresh_rest
 -- enqueue_fresh's counters and wake-up after `ins`; one row back, how many jobs it inserted (the store
--- asks which only when that is short of the items, never in practice for generated ids).
-{{count_enqueued}},
+-- asks which only when that is short of the items, never in practice for generated ids). A statement of
+-- its own (count_deltas_alone).
+deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (SELECT queue, 1, 0, 0, 0, 1, 0, 0 FROM ins),
+counters AS ({{count_deltas_alone}}),
 moved_rows AS (SELECT id FROM ins),
 {{wake_workers}}
 SELECT count(*) AS n FROM ins WHERE (SELECT count(*) FROM signal) >= 0
@@ -572,7 +582,8 @@ claimed AS (
 deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (
     SELECT queue, 0, 0, 0, 0, -1, CAST(status = 1 AS integer), CAST(status = 2 AS integer) FROM claimed
 ),
-counters AS ({{count_deltas}})
+-- A claim is its transaction's only counting statement (alone, or after lock_capped_queues).
+counters AS ({{count_deltas_alone}})
 
 -- fragment: claim_meta_queues_snap
 -- The last rows of a claim's `meta`: the closed and the capped queues, and the statement's snapshot.
