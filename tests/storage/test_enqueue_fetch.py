@@ -457,3 +457,31 @@ def test_fetch_leaves_processing_and_other_workers_jobs_alone(store):
     assert store.fetch("w2", 10) == []
     assert {r[0] for r in sql(store, "SELECT worker_id FROM jobs_hot")} == {"w1"}
     assert store.get_job(mine[0])["status"] == "processing"
+
+
+@pytest.mark.postgres_only
+def test_a_statement_that_counts_alone_fails_rather_than_miscount_inside_a_bigger_transaction(store):
+    """The claims and the lean enqueues add their counter row by a plain INSERT keyed by their transaction
+    (count_deltas_alone: they always run as a transaction of their own). Run twice for one queue inside
+    one transaction, the second fails on the key, and nothing of either is left: no job, no count."""
+    from chokaq_ops import ids
+
+    def params() -> dict:
+        return {
+            "id": ids.new_id(), "queue": "alone", "type": "t", "payload": "{}", "tags": None, "priority": 10,
+            "delay_s": None, "scheduled_at": None, "created_by": None, "trace_context": None,
+        }  # fmt: skip
+
+    store.enqueue([NewJob(type="t", queue="alone")])  # the queue's row, and one counted job
+    before = counters(store, "alone")["enqueued"]
+
+    def twice(tx) -> None:
+        tx.run("enqueue_one_known", **params())
+        tx.run("enqueue_one_known", **params())
+
+    with pytest.raises(errors.Conflict):
+        store.db.transaction(twice)
+    assert scalar(store, "SELECT count(*) FROM jobs_hot WHERE queue = 'alone'") == 1
+    assert counters(store, "alone")["enqueued"] == before == 1
+    store.db.transaction(lambda tx: tx.run("enqueue_one_known", **params()))  # once is fine
+    assert counters(store, "alone")["enqueued"] == 2
