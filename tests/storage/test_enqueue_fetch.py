@@ -485,3 +485,34 @@ def test_a_statement_that_counts_alone_fails_rather_than_miscount_inside_a_bigge
     assert counters(store, "alone")["enqueued"] == before == 1
     store.db.transaction(lambda tx: tx.run("enqueue_one_known", **params()))  # once is fine
     assert counters(store, "alone")["enqueued"] == 2
+
+
+def test_a_plain_batch_is_built_as_the_general_items_would_be_sent(store):
+    """enqueue_many of jobs that give only type, queue, payload and priority builds its items directly
+    (Producer._plain_items): the same validated values as the general items after _fresh, and the same
+    refusals; a batch with any other field goes the general way."""
+    from chokaq_ops.storage import producer as producer_module
+
+    producer = store.producer
+    jobs = [
+        NewJob(type=" t1 ", queue="q1"),
+        NewJob(type="t2", queue="q2", payload={"n": 1}, priority=3),
+        NewJob(type="t3", payload=None),
+        NewJob(type="t4", payload="not json"),
+    ]
+    plain = producer._plain_items(jobs)
+    general = producer_module._fresh(producer._enqueue_items(jobs)[0])
+    assert [{k: v for k, v in i.items() if k not in ("id", "ord")} for i in plain] == [
+        {k: v for k, v in i.items() if k != "id"} for i in general
+    ]
+    assert [i["ord"] for i in plain] == [0, 1, 2, 3] and len({i["id"] for i in plain}) == 4
+    for other in ({"tags": "a"}, {"delay_seconds": 1.0}, {"created_by": "me"}, {"idempotency_key": "k"}):
+        assert producer._plain_items([*jobs, NewJob(type="t", **other)]) is None
+    for bad, field in (({"queue": " "}, "queue"), ({"type": ""}, "type"), ({"priority": 10**9}, "priority")):
+        with pytest.raises(errors.ValidationError) as refused:
+            producer._plain_items([jobs[0], NewJob(**{"type": "t", **bad})])
+        assert refused.value.field == field
+    results = store.enqueue(jobs)
+    assert [r.status for r in results] == ["new"] * 4
+    assert [store.get_job(r.id).type for r in results] == ["t1", "t2", "t3", "t4"]
+    assert store.get_job(results[2].id).payload is None
