@@ -319,7 +319,6 @@ class Producer:
         less Python per job than the full items filtered by _fresh (docs/benchmarks.md "enqueue_many")."""
         if tracing.ENABLED and tracing.current_context() is not None:
             return None
-        max_bytes = self.db.max_payload_bytes
         items = []
         for ord_, job in enumerate(jobs):
             if (
@@ -332,19 +331,22 @@ class Producer:
                 or job.trace_context is not None
             ):
                 return None
-            priority = validation.priority(job.priority)
-            item = {
-                "ord": ord_,
-                "id": ids.new_id(),
-                "queue": validation.queue(job.queue),
-                "type": validation.text(job.type, "type", max_len=validation.MAX_TYPE),
-                "priority": 10 if priority is None else priority,
-            }
-            payload = validation.payload(job.payload, max_bytes=max_bytes, require_json=False)
+            queue, type_, payload, priority = self._fields(job)
+            item = {"ord": ord_, "id": ids.new_id(), "queue": queue, "type": type_, "priority": priority}
             if payload is not None:
                 item["payload"] = payload
             items.append(item)
         return items
+
+    def _fields(self, job: NewJob) -> tuple[str, str, str | None, int]:
+        """The fields every item has, validated: queue, type, payload and priority (10 when not given)."""
+        priority = validation.priority(job.priority)
+        return (
+            validation.queue(job.queue),
+            validation.text(job.type, "type", max_len=validation.MAX_TYPE),  # type: ignore[return-value]
+            validation.payload(job.payload, max_bytes=self.db.max_payload_bytes, require_json=False),
+            10 if priority is None else priority,
+        )
 
     def _enqueue_item(self, ord_: int, job: NewJob, context: str | None = None) -> dict[str, Any]:
         """A validated job as the enqueue statements' item; `context`: the caller's trace context (W3C
@@ -359,20 +361,18 @@ class Producer:
             )
         if job.scheduled_at is not None and job.scheduled_at.tzinfo is None:
             raise errors.ValidationError("scheduled_at must carry a time zone (UTC)", field="scheduled_at")
-        priority = validation.priority(job.priority)
+        queue, type_, payload, priority = self._fields(job)
         return {
             "ord": ord_,
             "id": validation.job_id(job.id) if job.id is not None else ids.new_id(),
-            "queue": validation.queue(job.queue),
-            "type": validation.text(job.type, "type", max_len=validation.MAX_TYPE),
-            "payload": validation.payload(
-                job.payload, max_bytes=self.db.max_payload_bytes, require_json=False
-            ),
+            "queue": queue,
+            "type": type_,
+            "payload": payload,
             "tags": validation.tags(job.tags),
             "idempotency_key": validation.text(
                 job.idempotency_key, "idempotency_key", max_len=validation.MAX_KEY, required=False
             ),
-            "priority": 10 if priority is None else priority,
+            "priority": priority,
             "delay_s": job.delay_seconds,
             "scheduled_at": self.db.format_time(job.scheduled_at) if job.scheduled_at else None,
             "created_by": validation.text(

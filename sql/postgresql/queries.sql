@@ -231,10 +231,14 @@ ORDER BY d.queue ON CONFLICT DO NOTHING
  OR EXISTS (SELECT 1 FROM queues q WHERE q.name = CAST(:queue AS text))
  OR (SELECT count(*) FROM queues) < CAST(:max_queues AS integer))
 
+-- fragment: enqueued_deltas
+-- The `deltas` of the new jobs in `ins` (see count_deltas): enqueued and pending + 1 each.
+deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (SELECT queue, 1, 0, 0, 0, 1, 0, 0 FROM ins)
+
 -- fragment: count_enqueued
 -- Adds the new jobs of `ins` to their queues' enqueue counters (count_deltas: no row every producer of a
 -- queue waits for).
-deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (SELECT queue, 1, 0, 0, 0, 1, 0, 0 FROM ins),
+{{enqueued_deltas}},
 counters AS ({{count_deltas}})
 
 -- fragment: one_job_columns
@@ -448,7 +452,7 @@ ins AS (
 -- enqueue_fresh's counters and wake-up after `ins`; one row back, how many jobs it inserted (the store
 -- asks which only when that is short of the items, never in practice for generated ids). A statement of
 -- its own (count_deltas_alone).
-deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (SELECT queue, 1, 0, 0, 0, 1, 0, 0 FROM ins),
+{{enqueued_deltas}},
 counters AS ({{count_deltas_alone}}),
 moved_rows AS (SELECT id FROM ins),
 {{wake_workers}}
