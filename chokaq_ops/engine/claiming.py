@@ -24,7 +24,7 @@ from chokaq_ops.engine.releasing import Releaser
 from chokaq_ops.engine.serial_writes import SerialWrites
 from chokaq_ops.engine.starting import Launcher
 from chokaq_ops.engine.worker_state import EWMA, LINGER_S, Entry, WorkerState
-from chokaq_ops.records import ClaimedJob, Started
+from chokaq_ops.records import ClaimedJob
 from chokaq_ops.settings import Settings
 from chokaq_ops.storage import Store
 
@@ -243,7 +243,8 @@ class Fetcher:
             self.releaser.release(started, why="shutdown", started=True)
             started = []
         now = time.monotonic()
-        self.launcher.dispatch([self.launcher.run_for(r, Started.of(r), now) for r in started], held)
+        # A started row carries its start (attempt, started_at): it is its own `Started`.
+        self.launcher.dispatch([self.launcher.run_for(r, r, now) for r in started], held)
         if fetched:
             self.buffered(fetched)
         st.counts["fetched"] += len(started)

@@ -63,7 +63,7 @@ class Run:
     def __init__(
         self,
         row: ClaimedJob,
-        marked: Started,
+        marked: Started | ClaimedJob,  # the start the store recorded (a claim-and-start's row has it)
         handler: Handler | None,
         *,
         worker_id: str,

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from chokaq_ops import errors
+from chokaq_ops.engine.cancellation import Cancellation
 from chokaq_ops.schedules import Schedule
 
 __all__ = [
@@ -117,7 +118,7 @@ class JobContext:
     tags: str | None = None
     max_attempts: int = 1
     timeout: float | None = None
-    cancelled: threading.Event = field(default_factory=threading.Event)
+    cancelled: threading.Event = field(default_factory=Cancellation)
     cancel_reason: str | None = None
 
     @property

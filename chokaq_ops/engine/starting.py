@@ -123,7 +123,7 @@ class Launcher:
             self.tally.child(self.tally.metrics.started, q, t).inc(n)
         st.counts["started"] += len(runs)
 
-    def run_for(self, row: ClaimedJob, marked: Started, now: float) -> Run:
+    def run_for(self, row: ClaimedJob, marked: Started | ClaimedJob, now: float) -> Run:
         handler = self.registry.get(row.type)
         if handler is not None and handler.timeout is not None:
             timeout, source = handler.timeout, f"@job({row.type!r}, timeout=...)"

@@ -329,7 +329,7 @@ class Database:
         if isinstance(value, datetime):
             return self.format_time(value)
         if isinstance(value, list | tuple | dict):
-            return json.dumps(value, separators=(",", ":"), default=_json_default)
+            return _encode_json(value)
         return value
 
     def format_time(self, value: datetime) -> str:
@@ -387,3 +387,8 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, enum.Enum):
         return value.value
     raise TypeError(f"cannot serialise {type(value).__name__}")
+
+
+# One encoder for every JSON parameter: json.dumps with options builds a new JSONEncoder per call, which
+# took half of the 3 us a claim's lane list cost to encode.
+_encode_json = json.JSONEncoder(separators=(",", ":"), default=_json_default).encode

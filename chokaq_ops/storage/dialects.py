@@ -124,22 +124,29 @@ class Dialect:
                 return []
             raw_names, raw_rows = json.loads(packed)  # times come as ISO 8601 text: parse_time reads it
             raw_rows = raw_rows or []
-        else:
-            raw_names, raw_rows = [d[0] for d in description], cursor.fetchall()
-        names, times, bools = _columns(tuple(raw_names))
+            return self._decoded(raw_rows, tuple(raw_names), own=True)
+        return self._decoded(cursor.fetchall(), tuple(d[0] for d in description), own=False)
+
+    def _decoded(self, raw_rows: Any, raw_names: tuple[str, ...], *, own: bool) -> list[dict[str, Any]]:
+        """Rows as dicts, times parsed and booleans made bools. `own`: the rows are lists of this call's
+        own (a packed reply's), changed in place instead of copied."""
+        names, times, bools = _columns(raw_names)
+        width = len(names)
         if not times and not bools:
             return [dict(zip(names, raw, strict=True)) for raw in raw_rows]
         parse = self.parse_time
         out = []
         for raw in raw_rows:
-            values = list(raw)
+            values = raw if own else list(raw)
+            if len(values) != width:
+                raise ValueError(f"a row of {len(values)} values for {width} columns")
             for i in times:
                 if values[i] is not None:  # the worker's claims carry several NULL times per row
                     values[i] = parse(values[i])
             for i in bools:
                 if values[i] is not None:
                     values[i] = bool(values[i])
-            out.append(dict(zip(names, values, strict=True)))
+            out.append(dict(zip(names, values, strict=False)))  # widths checked above
         return out
 
     def redacted_url(self) -> str:
@@ -514,7 +521,10 @@ class PostgresDialect(Dialect):
             return None
         if isinstance(value, str):
             value = datetime.fromisoformat(value)
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+        zone = value.tzinfo
+        if zone is UTC:  # what a packed reply's "+00:00" parses to: a claim reads three per job
+            return value
+        return value.replace(tzinfo=UTC) if zone is None else value.astimezone(UTC)
 
 
 _pyodbc_lock = threading.Lock()
