@@ -147,7 +147,7 @@ def test_from_row_builds_what_init_builds_without_calling_it(cls, monkeypatch) -
 
 
 def test_a_row_without_a_required_column_is_refused_by_name() -> None:
-    with pytest.raises(TypeError, match="ClaimedJob: row does not fit .*'due_at'"):
+    with pytest.raises(TypeError, match=r"ClaimedJob: row does not fit .*'due_at'"):
         ClaimedJob.from_row({"id": "a", "queue": "q", "type": "t", "status": "pending", "priority": 1})
     with pytest.raises(TypeError, match=r"unknown columns: \['surprise'\]"):
         Started.from_row({"id": "a", "attempt_count": 1, "surprise": 2})
