@@ -94,7 +94,7 @@ class Database:
         self.max_payload_bytes = max_payload_bytes
         self.retries_done = 0  # transient retries taken; tests and metrics read it
         self._retry_lock = threading.Lock()
-        self._local = threading.local()  # retries taken by the calling thread (see thread_retries)
+        self._local = _Retries()  # retries taken by the calling thread (see thread_retries)
 
     def prepare(self, kind: str, names: Sequence[str]) -> None:
         """Run these single-statement named queries on connections of `kind` (dialects.HOT or PRODUCER),
@@ -281,7 +281,7 @@ class Database:
     def thread_retries(self) -> int:
         """Transient retries taken so far by the calling thread: a call during which this changed may have
         committed an attempt whose reply was lost."""
-        return getattr(self._local, "retries", 0)
+        return self._local.retries
 
     def _back_off(self, attempt: int, exc: BaseException) -> None:
         delay = self.transient_retry_base_delay * (2**attempt)
@@ -293,7 +293,7 @@ class Database:
             raise deadline.DeadlineExceeded(f"{self.dialect.name}: {exc}") from exc
         with self._retry_lock:
             self.retries_done += 1
-        self._local.retries = getattr(self._local, "retries", 0) + 1
+        self._local.retries += 1
         log.warning("transient database error (attempt %d, retrying in %.2fs): %s", attempt + 1, delay, exc)
         time.sleep(delay)
 
@@ -379,6 +379,11 @@ class Database:
 
 
 _unbounded = threading.local()
+
+
+class _Retries(threading.local):
+    # A class default: a thread's first look finds 0 without getattr's AttributeError (read twice a claim).
+    retries = 0
 
 
 def _json_default(value: Any) -> Any:

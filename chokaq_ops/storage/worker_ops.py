@@ -224,8 +224,7 @@ class WorkerOps:
         if not items:
             return []
         payload = [{"id": job_id, "duration_ms": ms} for job_id, ms in items]
-        probes = [{"id": job_id, "kind": "ok"} for job_id, _ in items]
-        return self._finish("archive_succeeded", worker_id, payload, probes)
+        return self._finish("archive_succeeded", worker_id, payload, lambda p: {"id": p["id"], "kind": "ok"})
 
     def move_to_dlq(self, worker_id: str, items: Sequence[Dead]) -> list[str]:
         if not items:
@@ -240,8 +239,12 @@ class WorkerOps:
             }
             for d in items
         ]
-        probes = [{"id": p["id"], "kind": "dead", "reason": p["reason"]} for p in payload]
-        return self._finish("move_to_dlq", worker_id, payload, probes)
+        return self._finish(
+            "move_to_dlq",
+            worker_id,
+            payload,
+            lambda p: {"id": p["id"], "kind": "dead", "reason": p["reason"]},
+        )
 
     def reschedule(self, worker_id: str, items: Sequence[Retry]) -> list[str]:
         """Processing -> pending after `delay_s` seconds of database time; counts as a retry."""
@@ -256,11 +259,16 @@ class WorkerOps:
             }
             for r in items
         ]
-        probes = [{"id": r.id, "kind": "retry", "error": r.error} for r in items]
-        return self._finish("reschedule", worker_id, payload, probes)
+        return self._finish(
+            "reschedule", worker_id, payload, lambda p: {"id": p["id"], "kind": "retry", "error": p["error"]}
+        )
 
     def _finish(
-        self, query: str, worker_id: str, payload: list[dict[str, Any]], probes: list[dict[str, Any]]
+        self,
+        query: str,
+        worker_id: str,
+        payload: list[dict[str, Any]],
+        probe: Callable[[dict[str, Any]], dict[str, Any]],
     ) -> list[str]:
         """Run a fenced finishing move. A write whose earlier attempt failed transiently (here, retried
         inside this call, or raised to the caller who now tries again) may have committed and lost its
@@ -282,7 +290,12 @@ class WorkerOps:
         report_twins(query, rows)
         done = [r["id"] for r in rows]
         applied = set(done)
-        maybe = [p for p in probes if p["id"] in uncertain and p["id"] not in applied]
+        # What finished_unseen checks for an item, built only for the rare uncertain ones.
+        maybe = (
+            [probe(p) for p in payload if p["id"] in uncertain and p["id"] not in applied]
+            if uncertain
+            else []
+        )
         if maybe:
             found = self._settling(
                 self._uncertain_finishes,

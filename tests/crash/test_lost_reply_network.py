@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 
 from chokaq_ops.models import Actor, FailureReason, NewJob
-from chokaq_ops.storage import Dead, Store
+from chokaq_ops.storage import Dead, Retry, Store
 from crash.proxy import CuttableProxy
 from crash.support import counts
 
@@ -93,6 +93,18 @@ def test_a_dead_letter_whose_reply_was_lost_is_moved_once(pg_store, lossy, proxy
     assert sorted(moved) == sorted(ids[1:])
     c = counts(pg_store)
     assert (c["hot"], c["dlq"], c["failed_total"]) == (0, 3, 3)
+
+
+def test_a_retry_whose_reply_was_lost_is_rescheduled_once(pg_store, lossy, proxy):
+    enqueue(pg_store, 3)
+    ids = [r.id for r in lossy.fetch("w", 3, start=3)]
+    assert lossy.reschedule("w", [Retry(ids[0], 60.0, "flaky")]) == ids[:1]
+    proxy.lose_next_commit_reply()
+    again = lossy.reschedule("w", [Retry(i, 60.0, "flaky") for i in ids[1:]])
+    lost_once(proxy, lossy)
+    assert sorted(again) == sorted(ids[1:])  # reported rescheduled, not lost to another owner
+    jobs = [pg_store.get_job(i) for i in ids]
+    assert {(j.status, j.attempt_count, j.worker_id) for j in jobs} == {("pending", 1, None)}
 
 
 def test_a_single_enqueue_whose_reply_was_lost_is_new_once(pg_store, lossy, proxy):
