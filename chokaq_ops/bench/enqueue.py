@@ -127,7 +127,7 @@ def _timed(
     elif kind == "plain_many":
 
         def one(i: int) -> None:
-            rows = [_row(ids.new_id(), nulls=False) for _ in range(batch)]
+            rows = [_row(i, nulls=False) for i in ids.new_ids(batch)]  # ids as enqueue_many makes them
             store.run("bench_plain_insert_many", items=rows)
 
         calls = total // batch
