@@ -322,6 +322,9 @@ class Database:
             cursor.close()
 
     def _param(self, value: Any) -> Any:
+        kind = type(value)
+        if value is None or kind is str or kind is int or kind is float:  # most parameters: as they are
+            return value
         if isinstance(value, bool):
             return int(value)
         if isinstance(value, enum.Enum):
