@@ -370,7 +370,7 @@ class Producer:
             "ord": ord_,
             "id": validation.job_id(job.id)
             if job.id is not None
-            else (next(fresh) if fresh else ids.new_id()),
+            else (next(fresh) if fresh is not None else ids.new_id()),
             "queue": queue,
             "type": type_,
             "payload": payload,
