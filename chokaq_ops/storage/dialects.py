@@ -279,7 +279,8 @@ class PostgresDialect(Dialect):
     _sockets: dict[int, int] = field(default_factory=dict, repr=False)
     # The worker's hot statements and the producer's (see `prepare_on_use`), by id(Statement): (prepared
     # statement name, parameter names in $n order, PREPARE text).
-    _prepared: dict[int, tuple[str, tuple[str, ...], str]] = field(default_factory=dict, repr=False)
+    # Per prepared statement: its name, parameter order, PREPARE text and EXECUTE text (made once).
+    _prepared: dict[int, tuple[str, tuple[str, ...], str, str]] = field(default_factory=dict, repr=False)
     # id(hot or producer connection) -> names prepared on it; set up whenever connect() makes one.
     _prepared_on: dict[int, set[str]] = field(default_factory=dict, repr=False)
     _prepare_off: bool = False
@@ -334,7 +335,8 @@ class PostgresDialect(Dialect):
                 continue
             marks = [f"${order.index(k) + 1}" for k in st.param_order]
             text = parts[0] + "".join(m + p for m, p in zip(marks, parts[1:], strict=True))
-            self._prepared[id(st)] = (f"chokaq_{name}", order, f"PREPARE chokaq_{name} AS {text}")
+            run = f"EXECUTE chokaq_{name}({', '.join('?' * len(order))})"
+            self._prepared[id(st)] = (f"chokaq_{name}", order, f"PREPARE chokaq_{name} AS {text}", run)
             names.add(name)
         return names
 
@@ -441,8 +443,7 @@ class PostgresDialect(Dialect):
         if prepared is None or done is None or self._prepare_off or not conn.autocommit:
             cursor.execute(statement.qmark_sql, [params.get(k) for k in statement.param_order])
             return
-        name, order, prepare = prepared
-        run = f"EXECUTE {name}({', '.join('?' * len(order))})"
+        name, order, prepare, run = prepared
         values = [params.get(k) for k in order]
         for _ in range(2):
             if name not in done:

@@ -45,6 +45,8 @@ def test_a_batch_of_ids_counts_up_from_a_fresh_id_and_encodes_like_one_by_one() 
     assert batch == [_reference(v) for v in values]
     assert before < batch[0] and batch[-1] < after  # monotonic with the ids made one by one
     assert ids.new_ids(0) == [] and len(set(ids.new_ids(2) + ids.new_ids(2))) == 4
+    one = ids.new_ids(1)
+    assert len(one) == 1 and after < one[0] and one[0] == _reference(_value(one[0]))
 
 
 def test_a_batch_whose_low_symbols_carry_rewrites_the_high_ones(monkeypatch) -> None:

@@ -121,7 +121,7 @@ def _claim_buffers(store: Store, worker: str, *, first: bool = False) -> int:
         store.fetch(worker, 0)
     params = {"worker_id": worker, "limit": 32, "start": 32, "queues": None, **lanes._params(32)}
     st = store.queries["fetch"].statements[0]
-    name, order, prepare = store.db.dialect._prepared[id(st)]
+    name, order, prepare, _ = store.db.dialect._prepared[id(st)]
     with store.pool.connection(HOT) as conn:
         cur = conn.cursor()
         cur.execute("SELECT 1 FROM pg_prepared_statements WHERE name = ?", name)
