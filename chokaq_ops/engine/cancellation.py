@@ -27,17 +27,18 @@ class Cancellation(threading.Event):
     isSet = is_set
 
     def set(self) -> None:
-        with _LOCK:
-            self._flag = True
-            event = self._event
-        if event is not None:
-            event.set()
+        self._put(True)
 
     def clear(self) -> None:
+        self._put(False)
+
+    def _put(self, flag: bool) -> None:
         with _LOCK:
-            self._flag = False
+            self._flag = flag
             event = self._event
-        if event is not None:
+        if event is not None and flag:
+            event.set()
+        elif event is not None:
             event.clear()
 
     def wait(self, timeout: float | None = None) -> bool:

@@ -321,7 +321,6 @@ class Producer:
         if tracing.ENABLED and tracing.current_context() is not None:
             return None
         items = []
-        fresh = ids.new_ids(len(jobs))  # one lock and one urandom read for the batch
         for ord_, job in enumerate(jobs):
             if (
                 job.id is not None
@@ -334,10 +333,13 @@ class Producer:
             ):
                 return None
             queue, type_, payload, priority = self._fields(job)
-            item = {"ord": ord_, "id": fresh[ord_], "queue": queue, "type": type_, "priority": priority}
+            item = {"ord": ord_, "id": None, "queue": queue, "type": type_, "priority": priority}
             if payload is not None:
                 item["payload"] = payload
             items.append(item)
+        # Drawn once the batch is known to be plain: one lock and one urandom read for all its ids.
+        for item, job_id in zip(items, ids.new_ids(len(items)), strict=True):
+            item["id"] = job_id
         return items
 
     def _fields(self, job: NewJob) -> tuple[str, str, str | None, int]:
