@@ -108,6 +108,26 @@ class WorkerProc:
         if self.alive():
             self.proc.send_signal(sig)
 
+    def tcp_ports(self) -> set[int]:
+        """The local ports of the process's TCP sockets (its database connections), from /proc: its
+        socket descriptors' inodes looked up in the TCP tables."""
+        inodes = set()
+        for fd in os.listdir(f"/proc/{self.pid}/fd"):
+            try:
+                target = os.readlink(f"/proc/{self.pid}/fd/{fd}")
+            except OSError:  # closed meanwhile
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+        ports = set()
+        for table in ("tcp", "tcp6"):
+            with open(f"/proc/{self.pid}/net/{table}", encoding="ascii") as f:
+                for line in f.readlines()[1:]:
+                    cols = line.split()
+                    if cols[9] in inodes:
+                        ports.add(int(cols[1].rsplit(":", 1)[1], 16))
+        return ports
+
     def kill(self) -> None:
         """SIGKILL: no handler, no cleanup, no last words."""
         self.signal(signal.SIGKILL)

@@ -42,6 +42,19 @@ def held_by(store, worker: str) -> int:
     )
 
 
+def sessions_of(store, ports: set[int]) -> int:
+    """PostgreSQL server sessions whose client is on one of these local ports."""
+    if not ports:
+        return 0
+    found = sql(
+        store,
+        "SELECT count(*) FROM pg_stat_activity"
+        " WHERE client_port = ANY(CAST(string_to_array(?, ',') AS int[]))",
+        ",".join(map(str, sorted(ports))),
+    )
+    return int(found[0][0])
+
+
 def test_soak_with_a_killed_worker(store, db_url, dialect, tmp_path, spawn):
     n = int(os.environ.get("CHOKAQ_SOAK_JOBS", JOBS[dialect]))
     ids = [f"soak{i:06d}" for i in range(n)]
@@ -57,8 +70,13 @@ def test_soak_with_a_killed_worker(store, db_url, dialect, tmp_path, spawn):
     # Kill it while it holds jobs: with no-op jobs a worker spends much of its time waiting for its next
     # claim with nothing reserved, and a kill then would leave nothing for the sweep to rescue.
     wait_for(lambda: held_by(store, victim.name) >= 2, 60, "the victim holding jobs", interval=0.001)
+    ports = victim.tcp_ports() if dialect == "postgresql" else set()
+    assert ports or dialect == "sqlite", "the victim's database connections were not found"
     victim.kill()
     killed_at = time.monotonic() - t0
+    # A statement the victim had sent still runs to its commit on the server (an archive of the jobs it
+    # had finished): what it held is read once its server sessions are gone.
+    wait_for(lambda: not sessions_of(store, ports), 30, "the victim's sessions ended", interval=0.01)
     # What it held when it died (its jobs finish in milliseconds: the count above may be gone by now).
     left = held_by(store, victim.name)
     wait_for(lambda: counts(store)["hot"] == 0, 300, "every job finished", interval=0.2)
