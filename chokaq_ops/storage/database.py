@@ -195,19 +195,27 @@ class Database:
             attempt += 1
 
     def _bounded(self, fn: Callable[[Any], T], kind: str) -> T:
-        """One attempt on one pooled connection, aborted if it outlives its bound (storage/deadline.py)."""
+        """One attempt on one pooled connection, aborted if it outlives its bound (storage/deadline.py).
+        Runs for every statement: acquire/release and a plain call, not context managers."""
+        pool = self.pool
         if getattr(_unbounded, "on", False):
-            with self.pool.connection(kind) as conn:
-                self.dialect.bound(conn, None)
-                return fn(conn)
-        bound = deadline.bound_for(self.command_timeout)
-        with self.pool.connection(kind, timeout=bound) as conn:
+            bound = None
+            conn = pool.acquire(kind)
+        else:
+            bound = deadline.bound_for(self.command_timeout)
+            conn = pool.acquire(kind, timeout=bound)
+        try:
             abort = self.dialect.bound(conn, bound)
-            if bound is None:
-                return fn(conn)
-            grace = self.dialect.abort_grace(bound == self.command_timeout)
-            with deadline.watch(bound + grace, abort, f"{self.dialect.name} call"):
-                return fn(conn)
+            if bound is None or abort is None:
+                result = fn(conn)
+            else:
+                grace = self.dialect.abort_grace(bound == self.command_timeout)
+                result = deadline.watched(fn, conn, bound + grace, abort, f"{self.dialect.name} call")
+        except BaseException:
+            pool.release(conn, kind, failed=True)
+            raise
+        pool.release(conn, kind)
+        return result
 
     @contextmanager
     def snapshot(self, start: str, **params: Any) -> Iterator[Tx]:

@@ -21,10 +21,13 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import TypeVar
 
 from chokaq_ops import errors
 
 log = logging.getLogger("chokaq.storage")
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 class DeadlineExceeded(errors.TransientStorageError):
@@ -148,16 +151,13 @@ def bound_for(default: float | None) -> float | None:
     return left if default is None else min(default, left)
 
 
-@contextlib.contextmanager
-def watch(seconds: float | None, abort: Callable[[], None] | None, what: str) -> Iterator[None]:
-    """Run the block (one database call) with `abort` fired if it is still running after `seconds`. An
-    error raised by an aborted call becomes DeadlineExceeded."""
-    if seconds is None or abort is None:
-        yield
-        return
+def watched(fn: Callable[[T], R], arg: T, seconds: float, abort: Callable[[], None], what: str) -> R:
+    """`fn(arg)` (one database call) with `abort` fired if it is still running after `seconds`. An error
+    raised by an aborted call becomes DeadlineExceeded. A plain call, not a context manager: it runs for
+    every statement, and a generator-based `with` cost more than the watch itself."""
     token = _watchdog.arm(time.monotonic() + seconds, abort)
     try:
-        yield
+        result = fn(arg)
     except BaseException as exc:
         if _watchdog.disarm(token):
             raise CallAborted(f"{what} did not answer within {seconds:.3g}s; aborted") from exc
@@ -165,3 +165,4 @@ def watch(seconds: float | None, abort: Callable[[], None] | None, what: str) ->
     # Finished as the abort fired: the result stands. A PostgreSQL connection is broken by then, and its
     # next user meets a disconnect, which is transient and retried on a fresh connection.
     _watchdog.disarm(token)
+    return result

@@ -30,9 +30,19 @@ class Pool:
     def connection(self, kind: str = "", timeout: float | None = None) -> Iterator[Any]:
         """A connection of `kind`; waits at most `timeout` seconds for a free one (all in use: calls stuck
         on a paused server hold them) and then raises DeadlineExceeded."""
+        conn = self.acquire(kind, timeout)
+        try:
+            yield conn
+        except BaseException:
+            self.release(conn, kind, failed=True)
+            raise
+        self.release(conn, kind)
+
+    def acquire(self, kind: str = "", timeout: float | None = None) -> Any:
+        """`connection` without the context manager (the hot paths' per-statement cost): every acquire
+        must be followed by exactly one `release` of the connection it returned."""
         if not self._slots.acquire(timeout=timeout):
             raise DeadlineExceeded(f"no free database connection within {timeout:.3g}s (pool of {self.size})")
-        conn = None
         try:
             spare = None
             with self._lock:
@@ -55,21 +65,25 @@ class Pool:
                     with self._lock:
                         self._open -= 1
                     raise
-            yield conn
+            return conn
         except BaseException:
-            # A connection that saw an error may be mid-transaction or dead; never reuse it.
-            if conn is not None:
-                self._forget(conn)
-            conn = None
+            self._slots.release()
             raise
+
+    def release(self, conn: Any, kind: str = "", *, failed: bool = False) -> None:
+        """Give back a connection from `acquire`. One that saw an error (`failed`) may be mid-transaction
+        or dead: it is closed, never reused."""
+        try:
+            if failed:
+                self._forget(conn)
+                return
+            with self._lock:
+                closed = self._closed
+                if not closed:
+                    self._idle.setdefault(kind, []).append(conn)
+            if closed:
+                self._forget(conn)
         finally:
-            if conn is not None:
-                with self._lock:
-                    closed = self._closed
-                    if not closed:
-                        self._idle.setdefault(kind, []).append(conn)
-                if closed:
-                    self._forget(conn)
             self._slots.release()
 
     def _forget(self, conn: Any) -> None:

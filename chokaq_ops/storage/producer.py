@@ -65,7 +65,13 @@ class Producer:
         explicit id whose last enqueue raised a transient error) reports the jobs that attempt created
         as `new`, not as a conflict with themselves."""
         jobs = list(jobs)
-        if len(jobs) > 1 and (plain := self._plain_items(jobs)) is not None:
+        if not jobs:
+            return []
+        if (plain := self._plain_items(jobs)) is not None:
+            # One job through the combiner (threads' single enqueues share statements), several by the
+            # prepared multi-row statement.
+            if len(plain) == 1:
+                return [self._singles.submit(plain[0])]
             return self._enqueue_singles(plain, compact=True)
         items, explicit = self._enqueue_items(jobs)
         if not items:
