@@ -135,14 +135,21 @@ class Dialect:
         if not times and not bools:
             return [dict(zip(names, raw, strict=True)) for raw in raw_rows]
         parse = self.parse_time
+        # A reply's times repeat: a claim's rows share their started_at (one now()), and jobs enqueued
+        # together their created_at and due_at. Each distinct text is parsed once per reply.
+        parsed: dict[Any, Any] = {}
         out = []
         for raw in raw_rows:
             values = raw if own else list(raw)
             if len(values) != width:
                 raise ValueError(f"a row of {len(values)} values for {width} columns")
             for i in times:
-                if values[i] is not None:  # the worker's claims carry several NULL times per row
-                    values[i] = parse(values[i])
+                value = values[i]
+                if value is not None:  # the worker's claims carry several NULL times per row
+                    done = parsed.get(value)
+                    if done is None:
+                        done = parsed[value] = parse(value)
+                    values[i] = done
             for i in bools:
                 if values[i] is not None:
                     values[i] = bool(values[i])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -20,9 +21,13 @@ class Pool:
     def __init__(self, factory: Callable[..., Any], size: int) -> None:
         self._factory = factory
         self._idle: dict[str, list[Any]] = {}
+        # One lock for the places and the idle lists: a semaphore beside it was a second lock (and, in
+        # Python, a Condition) taken twice per statement.
         self._lock = threading.Lock()
+        self._freed = threading.Condition(self._lock)
         self.size = size
-        self._slots = threading.BoundedSemaphore(size)
+        self._free = size  # places not in use
+        self._waiting = 0  # callers waiting for a place
         self._closed = False
         self._open = 0  # connections made and not closed yet, in use or idle
 
@@ -41,55 +46,72 @@ class Pool:
     def acquire(self, kind: str = "", timeout: float | None = None) -> Any:
         """`connection` without the context manager (the hot paths' per-statement cost): every acquire
         must be followed by exactly one `release` of the connection it returned."""
-        if not self._slots.acquire(timeout=timeout):
-            raise DeadlineExceeded(f"no free database connection within {timeout:.3g}s (pool of {self.size})")
-        try:
-            spare = None
-            with self._lock:
-                idle = self._idle.get(kind)
-                conn = idle.pop() if idle else None
-                if conn is None and self._open >= self.size:
-                    # As many open as slots, this kind has none idle: another kind's idle one gives way,
-                    # or a process that both enqueues and works would hold a pool of each kind.
-                    spare = next((c.pop() for c in self._idle.values() if c), None)
-                    if spare is not None:
-                        self._open -= 1
-                if conn is None:
-                    self._open += 1
-            if spare is not None:
-                _close_quietly(spare)
+        spare = None
+        with self._lock:
+            if self._free <= 0 and not self._wait_for_place(timeout):
+                raise DeadlineExceeded(
+                    f"no free database connection within {timeout:.3g}s (pool of {self.size})"
+                )
+            self._free -= 1
+            idle = self._idle.get(kind)
+            conn = idle.pop() if idle else None
+            if conn is None and self._open >= self.size:
+                # As many open as places, this kind has none idle: another kind's idle one gives way, or
+                # a process that both enqueues and works would hold a pool of each kind.
+                spare = next((c.pop() for c in self._idle.values() if c), None)
+                if spare is not None:
+                    self._open -= 1
             if conn is None:
-                try:
-                    conn = self._factory(kind) if kind else self._factory()
-                except BaseException:
-                    with self._lock:
-                        self._open -= 1
-                    raise
-            return conn
-        except BaseException:
-            self._slots.release()
-            raise
+                self._open += 1
+        if spare is not None:
+            _close_quietly(spare)
+        if conn is None:
+            try:
+                conn = self._factory(kind) if kind else self._factory()
+            except BaseException:
+                with self._lock:
+                    self._open -= 1
+                    self._give_back_place()
+                raise
+        return conn
 
     def release(self, conn: Any, kind: str = "", *, failed: bool = False) -> None:
         """Give back a connection from `acquire`. One that saw an error (`failed`) may be mid-transaction
         or dead: it is closed, never reused."""
-        try:
-            if failed:
-                self._forget(conn)
-                return
-            with self._lock:
-                closed = self._closed
-                if not closed:
-                    self._idle.setdefault(kind, []).append(conn)
-            if closed:
-                self._forget(conn)
-        finally:
-            self._slots.release()
-
-    def _forget(self, conn: Any) -> None:
         with self._lock:
-            self._open -= 1
-        _close_quietly(conn)
+            keep = not failed and not self._closed
+            if keep:
+                self._idle.setdefault(kind, []).append(conn)
+            else:
+                self._open -= 1
+            self._give_back_place()
+        if not keep:
+            _close_quietly(conn)
+
+    def _wait_for_place(self, timeout: float | None) -> bool:
+        """(lock held) Wait until a place is free; False when `timeout` seconds passed first."""
+        end = None if timeout is None else time.monotonic() + timeout
+        self._waiting += 1
+        try:
+            while self._free <= 0:
+                if end is None:
+                    self._freed.wait()
+                    continue
+                left = end - time.monotonic()
+                if left <= 0:
+                    return False
+                self._freed.wait(left)
+            return True
+        finally:
+            self._waiting -= 1
+
+    def _give_back_place(self) -> None:
+        """(lock held)"""
+        if self._free >= self.size:
+            raise RuntimeError("a connection was released more often than acquired")
+        self._free += 1
+        if self._waiting:
+            self._freed.notify()
 
     def discard_idle(self) -> None:
         """Drop idle connections, e.g. after the server restarted."""

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
+from chokaq_ops.storage.deadline import DeadlineExceeded
 from chokaq_ops.storage.pool import Pool
 
 
@@ -56,3 +60,26 @@ def test_a_failed_connect_or_a_failed_call_frees_its_place():
     assert conn.closed  # never reused
     with pool.connection("hot") as hot:
         assert not hot.closed and Conn.open_in(opened) == 1
+
+
+def test_a_caller_waits_for_a_place_and_gets_it_when_one_is_released():
+    """With every place in use a caller waits (up to its timeout) and takes the place a release frees;
+    past its timeout it gets DeadlineExceeded, and the pool still hands out its places afterwards."""
+    opened: list[Conn] = []
+    pool = Pool(lambda kind="": Conn(kind, opened), 1)
+    held = pool.acquire()
+    with pytest.raises(DeadlineExceeded):
+        pool.acquire(timeout=0.05)
+    got: list[Conn] = []
+    waiter = threading.Thread(target=lambda: got.append(pool.acquire(timeout=5.0)))
+    waiter.start()
+    time.sleep(0.1)
+    assert not got  # still waiting: the only place is held
+    pool.release(held)
+    waiter.join(5.0)
+    assert got == [held]  # the released connection, reused
+    pool.release(got[0])
+    with pytest.raises(RuntimeError):
+        pool.release(got[0])  # more releases than acquires is a bug, never a bigger pool
+    with pool.connection() as again:
+        assert again is held and Conn.open_in(opened) == 1
