@@ -79,12 +79,12 @@ class Pool:
         """Give back a connection from `acquire`. One that saw an error (`failed`) may be mid-transaction
         or dead: it is closed, never reused."""
         with self._lock:
+            self._give_back_place()  # first: a release too many raises before it changes anything
             keep = not failed and not self._closed
             if keep:
                 self._idle.setdefault(kind, []).append(conn)
             else:
                 self._open -= 1
-            self._give_back_place()
         if not keep:
             _close_quietly(conn)
 

@@ -83,3 +83,18 @@ def test_a_caller_waits_for_a_place_and_gets_it_when_one_is_released():
         pool.release(got[0])  # more releases than acquires is a bug, never a bigger pool
     with pool.connection() as again:
         assert again is held and Conn.open_in(opened) == 1
+
+
+def test_a_release_too_many_changes_nothing():
+    """The refused release neither frees a place nor leaves the connection idle twice (two callers
+    would then share one connection)."""
+    opened: list[Conn] = []
+    pool = Pool(lambda kind="": Conn(kind, opened), 2)
+    conn = pool.acquire()
+    pool.release(conn)
+    with pytest.raises(RuntimeError):
+        pool.release(conn)
+    first, second = pool.acquire(), pool.acquire()
+    assert first is not second
+    with pytest.raises(DeadlineExceeded):
+        pool.acquire(timeout=0.01)
