@@ -1474,7 +1474,8 @@ moved AS (
     RETURNING a.queue, a.finished_at, a.id
 ),
 deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (SELECT queue, 0, -1, 0, 0, 0, 0, 0 FROM moved),
-counters AS ({{count_deltas}}),
+-- Each batch is a statement of its own (AdminOps.purge_archive), its transaction's only counting one.
+counters AS ({{count_deltas_alone}}),
 total AS (SELECT count(*) AS n FROM moved),
 audit AS (
     INSERT INTO audit_log (actor, action, count, details)
