@@ -254,12 +254,8 @@ class Fetcher:
         """A claim failed or was retried: it may have committed rows this worker never saw. Every row
         held under the worker's id that it does not know of is such a row; the store turns the started
         ones back to fetched (they never ran), and they join the buffer."""
-        st = self.state
-        with st.lock:
-            known = {e.job.id for e in st.buffer}
-            known.update(st.owned, st.marking, st.written_off)
         try:
-            rows = self.db.call(self.store.recover_claims, self.worker_id, known)
+            rows = self.db.call(self.store.recover_claims, self.worker_id, self.state.known_ids())
         except Exception as exc:
             log.warning("cannot check for jobs of a claim whose reply was lost (trying again): %s", exc)
             return

@@ -67,6 +67,14 @@ class WorkerState:
         self.heartbeat_ok: float | None = None  # the last heartbeat write that landed (ditto)
         self.counts: Counter[str] = Counter()  # events for health(); some bumped outside the lock
 
+    def known_ids(self) -> set[str]:
+        """The jobs this worker holds by a claim it knows of: buffered, being started, owned (running or
+        its outcome being written) and written off. Takes the lock."""
+        with self.lock:
+            known = {e.job.id for e in self.buffer}
+            known.update(self.owned, self.marking, self.written_off)
+        return known
+
     def enough_free(self, free: int) -> bool:
         """(lock held) Whether `free` slots are worth one statement now: half of them, or nothing runs.
         Otherwise claim and start wait up to LINGER_S for more, since the slots of a set of fast jobs
