@@ -210,7 +210,7 @@ class Database:
                 result = fn(conn)
             else:
                 grace = self.dialect.abort_grace(bound == self.command_timeout)
-                result = deadline.watched(fn, conn, bound + grace, abort, f"{self.dialect.name} call")
+                result = deadline.watched(fn, conn, bound + grace, abort, self.dialect.name)
         except BaseException:
             pool.release(conn, kind, failed=True)
             raise

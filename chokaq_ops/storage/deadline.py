@@ -152,15 +152,16 @@ def bound_for(default: float | None) -> float | None:
 
 
 def watched(fn: Callable[[T], R], arg: T, seconds: float, abort: Callable[[], None], what: str) -> R:
-    """`fn(arg)` (one database call) with `abort` fired if it is still running after `seconds`. An error
-    raised by an aborted call becomes DeadlineExceeded. A plain call, not a context manager: it runs for
-    every statement, and a generator-based `with` cost more than the watch itself."""
+    """`fn(arg)` (one database call to `what`, a dialect's name) with `abort` fired if it is still running
+    after `seconds`. An error raised by an aborted call becomes DeadlineExceeded. A plain call, not a
+    context manager: it runs for every statement, and a generator-based `with` cost more than the watch
+    itself."""
     token = _watchdog.arm(time.monotonic() + seconds, abort)
     try:
         result = fn(arg)
     except BaseException as exc:
         if _watchdog.disarm(token):
-            raise CallAborted(f"{what} did not answer within {seconds:.3g}s; aborted") from exc
+            raise CallAborted(f"{what} call did not answer within {seconds:.3g}s; aborted") from exc
         raise
     # Finished as the abort fired: the result stands. A PostgreSQL connection is broken by then, and its
     # next user meets a disconnect, which is transient and retried on a fresh connection.

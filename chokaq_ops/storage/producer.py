@@ -67,23 +67,19 @@ class Producer:
         jobs = list(jobs)
         if not jobs:
             return []
-        if (plain := self._plain_items(jobs)) is not None:
-            # One job through the combiner (threads' single enqueues share statements), several by the
-            # prepared multi-row statement.
-            if len(plain) == 1:
-                return [self._singles.submit(plain[0])]
-            return self._enqueue_singles(plain, compact=True)
-        items, explicit = self._enqueue_items(jobs)
-        if not items:
-            return []
-        if not explicit and all(i["idempotency_key"] is None for i in items):
-            # Generated ids, no keys: nothing to look up in the archive, the DLQ or the keys. One job goes
-            # through the combiner (threads' single enqueues share statements), several by the prepared
-            # multi-row statement (a third of the general one's server time, docs/benchmarks.md).
-            if len(items) == 1:
-                return [self._singles.submit(items[0])]
-            return self._enqueue_singles(items)
-        return self._enqueue_checked(items, explicit)
+        # Plain jobs (type, queue, payload, priority) have their items built directly.
+        items = self._plain_items(jobs)
+        compact = items is not None
+        if items is None:
+            items, explicit = self._enqueue_items(jobs)
+            if explicit or any(i["idempotency_key"] is not None for i in items):
+                return self._enqueue_checked(items, explicit)
+        # Generated ids, no keys: nothing to look up in the archive, the DLQ or the keys. One job goes
+        # through the combiner (threads' single enqueues share statements), several by the prepared
+        # multi-row statement (a third of the general one's server time, docs/benchmarks.md).
+        if len(items) == 1:
+            return [self._singles.submit(items[0])]
+        return self._enqueue_singles(items, compact=compact)
 
     def _enqueue_checked(self, items: list[dict[str, Any]], explicit: set[str]) -> list[EnqueueResult]:
         """`enqueue` by the general statement, with its lost-reply checks."""
