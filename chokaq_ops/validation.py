@@ -79,7 +79,8 @@ def payload(value: Any, field: str = "payload", *, max_bytes: int, require_json:
     if not isinstance(value, str):
         value = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
     _no_nul(value, field)
-    size = len(value.encode("utf-8"))
+    # isascii() reads a flag CPython keeps; only other text is encoded to count its bytes.
+    size = len(value) if value.isascii() else len(value.encode("utf-8"))
     if size > max_bytes:
         raise errors.ValidationError(f"{field} is {size} bytes; the limit is {max_bytes}", field=field)
     if require_json:

@@ -227,16 +227,22 @@ def test_a_group_of_single_enqueues_whose_reply_was_lost_is_new_once(store, lose
     assert counts(store)["hot"] == 5 == counts(store)["enqueued_total"]
 
 
-@pytest.mark.parametrize("size", [1, 3], ids=["one", "group"])
-def test_a_retried_enqueue_does_not_put_back_a_job_that_ran_meanwhile(store, lose_commit_reply, size):
+@pytest.mark.parametrize(
+    ("size", "plain"), [(1, False), (3, False), (3, True)], ids=["one", "group", "plain-batch"]
+)
+def test_a_retried_enqueue_does_not_put_back_a_job_that_ran_meanwhile(store, lose_commit_reply, size, plain):
     """A worker claims and archives a job between the commit whose reply was lost and the producer's
     retry. Before: the retry sent the same statement, which found that id gone from hot and inserted it
     again (ON CONFLICT DO NOTHING), so the job ran twice. Now a lean enqueue that failed transiently goes
-    again by the checked statement, which sees the job in the archive (Producer._enqueue_unsure)."""
+    again by the checked statement, which sees the job in the archive (Producer._enqueue_unsure). A plain
+    batch's items carry no ordinal (Producer._plain_items); the retry numbers them for that statement."""
     producer = store.producer
 
     def enqueue(n: int) -> list:
-        items, _ = producer._enqueue_items([NewJob(type="t", payload={"n": i}) for i in range(n)])
+        jobs = [NewJob(type="t", payload={"n": i}) for i in range(n)]
+        if plain:
+            return producer._enqueue_singles(producer._plain_items(jobs), compact=True)
+        items, _ = producer._enqueue_items(jobs)
         return producer._enqueue_singles(items)
 
     def claim_and_archive(n: int) -> list[str]:

@@ -505,10 +505,18 @@ def test_a_plain_batch_is_built_as_the_general_items_would_be_sent(store):
     assert [{k: v for k, v in i.items() if k not in ("id", "ord")} for i in plain] == [
         {k: v for k, v in i.items() if k != "id"} for i in general
     ]
-    assert [i["ord"] for i in plain] == [0, 1, 2, 3] and len({i["id"] for i in plain}) == 4
+    # No ordinal in the statement's JSON: only the checked statement after a lost reply reads one.
+    assert all("ord" not in i for i in plain) and len({i["id"] for i in plain}) == 4
     for other in ({"tags": "a"}, {"delay_seconds": 1.0}, {"created_by": "me"}, {"idempotency_key": "k"}):
         assert producer._plain_items([*jobs, NewJob(type="t", **other)]) is None
-    for bad, field in (({"queue": " "}, "queue"), ({"type": ""}, "type"), ({"priority": 10**9}, "priority")):
+    refusals = (
+        ({"queue": " "}, "queue"),
+        ({"type": ""}, "type"),
+        ({"priority": 10**9}, "priority"),
+        ({"queue": 5}, "queue"),  # not a string: not looked up among the batch's validated names
+        ({"payload": "é" * 600_000}, "payload"),  # 600,000 characters, 1.2 MB: over the byte limit
+    )
+    for bad, field in refusals:
         with pytest.raises(errors.ValidationError) as refused:
             producer._plain_items([jobs[0], NewJob(**{"type": "t", **bad})])
         assert refused.value.field == field
