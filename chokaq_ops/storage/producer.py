@@ -140,8 +140,9 @@ class Producer:
         the lost attempt created (enqueued_unseen)."""
         ids_ = {i["id"] for i in items}
         self._note_uncertain_enqueues(ids_)
-        # The checked statement answers by ordinal; plain items carry none (_plain_items).
-        numbered = [item if "ord" in item else {**item, "ord": n} for n, item in enumerate(items)]
+        # The checked statement answers by ordinal, so the items are numbered by their place here: plain
+        # items carry none (_plain_items), and a Combiner's group joins items of one-job calls, each 0.
+        numbered = [{**item, "ord": n} for n, item in enumerate(items)]
         return self._enqueue_checked(numbered, ids_)
 
     def _know(self, queues: Iterable[str], now: float) -> None:

@@ -227,6 +227,30 @@ def test_a_group_of_single_enqueues_whose_reply_was_lost_is_new_once(store, lose
     assert counts(store)["hot"] == 5 == counts(store)["enqueued_total"]
 
 
+@pytest.mark.parametrize("plain", [True, False], ids=["plain", "general"])
+def test_a_combined_group_whose_reply_was_lost_answers_each_caller_with_its_own_job(
+    store, lose_commit_reply, plain
+):
+    """The Combiner's group is single enqueues of several threads, each item built by its own one-job
+    call, so each carried the ordinal 0. Before: the retry by the checked statement (answered by ordinal)
+    had three rows of ordinal 0, so each caller could get another caller's job. Now the retry numbers the
+    group's items by their place (Producer._enqueue_unsure)."""
+    producer = store.producer
+
+    def item(n: int) -> dict:
+        job = NewJob(type="t", payload={"n": n}, tags=None if plain else "t")
+        return producer._plain_items([job])[0] if plain else producer._enqueue_items([job])[0][0]
+
+    producer._enqueue_singles([item(0), item(1)])  # prepared on a producer connection already
+    lost = lose_commit_reply(store)
+    sent = [item(n) for n in (10, 11, 12)]
+    res = producer._enqueue_singles(sent)
+    assert not lost["on"]  # the reply really was lost
+    assert [(r.id, r.status, r.created) for r in res] == [(i["id"], "new", True) for i in sent]
+    assert [store.get_job(r.id)["payload"] for r in res] == ['{"n":10}', '{"n":11}', '{"n":12}']
+    assert counts(store)["hot"] == 5 == counts(store)["enqueued_total"]
+
+
 @pytest.mark.parametrize(
     ("size", "plain"), [(1, False), (3, False), (3, True)], ids=["one", "group", "plain-batch"]
 )
