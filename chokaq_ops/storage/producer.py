@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from chokaq_ops import errors, ids, tracing, validation
 from chokaq_ops.models import Actor, EnqueueResult, NewJob
@@ -328,7 +328,6 @@ class Producer:
         items = []
         # A batch's jobs mostly share a queue and a type: each distinct pair is validated once.
         names: dict[tuple[str, str], tuple[str, str]] = {}
-        max_bytes = self.db.max_payload_bytes
         for job in jobs:
             if (
                 job.id is not None
@@ -340,17 +339,8 @@ class Producer:
                 or job.trace_context is not None
             ):
                 return None
-            priority = validation.priority(job.priority)
-            queue, type_ = job.queue, job.type
-            if type(queue) is str and type(type_) is str:
-                pair = names.get((queue, type_))
-                if pair is None:
-                    pair = names[(queue, type_)] = self._names(job)
-            else:
-                pair = self._names(job)  # the validation's own error for a value of another kind
-            priority = 10 if priority is None else priority
-            item = {"id": None, "queue": pair[0], "type": pair[1], "priority": priority}
-            payload = validation.payload(job.payload, max_bytes=max_bytes, require_json=False)
+            queue, type_, payload, priority = self._fields(job, names)
+            item = {"id": None, "queue": queue, "type": type_, "priority": priority}
             if payload is not None:
                 item["payload"] = payload
             items.append(item)
@@ -359,20 +349,23 @@ class Producer:
             item["id"] = job_id
         return items
 
-    @staticmethod
-    def _names(job: NewJob) -> tuple[str, str]:
-        """A job's queue and type, validated."""
-        return (
-            validation.queue(job.queue),
-            validation.text(job.type, "type", max_len=validation.MAX_TYPE),  # type: ignore[return-value]
-        )
-
-    def _fields(self, job: NewJob) -> tuple[str, str, str | None, int]:
-        """The fields every item has, validated: queue, type, payload and priority (10 when not given)."""
+    def _fields(
+        self, job: NewJob, names: dict[tuple[str, str], tuple[str, str]] | None = None
+    ) -> tuple[str, str, str | None, int]:
+        """The fields every item has, validated: queue, type, payload and priority (10 when not given).
+        `names`: the (queue, type) pairs a batch validated already, each validated once."""
         priority = validation.priority(job.priority)
-        queue, type_ = self._names(job)
+        queue, type_ = job.queue, job.type
+        # Only str keys: a value of another kind gets the validation's own error (and may not hash).
+        memo = names if names is not None and type(queue) is str and type(type_) is str else None
+        pair = memo.get((queue, type_)) if memo is not None else None
+        if pair is None:
+            type_text = validation.text(type_, "type", max_len=validation.MAX_TYPE)
+            pair = (validation.queue(queue), cast(str, type_text))
+            if memo is not None:
+                memo[(queue, type_)] = pair
         payload = validation.payload(job.payload, max_bytes=self.db.max_payload_bytes, require_json=False)
-        return queue, type_, payload, 10 if priority is None else priority
+        return pair[0], pair[1], payload, 10 if priority is None else priority
 
     def _enqueue_item(
         self, ord_: int, job: NewJob, context: str | None = None, fresh: Iterator[str] | None = None
