@@ -119,6 +119,37 @@ def test_a_single_enqueue_whose_reply_was_lost_is_new_once(pg_store, lossy, prox
     assert c["hot"] == 2 == c["enqueued_total"]
 
 
+def test_a_plain_batch_whose_reply_was_lost_is_new_once(pg_store, lossy, proxy):
+    """enqueue_many of plain jobs: items without ordinals (Producer._plain_items), numbered for the checked
+    statement only when its reply is lost."""
+    for _ in range(2):  # both forms of the multi-row statement prepared (the queue unseen, then known)
+        lossy.enqueue([NewJob(type="t"), NewJob(type="t")])
+    proxy.lose_next_commit_reply()
+    res = lossy.enqueue([NewJob(type="t", payload={"n": n}) for n in range(3)])
+    lost_once(proxy, lossy, retried=False)
+    assert [(r.status, r.created) for r in res] == [("new", True)] * 3
+    assert [pg_store.get_job(r.id)["payload"] for r in res] == ['{"n":0}', '{"n":1}', '{"n":2}']
+    c = counts(pg_store)
+    assert c["hot"] == 7 == c["enqueued_total"]
+
+
+def test_a_combined_group_whose_reply_was_lost_answers_each_caller_with_its_own_job(pg_store, lossy, proxy):
+    """The Combiner's group (single enqueues of several threads) is items of one-job calls, each numbered
+    0; after the lost reply each caller must get its own job back, in the group's order."""
+    producer = lossy.producer
+    for _ in range(2):  # both forms of the group's statement prepared (the queue unseen, then known)
+        producer._enqueue_singles([producer._enqueue_items([NewJob(type="t")])[0][0] for _ in range(2)])
+    proxy.lose_next_commit_reply()
+    sent = [producer._enqueue_items([NewJob(type="t", payload={"n": n})])[0][0] for n in range(8)]
+    assert {i["ord"] for i in sent} == {0}
+    res = producer._enqueue_singles(sent)
+    lost_once(proxy, lossy, retried=False)
+    assert [(r.id, r.status) for r in res] == [(i["id"], "new") for i in sent]
+    assert [pg_store.get_job(r.id)["payload"] for r in res] == [f'{{"n":{n}}}' for n in range(8)]
+    c = counts(pg_store)
+    assert c["hot"] == 12 == c["enqueued_total"]
+
+
 @pytest.mark.parametrize("explicit", [False, True], ids=["generated-id", "explicit-id"])
 def test_an_api_enqueue_whose_reply_was_lost_is_new_once_with_one_audit_row(pg_store, lossy, proxy, explicit):
     lossy.enqueue_audited(NewJob(type="t"), actor=OPS)
