@@ -63,6 +63,8 @@ class Releaser:
         shutdown). Returns how many jobs were released."""
         with self._again_lock:
             again, self._again = self._again, []
+        if not again:  # the usual case, once a polling interval: no lock, no set of the held jobs
+            return 0
         # A job the worker holds again by a claim it knows of is left out: either the failed release did
         # commit (its reply was lost) and a later claim of this worker took the job back, or it did not
         # and recover_claims buffered it again. Released now, that claim's start would meet a job no
