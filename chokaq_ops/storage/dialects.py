@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from chokaq_ops import errors
 from chokaq_ops.redact import redact
-from chokaq_ops.storage import deadline
+from chokaq_ops.storage import deadline, libpq
 from chokaq_ops.storage.queries import Statement
 
 log = logging.getLogger("chokaq.storage")
@@ -259,6 +259,10 @@ TCP_USER_TIMEOUT_MS = 60_000
 ABORT_GRACE_S = 2.0
 # Connects are serialised so that the socket each one opens can be told apart (see _own_socket).
 _connect_lock = threading.Lock()
+# URL options that libpq knows by the same name (the rest are psqlODBC's: see PostgresDialect.hot_on_libpq).
+_LIBPQ_URL_OPTIONS = frozenset(
+    {"sslmode", "sslrootcert", "sslcert", "sslkey", "sslcrl", "sslpassword", "target_session_attrs"}
+)
 _PG_DISCONNECT_TEXT = (
     "server closed the connection",
     "terminating connection",
@@ -292,11 +296,12 @@ class PostgresDialect(Dialect):
     _prepared_on: dict[int, set[str]] = field(default_factory=dict, repr=False)
     _prepare_off: bool = False
 
-    def libpq_params(self) -> dict[str, Any]:
-        """The URL's server, database and login as libpq keywords (psycopg): for the worker's listening
-        connection (engine/wakeup.py), the one connection that does not go through ODBC."""
+    def libpq_params(self, application_name: str = "chokaq-listener") -> dict[str, Any]:
+        """The URL's server, database, login and TLS options as libpq keywords (psycopg): for the worker's
+        listening connection (engine/wakeup.py) and the hot and producer connections (storage/libpq.py)."""
         parts = urlsplit(self.url)
-        return {
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items() if k in _LIBPQ_URL_OPTIONS}
+        return query | {
             "host": parts.hostname or "127.0.0.1",
             "port": parts.port or 5432,
             "dbname": unquote(parts.path.lstrip("/")) or "postgres",
@@ -308,8 +313,18 @@ class PostgresDialect(Dialect):
             "keepalives_interval": KEEPALIVE_INTERVAL_S,
             "keepalives_count": KEEPALIVE_COUNT,
             "tcp_user_timeout": TCP_USER_TIMEOUT_MS,
-            "application_name": "chokaq-listener",
+            "application_name": application_name,
         }
+
+    @property
+    def hot_on_libpq(self) -> bool:
+        """Whether the hot and producer connections (prepared statements only) are libpq's
+        (storage/libpq.py): unless the driver prepares statements itself, or the URL carries an ODBC
+        option that libpq has no word for (then every connection stays on pyodbc, as the URL asks)."""
+        if self.driver_prepares or not libpq.available():
+            return False
+        options = set(parse_qs(urlsplit(self.url).query))
+        return options <= _LIBPQ_URL_OPTIONS | {"driver"}
 
     @property
     def driver_prepares(self) -> bool:
@@ -348,6 +363,8 @@ class PostgresDialect(Dialect):
         return names
 
     def connect(self, kind: str = "") -> Any:
+        if kind in (HOT, PRODUCER) and self.hot_on_libpq:
+            return self._connect_libpq(kind)
         pyodbc = _pyodbc()
         login = self.connect_timeout if self.connect_timeout > 0 else None
         left = deadline.remaining()
@@ -372,8 +389,31 @@ class PostgresDialect(Dialect):
             self._sockets.pop(id(conn), None)
         else:
             self._sockets[id(conn)] = fd
-        # The session's settings go in one round trip (one simple query of several SETs): a statement
-        # each was 9-15 round trips per new connection.
+        cur = conn.cursor()
+        cur.execute(self._session_settings(conn, kind))
+        cur.close()
+        return conn
+
+    def _connect_libpq(self, kind: str) -> libpq.Connection:
+        params = self.libpq_params(application_name="chokaq")
+        left = deadline.remaining()
+        if left is not None:
+            params["connect_timeout"] = max(1, min(int(params["connect_timeout"]), math.ceil(left)))
+        try:
+            conn = libpq.Connection(params)
+        except libpq.LibpqError as exc:
+            raise errors.TransientStorageError(f"cannot connect to {self.redacted_url()}: {exc}") from exc
+        self._sockets[id(conn)] = conn.socket
+        try:
+            conn.script(self._session_settings(conn, kind))
+        except libpq.LibpqError as exc:
+            conn.close()
+            raise errors.TransientStorageError(f"cannot set up {self.redacted_url()}: {exc}") from exc
+        return conn
+
+    def _session_settings(self, conn: Any, kind: str) -> str:
+        """The session's settings as one simple query of several SETs (a statement each was 9-15 round
+        trips per new connection); registers a hot or producer connection's prepared statements."""
         settings = ["SET TIME ZONE 'UTC'"]
         settings.append(f"SET statement_timeout = {int(self.command_timeout * 1000)}")
         # A transaction left open by a client that hangs or dies mid-way holds its row locks until this
@@ -410,10 +450,7 @@ class PostgresDialect(Dialect):
         # the LIMIT-ed lateral scans of fetch estimate high: 100 ms of compilation for a 2 ms claim.
         settings.append("SET jit = off")
         settings.append("SET application_name = 'chokaq'")
-        cur = conn.cursor()
-        cur.execute("; ".join(settings))
-        cur.close()
-        return conn
+        return "; ".join(settings)
 
     def _own_socket(self, before: dict[int, str] | None) -> int | None:
         """(connect lock held) The socket the connect just opened: the one new socket whose peer is the
@@ -448,30 +485,53 @@ class PostgresDialect(Dialect):
         conn = cursor.connection
         done = self._prepared_on.get(id(conn))
         if prepared is None or done is None or self._prepare_off or not conn.autocommit:
-            cursor.execute(statement.qmark_sql, [params.get(k) for k in statement.param_order])
+            self._execute_plain(cursor, statement, prepared, params)
             return
         name, order, prepare, run = prepared
         values = [params.get(k) for k in order]
+        on_libpq = isinstance(conn, libpq.Connection)
         for _ in range(2):
             if name not in done:
                 try:
-                    cursor.execute(prepare)
-                except _pyodbc().Error as exc:
-                    if self.sqlstate(exc) != "42P05":  # already there: our bookkeeping was behind
-                        raise
+                    conn.prepare(prepare) if on_libpq else cursor.execute(prepare)
+                except Exception as exc:
+                    if not self.is_db_error(exc) or self.sqlstate(exc) != "42P05":
+                        raise  # 42P05, already there: our bookkeeping was behind
                 done.add(name)
             try:
-                cursor.execute(run, values)
+                if on_libpq:
+                    cursor.load(conn.execute_prepared(name, values))
+                else:
+                    cursor.execute(run, values)
                 return
-            except _pyodbc().Error as exc:
-                if self.sqlstate(exc) != "26000":
+            except Exception as exc:
+                if not self.is_db_error(exc) or self.sqlstate(exc) != "26000":
                     raise
                 done.discard(name)  # the session lost it (DISCARD ALL, a pooler's reset): prepare again
         # Gone again right after PREPARE: a pooler between us and the server (transaction pooling) hands
         # each statement another session. Plain statements from now on.
         self._prepare_off = True
         log.warning("prepared statements do not survive on %s; running without them", self.redacted_url())
-        cursor.execute(statement.qmark_sql, [params.get(k) for k in statement.param_order])
+        self._execute_plain(cursor, statement, prepared, params)
+
+    def _execute_plain(
+        self,
+        cursor: Any,
+        statement: Statement,
+        prepared: tuple[str, tuple[str, ...], str, str] | None,
+        params: dict[str, Any],
+    ) -> None:
+        """A statement not run as a prepared one: on pyodbc as it is; on a libpq connection (which runs
+        only prepared names, see Database._run) by its $n text, behind a pooler that keeps none."""
+        if not isinstance(cursor, libpq.Cursor):
+            cursor.execute(statement.qmark_sql, [params.get(k) for k in statement.param_order])
+            return
+        if prepared is None:
+            raise errors.StorageError("a statement that is not prepared was sent on a libpq connection")
+        _name, order, prepare, _run = prepared
+        cursor.load(
+            cursor.connection.execute_params(prepare.split(" AS ", 1)[1], [params.get(k) for k in order])
+        )
 
     def begin(self, conn: Any, write: bool) -> None:
         conn.autocommit = False
@@ -519,7 +579,7 @@ class PostgresDialect(Dialect):
         return state in ("HY000", "HY010", "") and any(t in text for t in _PG_DISCONNECT_TEXT)
 
     def is_db_error(self, exc: BaseException) -> bool:
-        return isinstance(exc, _pyodbc().Error)
+        return isinstance(exc, libpq.LibpqError | _pyodbc().Error)
 
     def is_unique_violation(self, exc: BaseException) -> bool:
         return self.sqlstate(exc) == "23505"
