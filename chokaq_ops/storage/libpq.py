@@ -77,8 +77,9 @@ class Connection:
 
     @autocommit.setter
     def autocommit(self, on: bool) -> None:
+        # As ODBC does: turning autocommit on commits the open transaction.
         if on != self._autocommit:
-            self.script("ROLLBACK" if on else "BEGIN")
+            self.script("COMMIT" if on else "BEGIN")
             self._autocommit = on
 
     def commit(self) -> None:

@@ -150,3 +150,24 @@ def test_a_bounded_call_on_libpq_ends_within_its_bound(pg_url):
             holder.rollback()
             holder.close()
         assert store.enqueue([NewJob(type="t", queue="new-queue")])[0].status == "new"
+
+
+def test_a_diagnostic_transaction_commits_and_rolls_back_as_on_pyodbc(pg_url):
+    with Store(pg_url) as store:
+        conn = _libpq(store)
+        try:
+            conn.autocommit = False
+            conn.cursor().execute("INSERT INTO queues (name) VALUES (?)", "rolled-back")
+            conn.rollback()
+            conn.cursor().execute("INSERT INTO queues (name) VALUES (?)", ["kept-by-commit"])
+            conn.commit()
+            conn.cursor().execute("INSERT INTO queues (name) VALUES (?)", ("kept-by-autocommit",))
+            conn.autocommit = True  # as ODBC: switching autocommit on commits the open transaction
+        finally:
+            conn.close()
+        odbc = store.dialect.connect()
+        try:
+            names = {r[0] for r in odbc.cursor().execute("SELECT name FROM queues").fetchall()}
+        finally:
+            odbc.close()
+    assert {"kept-by-commit", "kept-by-autocommit"} <= names and "rolled-back" not in names
