@@ -15,6 +15,7 @@ psycopg's cursors are not used: their type adaptation cost more than the ODBC la
 from __future__ import annotations
 
 import functools
+import math
 from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -115,13 +116,15 @@ class Connection:
             return "NULL"
         if isinstance(value, bool):
             return "true" if value else "false"
-        if isinstance(value, int | float):
-            return repr(value) if isinstance(value, float) else str(value)
+        if isinstance(value, int):
+            return str(value)
+        if isinstance(value, float):  # 'nan' and 'inf' are literals only when quoted
+            return repr(value) if math.isfinite(value) else f"'{value!r}'"
         return self.pq.Escaping(self.pgconn).escape_literal(str(value).encode()).decode()
 
     def prepare(self, sql: str) -> None:
         """A `PREPARE name AS ...` statement (the same text the pyodbc path sends)."""
-        self._result(lambda: self.pgconn.exec_(sql.encode()))
+        self.script(sql)
 
     def execute_prepared(self, name: str, values: list[Any]) -> pq.abc.PGresult:
         encoded = [_param(v) for v in values]

@@ -171,3 +171,21 @@ def test_a_diagnostic_transaction_commits_and_rolls_back_as_on_pyodbc(pg_url):
         finally:
             odbc.close()
     assert {"kept-by-commit", "kept-by-autocommit"} <= names and "rolled-back" not in names
+
+
+def test_diagnostic_statements_take_values_as_quoted_literals(pg_url):
+    with Store(pg_url) as store:
+        conn = _libpq(store)
+        try:
+            row = (
+                conn.cursor()
+                .execute(
+                    "SELECT CAST(? AS text), CAST(? AS double precision), CAST(? AS double precision), ?, ?",
+                    ["it's; DROP TABLE jobs_hot --", float("nan"), float("-inf"), None, True],
+                )
+                .fetchone()
+            )
+        finally:
+            conn.close()
+    assert row[0] == "it's; DROP TABLE jobs_hot --" and row[1] != row[1] and row[2] == float("-inf")
+    assert row[3:] == (None, True)
