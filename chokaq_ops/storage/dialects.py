@@ -366,10 +366,7 @@ class PostgresDialect(Dialect):
         if kind in (HOT, PRODUCER) and self.hot_on_libpq:
             return self._connect_libpq(kind)
         pyodbc = _pyodbc()
-        login = self.connect_timeout if self.connect_timeout > 0 else None
-        left = deadline.remaining()
-        if left is not None:
-            login = left if login is None else min(login, left)
+        login = self._login_seconds()
         # Whole seconds (ODBC's login timeout), at least one; 0 is the driver's default.
         seconds = max(1, math.ceil(login)) if login is not None else 0
         try:
@@ -389,31 +386,49 @@ class PostgresDialect(Dialect):
             self._sockets.pop(id(conn), None)
         else:
             self._sockets[id(conn)] = fd
+        self._track_prepared(conn, kind)
         cur = conn.cursor()
-        cur.execute(self._session_settings(conn, kind))
+        cur.execute(self._session_settings(kind))
         cur.close()
         return conn
 
     def _connect_libpq(self, kind: str) -> libpq.Connection:
         params = self.libpq_params(application_name="chokaq")
-        left = deadline.remaining()
-        if left is not None:
-            params["connect_timeout"] = max(1, min(int(params["connect_timeout"]), math.ceil(left)))
+        login = self._login_seconds()
+        if login is not None:
+            params["connect_timeout"] = max(1, min(int(params["connect_timeout"]), math.ceil(login)))
         try:
             conn = libpq.Connection(params)
         except libpq.LibpqError as exc:
             raise errors.TransientStorageError(f"cannot connect to {self.redacted_url()}: {exc}") from exc
         self._sockets[id(conn)] = conn.socket
+        self._track_prepared(conn, kind)
         try:
-            conn.script(self._session_settings(conn, kind))
+            conn.script(self._session_settings(kind))
         except libpq.LibpqError as exc:
             conn.close()
             raise errors.TransientStorageError(f"cannot set up {self.redacted_url()}: {exc}") from exc
         return conn
 
-    def _session_settings(self, conn: Any, kind: str) -> str:
+    def _login_seconds(self) -> float | None:
+        """How long a connect may take: Storage.ConnectTimeout, or less when the call's deadline is
+        nearer; None for no limit."""
+        login = self.connect_timeout if self.connect_timeout > 0 else None
+        left = deadline.remaining()
+        if left is not None:
+            login = left if login is None else min(login, left)
+        return login
+
+    def _track_prepared(self, conn: Any, kind: str) -> None:
+        """A hot or producer connection keeps the names prepared on it (see prepare_on_use)."""
+        if kind in (HOT, PRODUCER) and not self.driver_prepares:
+            self._prepared_on[id(conn)] = set()
+        else:
+            self._prepared_on.pop(id(conn), None)
+
+    def _session_settings(self, kind: str) -> str:
         """The session's settings as one simple query of several SETs (a statement each was 9-15 round
-        trips per new connection); registers a hot or producer connection's prepared statements."""
+        trips per new connection)."""
         settings = ["SET TIME ZONE 'UTC'"]
         settings.append(f"SET statement_timeout = {int(self.command_timeout * 1000)}")
         # A transaction left open by a client that hangs or dies mid-way holds its row locks until this
@@ -432,7 +447,6 @@ class PostgresDialect(Dialect):
         else:
             settings.append("SET plan_cache_mode = force_custom_plan")
         if kind in (HOT, PRODUCER) and not self.driver_prepares:
-            self._prepared_on[id(conn)] = set()
             # The worker's statements read rows only through the fetch indexes in order and the primary
             # key, which are right at any size. Planned by statistics, they went wrong whenever the
             # statistics lagged the table (analyzed while the queue was idle, then a burst of enqueues:
@@ -440,8 +454,6 @@ class PostgresDialect(Dialect):
             # instead of 0.6 ms, until autovacuum caught up). So hot connections plan by rule.
             for setting in _RULE_PLANNING:
                 settings.append(f"SET {setting} = off")
-        else:
-            self._prepared_on.pop(id(conn), None)
         if kind == HOT and not self.driver_prepares:
             # The worker's writes never wait long on a row another session holds (an operator's open
             # transaction, a report's SELECT ... FOR UPDATE): they fail fast and are retried.
@@ -493,7 +505,10 @@ class PostgresDialect(Dialect):
         for _ in range(2):
             if name not in done:
                 try:
-                    conn.prepare(prepare) if on_libpq else cursor.execute(prepare)
+                    if on_libpq:
+                        conn.script(prepare)
+                    else:
+                        cursor.execute(prepare)
                 except Exception as exc:
                     if not self.is_db_error(exc) or self.sqlstate(exc) != "42P05":
                         raise  # 42P05, already there: our bookkeeping was behind

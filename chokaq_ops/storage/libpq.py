@@ -104,7 +104,7 @@ class Connection:
         self.pgconn.finish()
 
     def script(self, sql: str) -> None:
-        """Run statements without parameters (the session's settings) in one round trip."""
+        """Run statements without parameters (the session's settings, a PREPARE) in one round trip."""
         self.simple(sql).clear()
 
     def simple(self, sql: str) -> pq.abc.PGresult:
@@ -121,10 +121,6 @@ class Connection:
         if isinstance(value, float):  # 'nan' and 'inf' are literals only when quoted
             return repr(value) if math.isfinite(value) else f"'{value!r}'"
         return self.pq.Escaping(self.pgconn).escape_literal(str(value).encode()).decode()
-
-    def prepare(self, sql: str) -> None:
-        """A `PREPARE name AS ...` statement (the same text the pyodbc path sends)."""
-        self.script(sql)
 
     def execute_prepared(self, name: str, values: list[Any]) -> pq.abc.PGresult:
         encoded = [_param(v) for v in values]

@@ -12,6 +12,7 @@ import pytest
 from chokaq_ops import errors
 from chokaq_ops.models import NewJob
 from chokaq_ops.storage import Store, dialects, libpq
+from tests.support.dbprobe import scalar, sql
 
 pytestmark = pytest.mark.postgres_only
 
@@ -53,7 +54,7 @@ def test_values_come_back_as_pyodbc_returns_them(pg_url):
     with Store(pg_url) as store:
         conn = _libpq(store)
         try:
-            conn.prepare(f"PREPARE typed AS {TYPED}")
+            conn.script(f"PREPARE typed AS {TYPED}")
             cursor = conn.cursor()
             cursor.load(conn.execute_prepared("typed", ["ünï'\"code", 12345678901, 1]))
             row = cursor.fetchone()
@@ -98,7 +99,7 @@ def test_errors_carry_the_sqlstate_the_dialect_classifies(pg_url):
         dialect = store.dialect
         conn = _libpq(store)
         try:
-            conn.prepare("PREPARE dup AS INSERT INTO queues (name) VALUES ($1)")
+            conn.script("PREPARE dup AS INSERT INTO queues (name) VALUES ($1)")
             conn.execute_prepared("dup", ["twice"])
             with pytest.raises(libpq.LibpqError) as info:
                 conn.execute_prepared("dup", ["twice"])
@@ -106,9 +107,7 @@ def test_errors_carry_the_sqlstate_the_dialect_classifies(pg_url):
             assert not dialect.is_transient(info.value)
             # The server ends the session (an operator's pg_terminate_backend, a restart): transient.
             pid = _backend_pid(conn)
-            admin = dialect.connect()
-            admin.cursor().execute("SELECT pg_terminate_backend(?)", pid)
-            admin.close()
+            sql(store, "SELECT pg_terminate_backend(?)", pid)
             with pytest.raises(libpq.LibpqError) as info:
                 conn.execute_prepared("dup", ["again"])
             assert dialect.is_transient(info.value) and dialect.is_disconnect(info.value)
@@ -127,11 +126,7 @@ def test_a_prepared_statement_the_session_lost_is_prepared_again(pg_url):
             store.db.pool.release(conn, dialects.PRODUCER)
         assert store.enqueue([NewJob(type="t", queue="q")])[0].status == "new"
         assert not store.dialect._prepare_off
-        odbc = store.dialect.connect()
-        try:
-            assert odbc.cursor().execute("SELECT count(*) FROM jobs_hot").fetchone()[0] == 2
-        finally:
-            odbc.close()
+        assert scalar(store, "SELECT count(*) FROM jobs_hot") == 2
 
 
 def test_a_bounded_call_on_libpq_ends_within_its_bound(pg_url):
@@ -165,11 +160,7 @@ def test_a_diagnostic_transaction_commits_and_rolls_back_as_on_pyodbc(pg_url):
             conn.autocommit = True  # as ODBC: switching autocommit on commits the open transaction
         finally:
             conn.close()
-        odbc = store.dialect.connect()
-        try:
-            names = {r[0] for r in odbc.cursor().execute("SELECT name FROM queues").fetchall()}
-        finally:
-            odbc.close()
+        names = {r[0] for r in sql(store, "SELECT name FROM queues")}
     assert {"kept-by-commit", "kept-by-autocommit"} <= names and "rolled-back" not in names
 
 
