@@ -6,13 +6,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
 from chokaq_ops import errors, ids, tracing, validation
 from chokaq_ops.models import Actor, EnqueueResult, NewJob
-from chokaq_ops.storage import signals
+from chokaq_ops.storage import plain_batch, signals
 from chokaq_ops.storage.audit import audit_in, person
 from chokaq_ops.storage.combining import Combiner
 from chokaq_ops.storage.database import Database, Tx
@@ -67,19 +67,24 @@ class Producer:
         jobs = list(jobs)
         if not jobs:
             return []
-        # Plain jobs (type, queue, payload, priority) have their items built directly.
-        items = self._plain_items(jobs)
-        compact = items is not None
-        if items is None:
-            items, explicit = self._enqueue_items(jobs)
-            if explicit or any(i["idempotency_key"] is not None for i in items):
-                return self._enqueue_checked(items, explicit)
-        # Generated ids, no keys: nothing to look up in the archive, the DLQ or the keys. One job goes
-        # through the combiner (threads' single enqueues share statements), several by the prepared
-        # multi-row statement (a third of the general one's server time, docs/benchmarks.md).
+        # Generated ids, no keys: nothing to look up in the archive, the DLQ or the keys. Several jobs go
+        # by the prepared multi-row statement (a third of the general one's server time,
+        # docs/benchmarks.md), a plain batch's parameter written as text (storage/plain_batch.py); one job
+        # through the combiner (threads' single enqueues share statements).
+        if len(jobs) > 1:
+            batch = plain_batch.build(jobs, self.db.max_payload_bytes)
+            if batch is not None:
+                return self._enqueue_fresh(batch.text, batch.ids, batch.queues, batch.items)
+        else:
+            item = self._plain_item(jobs[0])
+            if item is not None:
+                return [self._singles.submit(item)]
+        items, explicit = self._enqueue_items(jobs)
+        if explicit or any(i["idempotency_key"] is not None for i in items):
+            return self._enqueue_checked(items, explicit)
         if len(items) == 1:
             return [self._singles.submit(items[0])]
-        return self._enqueue_singles(items, compact=compact)
+        return self._enqueue_singles(items)
 
     def _enqueue_checked(self, items: list[dict[str, Any]], explicit: set[str]) -> list[EnqueueResult]:
         """`enqueue` by the general statement, with its lost-reply checks."""
@@ -105,32 +110,42 @@ class Producer:
             signals.publish(self.db.dialect.url)
         return self._results(self.db.run, items, rows)
 
-    def _enqueue_singles(self, items: list[dict[str, Any]], compact: bool = False) -> list[EnqueueResult]:
+    def _enqueue_singles(self, items: list[dict[str, Any]]) -> list[EnqueueResult]:
         """Jobs with generated ids and no idempotency keys: one alone by the lean statement, several
-        together by its multi-row form (`enqueue_fresh`) in one transaction (an `enqueue_many`, or the
-        Combiner's group of concurrent single enqueues; their ids are generated, so none can conflict
-        with another)."""
+        together by its multi-row form (the Combiner's group of concurrent single enqueues, or an
+        `enqueue_many` of jobs that are not plain; their ids are generated, so none can conflict with
+        another)."""
         if len(items) == 1:
             return [self._enqueue_one(items[0])]
+        return self._enqueue_fresh(
+            _fresh(items), [i["id"] for i in items], {i["queue"] for i in items}, lambda: items
+        )
+
+    def _enqueue_fresh(
+        self,
+        param: list[dict[str, Any]] | str,
+        job_ids: list[str],
+        queues: Iterable[str],
+        items: Callable[[], list[dict[str, Any]]],
+    ) -> list[EnqueueResult]:
+        """`enqueue_fresh` of jobs with generated ids (`param`: its items, or their JSON text), in one
+        transaction. `items()` gives them as dicts for the paths that look again after a lost reply."""
         now = time.monotonic()
-        queues = {i["queue"] for i in items}
         known = all(self._known_queues.get(q, 0.0) > now for q in queues)
         try:
-            rows = self.db.run_once(
-                "enqueue_fresh_known" if known else "enqueue_fresh", items=items if compact else _fresh(items)
-            )
+            rows = self.db.run_once("enqueue_fresh_known" if known else "enqueue_fresh", items=param)
         except errors.TransientStorageError:
-            return self._enqueue_unsure(items)
+            return self._enqueue_unsure(items())
         inserted = int(rows[0]["n"]) if rows else 0
         if inserted:
             signals.publish(self.db.dialect.url)
             if not known:
                 self._know(queues, now)
-        if inserted == len(items):
-            return [_generated(i["id"], True) for i in items]
+        if inserted == len(job_ids):
+            return [_generated(i, True) for i in job_ids]
         # Short (never in practice for generated ids): the items whose id holds this content are ours.
-        mine = {r["id"] for r in self.db.run("enqueued_unseen", write=False, items=items)}
-        return [_generated(i["id"], i["id"] in mine) for i in items]
+        mine = {r["id"] for r in self.db.run("enqueued_unseen", write=False, items=items())}
+        return [_generated(i, i in mine) for i in job_ids]
 
     def _enqueue_unsure(self, items: list[dict[str, Any]]) -> list[EnqueueResult]:
         """The lean statements for generated ids failed transiently: they may have committed, and a job
@@ -141,7 +156,8 @@ class Producer:
         ids_ = {i["id"] for i in items}
         self._note_uncertain_enqueues(ids_)
         # The checked statement answers by ordinal, so the items are numbered by their place here: plain
-        # items carry none (_plain_items), and a Combiner's group joins items of one-job calls, each 0.
+        # items carry none (_plain_item, plain_batch), and a Combiner's group joins items of one-job
+        # calls, each 0.
         numbered = [{**item, "ord": n} for n, item in enumerate(items)]
         return self._enqueue_checked(numbered, ids_)
 
@@ -317,55 +333,26 @@ class Producer:
             raise errors.ValidationError("the same job id appears twice in one enqueue", field="id")
         return items, {item["id"] for item, job in zip(items, jobs, strict=True) if job.id is not None}
 
-    def _plain_items(self, jobs: list[NewJob]) -> list[dict[str, Any]] | None:
-        """The items of a batch whose jobs give nothing but a type, a queue, a payload and a priority (the
-        usual enqueue_many), built as enqueue_fresh reads them: validated as _enqueue_item validates those
-        fields, null ones and the ordinal left out (`_enqueue_unsure` numbers them if the checked statement
-        must read them). None when a job gives more, or a trace context applies. A third less Python per
-        job than the full items filtered by _fresh (docs/benchmarks.md "enqueue_many")."""
-        if tracing.ENABLED and tracing.current_context() is not None:
+    def _plain_item(self, job: NewJob) -> dict[str, Any] | None:
+        """The item of a job that gives nothing but a type, a queue, a payload and a priority (the usual
+        single enqueue), built as enqueue_one reads it: validated as _enqueue_item validates those
+        fields, null ones and the ordinal left out (`_enqueue_unsure` numbers items if the checked
+        statement must read them). None when the job gives more, or a trace context applies."""
+        if plain_batch.gives_more(job) or (tracing.ENABLED and tracing.current_context() is not None):
             return None
-        items = []
-        # A batch's jobs mostly share a queue and a type: each distinct pair is validated once.
-        names: dict[tuple[str, str], tuple[str, str]] = {}
-        for job in jobs:
-            if (
-                job.id is not None
-                or job.idempotency_key is not None
-                or job.delay_seconds is not None
-                or job.scheduled_at is not None
-                or job.tags is not None
-                or job.created_by is not None
-                or job.trace_context is not None
-            ):
-                return None
-            queue, type_, payload, priority = self._fields(job, names)
-            item = {"id": None, "queue": queue, "type": type_, "priority": priority}
-            if payload is not None:
-                item["payload"] = payload
-            items.append(item)
-        # Drawn once the batch is known to be plain: one lock and one urandom read for all its ids.
-        for item, job_id in zip(items, ids.new_ids(len(items)), strict=True):
-            item["id"] = job_id
-        return items
+        queue, type_, payload, priority = self._fields(job)
+        item = {"id": ids.new_id(), "queue": queue, "type": type_, "priority": priority}
+        if payload is not None:
+            item["payload"] = payload
+        return item
 
-    def _fields(
-        self, job: NewJob, names: dict[tuple[str, str], tuple[str, str]] | None = None
-    ) -> tuple[str, str, str | None, int]:
-        """The fields every item has, validated: queue, type, payload and priority (10 when not given).
-        `names`: the (queue, type) pairs a batch validated already, each validated once."""
+    def _fields(self, job: NewJob) -> tuple[str, str, str | None, int]:
+        """The fields every item has, validated: queue, type, payload and priority (10 when not given)."""
         priority = validation.priority(job.priority)
-        queue, type_ = job.queue, job.type
-        # Only str keys: a value of another kind gets the validation's own error (and may not hash).
-        memo = names if names is not None and type(queue) is str and type(type_) is str else None
-        pair = memo.get((queue, type_)) if memo is not None else None
-        if pair is None:
-            type_text = validation.text(type_, "type", max_len=validation.MAX_TYPE)
-            pair = (validation.queue(queue), cast(str, type_text))
-            if memo is not None:
-                memo[(queue, type_)] = pair
+        queue = validation.queue(job.queue)
+        type_ = cast(str, validation.text(job.type, "type", max_len=validation.MAX_TYPE))
         payload = validation.payload(job.payload, max_bytes=self.db.max_payload_bytes, require_json=False)
-        return pair[0], pair[1], payload, 10 if priority is None else priority
+        return queue, type_, payload, 10 if priority is None else priority
 
     def _enqueue_item(
         self, ord_: int, job: NewJob, context: str | None = None, fresh: Iterator[str] | None = None

@@ -239,7 +239,7 @@ def test_a_combined_group_whose_reply_was_lost_answers_each_caller_with_its_own_
 
     def item(n: int) -> dict:
         job = NewJob(type="t", payload={"n": n}, tags=None if plain else "t")
-        return producer._plain_items([job])[0] if plain else producer._enqueue_items([job])[0][0]
+        return producer._plain_item(job) if plain else producer._enqueue_items([job])[0][0]
 
     producer._enqueue_singles([item(0), item(1)])  # prepared on a producer connection already
     lost = lose_commit_reply(store)
@@ -259,13 +259,13 @@ def test_a_retried_enqueue_does_not_put_back_a_job_that_ran_meanwhile(store, los
     retry. Before: the retry sent the same statement, which found that id gone from hot and inserted it
     again (ON CONFLICT DO NOTHING), so the job ran twice. Now a lean enqueue that failed transiently goes
     again by the checked statement, which sees the job in the archive (Producer._enqueue_unsure). A plain
-    batch's items carry no ordinal (Producer._plain_items); the retry numbers them for that statement."""
+    batch's items carry no ordinal (storage/plain_batch.py); the retry numbers them for that statement."""
     producer = store.producer
 
     def enqueue(n: int) -> list:
         jobs = [NewJob(type="t", payload={"n": i}) for i in range(n)]
-        if plain:
-            return producer._enqueue_singles(producer._plain_items(jobs), compact=True)
+        if plain:  # the batch's parameter written as text (storage/plain_batch.py)
+            return producer.enqueue(jobs)
         items, _ = producer._enqueue_items(jobs)
         return producer._enqueue_singles(items)
 

@@ -120,7 +120,7 @@ def test_a_single_enqueue_whose_reply_was_lost_is_new_once(pg_store, lossy, prox
 
 
 def test_a_plain_batch_whose_reply_was_lost_is_new_once(pg_store, lossy, proxy):
-    """enqueue_many of plain jobs: items without ordinals (Producer._plain_items), numbered for the checked
+    """enqueue_many of plain jobs: items without ordinals (storage/plain_batch.py), numbered for the checked
     statement only when its reply is lost."""
     for _ in range(2):  # both forms of the multi-row statement prepared (the queue unseen, then known)
         lossy.enqueue([NewJob(type="t"), NewJob(type="t")])

@@ -488,39 +488,49 @@ def test_a_statement_that_counts_alone_fails_rather_than_miscount_inside_a_bigge
 
 
 def test_a_plain_batch_is_built_as_the_general_items_would_be_sent(store):
-    """enqueue_many of jobs that give only type, queue, payload and priority builds its items directly
-    (Producer._plain_items): the same validated values as the general items after _fresh, and the same
-    refusals; a batch with any other field goes the general way."""
+    """enqueue_many of jobs that give only type, queue, payload and priority writes its statement's
+    parameter as text (storage/plain_batch.py): the same objects the general items give after _fresh,
+    and the same refusals; a batch with any other field goes the general way."""
+    from chokaq_ops.storage import plain_batch
     from chokaq_ops.storage import producer as producer_module
 
     producer = store.producer
+    limit = store.db.max_payload_bytes
     jobs = [
         NewJob(type=" t1 ", queue="q1"),
-        NewJob(type="t2", queue="q2", payload={"n": 1}, priority=3),
+        NewJob(type="t2", queue="q2", payload={"n": 1, "é": "\u2028\"\\"}, priority=3),
         NewJob(type="t3", payload=None),
         NewJob(type="t4", payload="not json"),
+        NewJob(type=" t1 ", queue="q1", payload="again"),  # the same names, validated once
     ]
-    plain = producer._plain_items(jobs)
+    batch = plain_batch.build(jobs, limit)
+    assert batch is not None and len(set(batch.ids)) == 5 and batch.queues == {"q1", "q2", "default"}
     general = producer_module._fresh(producer._enqueue_items(jobs)[0])
-    assert [{k: v for k, v in i.items() if k not in ("id", "ord")} for i in plain] == [
-        {k: v for k, v in i.items() if k != "id"} for i in general
-    ]
-    # No ordinal in the statement's JSON: only the checked statement after a lost reply reads one.
-    assert all("ord" not in i for i in plain) and len({i["id"] for i in plain}) == 4
+    for item, job_id in zip(general, batch.ids, strict=True):
+        item["id"] = job_id
+    # The same objects (keys in another order); no ordinal in the statement's JSON: only the checked
+    # statement after a lost reply reads one.
+    assert batch.items() == general and all("ord" not in i for i in batch.items())
     for other in ({"tags": "a"}, {"delay_seconds": 1.0}, {"created_by": "me"}, {"idempotency_key": "k"}):
-        assert producer._plain_items([*jobs, NewJob(type="t", **other)]) is None
+        assert plain_batch.build([*jobs, NewJob(type="t", **other)], limit) is None
     refusals = (
         ({"queue": " "}, "queue"),
         ({"type": ""}, "type"),
         ({"priority": 10**9}, "priority"),
+        ({"priority": True}, "priority"),  # equal to 1 as a key, refused as a boolean
         ({"queue": 5}, "queue"),  # not a string: not looked up among the batch's validated names
         ({"payload": "é" * 600_000}, "payload"),  # 600,000 characters, 1.2 MB: over the byte limit
+        ({"payload": "a\x00b"}, "payload"),
     )
     for bad, field in refusals:
         with pytest.raises(errors.ValidationError) as refused:
-            producer._plain_items([jobs[0], NewJob(**{"type": "t", **bad})])
+            plain_batch.build([jobs[0], NewJob(**{"type": "t", **bad})], limit)
         assert refused.value.field == field
+        with pytest.raises(errors.ValidationError) as refused:
+            store.enqueue([jobs[0], NewJob(**{"type": "t", **bad})])
+        assert refused.value.field == field
+    assert scalar(store, "SELECT count(*) FROM jobs_hot") == 0  # the refused batches inserted nothing
     results = store.enqueue(jobs)
-    assert [r.status for r in results] == ["new"] * 4
-    assert [store.get_job(r.id).type for r in results] == ["t1", "t2", "t3", "t4"]
+    assert [r.status for r in results] == ["new"] * 5
+    assert [store.get_job(r.id).type for r in results] == ["t1", "t2", "t3", "t4", "t1"]
     assert store.get_job(results[2].id).payload is None
