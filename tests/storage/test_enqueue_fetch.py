@@ -498,7 +498,7 @@ def test_a_plain_batch_is_built_as_the_general_items_would_be_sent(store):
     limit = store.db.max_payload_bytes
     jobs = [
         NewJob(type=" t1 ", queue="q1"),
-        NewJob(type="t2", queue="q2", payload={"n": 1, "é": "\u2028\"\\"}, priority=3),
+        NewJob(type="t2", queue="q2", payload={"n": 1, "é": '\u2028"\\'}, priority=3),
         NewJob(type="t3", payload=None),
         NewJob(type="t4", payload="not json"),
         NewJob(type=" t1 ", queue="q1", payload="again"),  # the same names, validated once
