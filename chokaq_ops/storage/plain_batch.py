@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from json.encoder import encode_basestring_ascii as _quoted  # type: ignore[attr-defined]
+from json.encoder import encode_basestring_ascii as _quoted
 from operator import attrgetter
-from typing import Any
+from typing import Any, cast
 
 from chokaq_ops import ids, tracing, validation
 from chokaq_ops.models import NewJob
@@ -70,7 +70,7 @@ def build(jobs: Sequence[NewJob], max_payload_bytes: int) -> PlainBatch | None:
         if head is None:
             checked = validation.priority(priority)
             name = validation.queue(queue)
-            kind = validation.text(type_, "type", max_len=validation.MAX_TYPE)
+            kind = cast(str, validation.text(type_, "type", max_len=validation.MAX_TYPE))
             head = (
                 f'","queue":{_quoted(name)},"type":{_quoted(kind)},'
                 f'"priority":{DEFAULT_PRIORITY if checked is None else checked}'
@@ -89,7 +89,7 @@ def build(jobs: Sequence[NewJob], max_payload_bytes: int) -> PlainBatch | None:
             or len(payload) > max_payload_bytes
             or "\x00" in payload
         ):
-            payload = validation.payload(payload, max_bytes=max_payload_bytes, require_json=False)
+            payload = cast(str, validation.payload(payload, max_bytes=max_payload_bytes, require_json=False))
         bodies.append(f'{head},"payload":{_quoted(payload)}}}')
     # Drawn once the batch is known to be plain: one lock and one urandom read for all its ids.
     new = ids.new_ids(len(bodies))
