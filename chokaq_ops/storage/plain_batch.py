@@ -29,7 +29,7 @@ DEFAULT_PRIORITY = 10
 class PlainBatch:
     text: str  # enqueue_fresh's `items` parameter
     ids: list[str]  # the jobs' generated ids, in the jobs' order
-    queues: frozenset[str]  # the validated queue names the batch uses
+    counts: dict[str, int]  # validated queue name -> how many of the jobs go to it
 
     def items(self) -> list[dict[str, Any]]:
         """The items as dicts, in order (without ordinals, null payloads left out)."""
@@ -54,33 +54,40 @@ def build(jobs: Sequence[NewJob], max_payload_bytes: int) -> PlainBatch | None:
     trace context applies (the general items carry those). Raises ValidationError as `_enqueue_item`."""
     if tracing.ENABLED and tracing.current_context() is not None:
         return None
-    # Per distinct (queue, type, priority): the item's text between the id and the payload.
-    heads: dict[tuple[Any, Any, Any], str] = {}
-    queues: set[str] = set()
-    bodies = []
+    # Per distinct (queue, type, priority): the item's text between the id and the payload, the queue's
+    # validated name, and how many of the batch's jobs it heads.
+    heads: dict[tuple[Any, Any, Any], list[Any]] = {}
+    parts = []
     extras = _EXTRAS
-    for job in jobs:
+    # Drawn before the jobs are known to be plain (one lock and one urandom read for all; a batch that is
+    # not plain leaves them unused): each item's text is then written in one go.
+    new = ids.new_ids(len(jobs))
+    for job, job_id in zip(jobs, new, strict=True):
         if extras(job) != _UNSET:  # gives_more, without a call per job
             return None
-        queue, type_, priority = job.queue, job.type, job.priority
+        key: tuple[Any, Any, Any] = (job.queue, job.type, job.priority)
         # Only values that hash and compare as themselves are looked up; another kind (a bool priority
         # equals 1) gets the validation's own error.
-        memo = type(queue) is str and type(type_) is str and (priority is None or type(priority) is int)
-        head = heads.get((queue, type_, priority)) if memo else None
-        if head is None:
-            checked = validation.priority(priority)
-            name = validation.queue(queue)
-            kind = cast(str, validation.text(type_, "type", max_len=validation.MAX_TYPE))
-            head = (
-                f'","queue":{_quoted(name)},"type":{_quoted(kind)},'
-                f'"priority":{DEFAULT_PRIORITY if checked is None else checked}'
-            )
-            queues.add(name)
-            if memo:
-                heads[(queue, type_, priority)] = head
+        memo = type(key[0]) is str and type(key[1]) is str and (key[2] is None or type(key[2]) is int)
+        entry = heads.get(key) if memo else None
+        if entry is None:
+            checked = validation.priority(key[2])
+            name = validation.queue(key[0])
+            kind = cast(str, validation.text(key[1], "type", max_len=validation.MAX_TYPE))
+            if not memo:  # (a str subclass, say) keyed by its validated values, which do
+                key = (name, kind, checked)
+            entry = heads.get(key)
+            if entry is None:
+                text = (
+                    f'","queue":{_quoted(name)},"type":{_quoted(kind)},'
+                    f'"priority":{DEFAULT_PRIORITY if checked is None else checked}'
+                )
+                entry = heads[key] = [text, name, 0]
+        entry[2] += 1
+        head = entry[0]
         payload = job.payload
         if payload is None:
-            bodies.append(head + "}")
+            parts.append(f'{{"id":"{job_id}{head}}}')
             continue
         # validation.payload's checks, inline for the usual case: an ASCII text within the limit.
         if (
@@ -90,8 +97,8 @@ def build(jobs: Sequence[NewJob], max_payload_bytes: int) -> PlainBatch | None:
             or "\x00" in payload
         ):
             payload = cast(str, validation.payload(payload, max_bytes=max_payload_bytes, require_json=False))
-        bodies.append(f'{head},"payload":{_quoted(payload)}}}')
-    # Drawn once the batch is known to be plain: one lock and one urandom read for all its ids.
-    new = ids.new_ids(len(bodies))
-    text = "[" + ",".join([f'{{"id":"{i}{body}' for i, body in zip(new, bodies, strict=True)]) + "]"
-    return PlainBatch(text, new, frozenset(queues))
+        parts.append(f'{{"id":"{job_id}{head},"payload":{_quoted(payload)}}}')
+    counts: dict[str, int] = {}
+    for _, name, n in heads.values():
+        counts[name] = counts.get(name, 0) + n
+    return PlainBatch("[" + ",".join(parts) + "]", new, counts)

@@ -3,10 +3,11 @@ and the next due time. An enqueue whose reply may have been lost is checked befo
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, cast
 
@@ -74,7 +75,7 @@ class Producer:
         if len(jobs) > 1:
             batch = plain_batch.build(jobs, self.db.max_payload_bytes)
             if batch is not None:
-                return self._enqueue_fresh(batch.text, batch.ids, batch.queues, batch.items)
+                return self._enqueue_fresh(batch.text, batch.ids, batch.counts, batch.items)
         else:
             item = self._plain_item(jobs[0])
             if item is not None:
@@ -117,23 +118,27 @@ class Producer:
         another)."""
         if len(items) == 1:
             return [self._enqueue_one(items[0])]
-        return self._enqueue_fresh(
-            _fresh(items), [i["id"] for i in items], {i["queue"] for i in items}, lambda: items
-        )
+        counts = collections.Counter(i["queue"] for i in items)
+        return self._enqueue_fresh(_fresh(items), [i["id"] for i in items], counts, lambda: items)
 
     def _enqueue_fresh(
         self,
         param: list[dict[str, Any]] | str,
         job_ids: list[str],
-        queues: Iterable[str],
+        counts: Mapping[str, int],
         items: Callable[[], list[dict[str, Any]]],
     ) -> list[EnqueueResult]:
-        """`enqueue_fresh` of jobs with generated ids (`param`: its items, or their JSON text), in one
-        transaction. `items()` gives them as dicts for the paths that look again after a lost reply."""
+        """`enqueue_fresh` of jobs with generated ids (`param`: its items, or their JSON text; `counts`:
+        how many go to each queue), in one transaction. `items()` gives them as dicts for the paths that
+        look again after a lost reply."""
         now = time.monotonic()
+        queues = counts.keys()
         known = all(self._known_queues.get(q, 0.0) > now for q in queues)
+        counted = [{"queue": q, "n": n} for q, n in counts.items()]
         try:
-            rows = self.db.run_once("enqueue_fresh_known" if known else "enqueue_fresh", items=param)
+            rows = self.db.run_once(
+                "enqueue_fresh_known" if known else "enqueue_fresh", items=param, counts=counted
+            )
         except errors.TransientStorageError:
             return self._enqueue_unsure(items())
         inserted = int(rows[0]["n"]) if rows else 0
@@ -141,8 +146,8 @@ class Producer:
             signals.publish(self.db.dialect.url)
             if not known:
                 self._know(queues, now)
-        if inserted == len(job_ids):
-            return [_generated(i, True) for i in job_ids]
+        if inserted == len(job_ids):  # by position, not _generated's keywords: a sixth of a job's Python
+            return [EnqueueResult(i, True) for i in job_ids]
         # Short (never in practice for generated ids): the items whose id holds this content are ours.
         mine = {r["id"] for r in self.db.run("enqueued_unseen", write=False, items=items())}
         return [_generated(i, i in mine) for i in job_ids]

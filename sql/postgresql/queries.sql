@@ -435,7 +435,10 @@ audited AS (
 -- tenth of a 1000-job statement). No ON CONFLICT either: nothing else holds a generated id, and this
 -- statement is never sent twice (one whose reply was lost goes again by `enqueue`, which looks in the
 -- archive and the DLQ: Producer._enqueue_unsure). Its speculative insertion cost 1.4 us a row, a seventh
--- of the statement (docs/benchmarks.md "enqueue_many").
+-- of the statement (docs/benchmarks.md "enqueue_many"). So the statement inserts every item or fails, and
+-- nothing comes back from the INSERT: the counters and the wake-up read the items' count per queue from
+-- :counts (`fresh_counts`), which the producer sends with them. Returning the rows to count them was a
+-- tenth of the statement (docs/benchmarks.md "enqueue_many as text").
 ins AS (
     INSERT INTO jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count,
                           scheduled_at, due_at, created_at, updated_at, created_by, trace_context)
@@ -445,32 +448,43 @@ ins AS (
           FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS j(id text, queue text, type text, payload text,
               tags text, priority integer, delay_s double precision, scheduled_at timestamptz,
               created_by text, trace_context text)) i
-    RETURNING id, queue
 )
 
+-- fragment: fresh_counts
+-- The items' count per queue (:counts, JSON [{queue, n}]), as the producer counted them (CTE `counts`).
+counts AS (SELECT c.queue, c.n FROM jsonb_to_recordset(CAST(:counts AS jsonb)) AS c(queue text, n integer))
+
 -- fragment: fresh_rest
--- enqueue_fresh's counters and wake-up after `ins`; one row back, how many jobs it inserted (the store
--- asks which only when that is short of the items, never in practice for generated ids). A statement of
--- its own (count_deltas_alone).
-{{enqueued_deltas}},
+-- enqueue_fresh's counters and wake-up after `counts`; one row back, how many jobs it inserted: all of
+-- them, or the statement failed. A statement of its own (count_deltas_alone).
+deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (
+    SELECT queue, n, 0, 0, 0, n, 0, 0 FROM counts
+),
 counters AS ({{count_deltas_alone}}),
-moved_rows AS (SELECT id FROM ins),
+moved_rows AS (SELECT queue FROM counts),
 {{wake_workers}}
-SELECT count(*) AS n FROM ins WHERE (SELECT count(*) FROM signal) >= 0
+SELECT sum(n) AS n FROM counts WHERE (SELECT count(*) FROM signal) >= 0
 
 -- name: enqueue_fresh
 -- enqueue_one for several jobs: enqueue_many of jobs with generated ids and no idempotency keys, and
 -- single-job enqueues of concurrent threads that the producer sends together (storage/combining.py). Like
 -- enqueue_one, no archive, DLQ or key look-up; prepared on the producer's connections (the general
--- enqueue statement is planned per call: 2-3 ms for a few jobs against 0.7 ms for this one).
+-- enqueue statement is planned per call: 2-3 ms for a few jobs against 0.7 ms for this one). The queue
+-- rows of queues not seen before, from `counts` (insert_new_queues reads them from `ins`).
 WITH {{fresh_insert}},
-new_queues AS ({{insert_new_queues}}),
+{{fresh_counts}},
+new_queues AS (
+    INSERT INTO queues (name)
+    SELECT c.queue FROM counts c WHERE NOT EXISTS (SELECT 1 FROM queues q WHERE q.name = c.queue)
+    ORDER BY c.queue ON CONFLICT DO NOTHING
+),
 {{fresh_rest}};
 
 -- name: enqueue_fresh_known
 -- enqueue_fresh when every item's queue row was seen committed a moment ago (KNOWN_QUEUE_S): no look at
 -- the queues table.
 WITH {{fresh_insert}},
+{{fresh_counts}},
 {{fresh_rest}};
 
 -- name: find_idempotency_keys

@@ -87,7 +87,7 @@ def test_enqueue_many_sends_its_items_without_null_fields(
     execute = store.db.dialect.execute
 
     def spy(cursor: Any, statement: Any, params: dict[str, Any]) -> None:
-        sent.extend(v for v in params.values() if isinstance(v, str) and v.startswith("[{"))
+        sent.extend(v for k, v in params.items() if k == "items" and isinstance(v, str))
         execute(cursor, statement, params)
 
     monkeypatch.setattr(store.db.dialect, "execute", spy)

@@ -504,7 +504,8 @@ def test_a_plain_batch_is_built_as_the_general_items_would_be_sent(store):
         NewJob(type=" t1 ", queue="q1", payload="again"),  # the same names, validated once
     ]
     batch = plain_batch.build(jobs, limit)
-    assert batch is not None and len(set(batch.ids)) == 5 and batch.queues == {"q1", "q2", "default"}
+    assert batch is not None and len(set(batch.ids)) == 5
+    assert batch.counts == {"q1": 2, "q2": 1, "default": 2}  # what the statement adds to the counters
     general = producer_module._fresh(producer._enqueue_items(jobs)[0])
     for item, job_id in zip(general, batch.ids, strict=True):
         item["id"] = job_id
@@ -530,6 +531,12 @@ def test_a_plain_batch_is_built_as_the_general_items_would_be_sent(store):
             store.enqueue([jobs[0], NewJob(**{"type": "t", **bad})])
         assert refused.value.field == field
     assert scalar(store, "SELECT count(*) FROM jobs_hot") == 0  # the refused batches inserted nothing
+
+    class Name(str):  # a str subclass is not looked up raw; its jobs are still counted, each once
+        pass
+
+    odd = plain_batch.build([NewJob(type="t", queue=Name(" q1")), NewJob(type="t", queue=Name("q1 "))], limit)
+    assert odd is not None and odd.counts == {"q1": 2}
     results = store.enqueue(jobs)
     assert [r.status for r in results] == ["new"] * 5
     assert [store.get_job(r.id).type for r in results] == ["t1", "t2", "t3", "t4", "t1"]

@@ -45,6 +45,10 @@ def _check(store: Store) -> None:
 def test_hot_counts_equal_the_rows_after_every_kind_of_move(store):
     store.enqueue([NewJob(type="t", id=f"a{i}", queue="a") for i in range(10)])
     store.enqueue([NewJob(type="t", id=f"b{i}", queue="b", idempotency_key=f"k{i}") for i in range(4)])
+    # Generated ids: counted per queue by the producer and sent with the items (enqueue_fresh), for a
+    # plain batch written as text and for items of other fields alike.
+    store.enqueue([NewJob(type="t", queue=q) for q in ("c", "d", "c", "c")])
+    store.enqueue([NewJob(type="t", queue=q, tags="x") for q in ("d", "c", "d")])
     _check(store)
     fetched = [r["id"] for r in store.fetch("w", 4, ["a"])]  # fetched, not started
     started = [r["id"] for r in store.fetch("w", 3, ["a"], start=3)]  # claim-and-start
