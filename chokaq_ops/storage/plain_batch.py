@@ -16,7 +16,6 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from json.encoder import encode_basestring_ascii as _quoted
-from operator import attrgetter
 from typing import Any, cast
 
 from chokaq_ops import ids, tracing, validation
@@ -37,16 +36,20 @@ class PlainBatch:
         return items
 
 
-# The fields a plain job leaves unset, read in one C call.
-_EXTRAS = attrgetter(
-    "id", "idempotency_key", "delay_seconds", "scheduled_at", "tags", "created_by", "trace_context"
-)
-_UNSET = (None,) * 7
+_NOTHING = object()  # no job's field is this
 
 
 def gives_more(job: NewJob) -> bool:
     """Whether a job gives more than a type, a queue, a payload and a priority."""
-    return _EXTRAS(job) != _UNSET
+    return (
+        job.id is not None
+        or job.idempotency_key is not None
+        or job.delay_seconds is not None
+        or job.scheduled_at is not None
+        or job.tags is not None
+        or job.created_by is not None
+        or job.trace_context is not None
+    )
 
 
 def build(jobs: Sequence[NewJob], max_payload_bytes: int) -> PlainBatch | None:
@@ -58,31 +61,29 @@ def build(jobs: Sequence[NewJob], max_payload_bytes: int) -> PlainBatch | None:
     # validated name, and how many of the batch's jobs it heads.
     heads: dict[tuple[Any, Any, Any], list[Any]] = {}
     parts = []
-    extras = _EXTRAS
     # Drawn before the jobs are known to be plain (one lock and one urandom read for all; a batch that is
     # not plain leaves them unused): each item's text is then written in one go.
     new = ids.new_ids(len(jobs))
+    # The previous job's (queue, type, priority) objects and their entry: a batch built in a loop passes
+    # the same objects job after job, found by identity without building a key (every tuple built per job
+    # is one more object for the collector: its passes were a fifth of this function's time).
+    last: tuple[Any, Any, Any] = (_NOTHING, _NOTHING, _NOTHING)
+    entry: list[Any] = []
     for job, job_id in zip(jobs, new, strict=True):
-        if extras(job) != _UNSET:  # gives_more, without a call per job
+        if (  # gives_more, inline: a call per job is a tenth of this loop
+            job.id is not None
+            or job.idempotency_key is not None
+            or job.delay_seconds is not None
+            or job.scheduled_at is not None
+            or job.tags is not None
+            or job.created_by is not None
+            or job.trace_context is not None
+        ):
             return None
-        key: tuple[Any, Any, Any] = (job.queue, job.type, job.priority)
-        # Only values that hash and compare as themselves are looked up; another kind (a bool priority
-        # equals 1) gets the validation's own error.
-        memo = type(key[0]) is str and type(key[1]) is str and (key[2] is None or type(key[2]) is int)
-        entry = heads.get(key) if memo else None
-        if entry is None:
-            checked = validation.priority(key[2])
-            name = validation.queue(key[0])
-            kind = cast(str, validation.text(key[1], "type", max_len=validation.MAX_TYPE))
-            if not memo:  # (a str subclass, say) keyed by its validated values, which do
-                key = (name, kind, checked)
-            entry = heads.get(key)
-            if entry is None:
-                text = (
-                    f'","queue":{_quoted(name)},"type":{_quoted(kind)},'
-                    f'"priority":{DEFAULT_PRIORITY if checked is None else checked}'
-                )
-                entry = heads[key] = [text, name, 0]
+        queue, type_, priority = job.queue, job.type, job.priority
+        if queue is not last[0] or type_ is not last[1] or priority is not last[2]:
+            last = (queue, type_, priority)
+            entry = _entry(heads, last)
         entry[2] += 1
         head = entry[0]
         payload = job.payload
@@ -102,3 +103,26 @@ def build(jobs: Sequence[NewJob], max_payload_bytes: int) -> PlainBatch | None:
     for _, name, n in heads.values():
         counts[name] = counts.get(name, 0) + n
     return PlainBatch("[" + ",".join(parts) + "]", new, counts)
+
+
+def _entry(heads: dict[tuple[Any, Any, Any], list[Any]], key: tuple[Any, Any, Any]) -> list[Any]:
+    """The entry [text between id and payload, validated queue name, jobs counted] of a job's (queue, type,
+    priority), validated the first time. Only values that hash and compare as themselves are looked up
+    raw; another kind (a bool priority equals 1) gets the validation's own error, and one that passes it
+    (a str subclass) is keyed by its validated values."""
+    memo = type(key[0]) is str and type(key[1]) is str and (key[2] is None or type(key[2]) is int)
+    entry = heads.get(key) if memo else None
+    if entry is None:
+        checked = validation.priority(key[2])
+        name = validation.queue(key[0])
+        kind = cast(str, validation.text(key[1], "type", max_len=validation.MAX_TYPE))
+        if not memo:
+            key = (name, kind, checked)
+        entry = heads.get(key)
+        if entry is None:
+            text = (
+                f'","queue":{_quoted(name)},"type":{_quoted(kind)},'
+                f'"priority":{DEFAULT_PRIORITY if checked is None else checked}'
+            )
+            entry = heads[key] = [text, name, 0]
+    return entry
