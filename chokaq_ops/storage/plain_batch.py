@@ -3,11 +3,12 @@
 A batch whose jobs give nothing but a type, a queue, a payload and a priority (no id, key, delay, time,
 tags, author or trace context) goes to `enqueue_fresh` as a JSON array of `{"id", "queue", "type",
 "priority", "payload"}` objects, null payloads left out. Built as item dicts and then encoded, that array
-cost the producer 2.2 us a job of the 12.6 a 1,000-job enqueue takes end to end; written directly as text,
+cost the producer 2.2 us a job of the 12.6 a 1,000-job enqueue took end to end; written directly as text,
 each distinct (queue, type, priority) validated and encoded once and each payload escaped by the C
-encoder, 0.9 us (docs/benchmarks.md "enqueue_many as text"). The text is what the general items would
-encode to (`items()` reads it back for the lost-reply paths, which need dicts), and a job is refused with
-the same errors as on the general path.
+encoder, 0.96 us (docs/benchmarks.md "enqueue_many as text"). The text holds the objects the general
+items would encode to (`items()` reads them back for the lost-reply paths, which need dicts), and a job
+is refused with the same errors as on the general path. `counts` goes with it: the statement adds the
+counters from it instead of returning its rows.
 """
 
 from __future__ import annotations
