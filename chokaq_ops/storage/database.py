@@ -87,7 +87,7 @@ class Database:
         self._kinds: dict[str, str] = {}
         self.prepare(dialects.PRODUCER, producer_prepared)
         self.prepare(dialects.HOT, prepared)
-        self.pool = Pool(self.dialect.connect, pool_size)
+        self.pool = Pool(self.dialect.connect, pool_size, self.dialect.close)
         self.cleanup_batch_size = cleanup_batch_size
         self.max_transient_retries = max_transient_retries
         self.transient_retry_base_delay = transient_retry_base_delay
@@ -238,8 +238,7 @@ class Database:
         finally:
             with contextlib.suppress(Exception):
                 self.dialect.rollback(conn)
-            with contextlib.suppress(Exception):
-                conn.close()
+            self.dialect.close(conn)
 
     def run_batches(
         self,

@@ -71,6 +71,17 @@ class Dialect:
     def connect(self, kind: str = "") -> Any:
         raise NotImplementedError
 
+    def close(self, conn: Any) -> None:
+        """Close a connection this dialect made (quietly: it may be dead already) and drop what the
+        dialect keeps about it by id(conn), which a long-lived process would otherwise gather one entry
+        per connection ever opened (a pool renews them after every disconnect)."""
+        with contextlib.suppress(Exception):
+            conn.close()
+        self._forget(id(conn))
+
+    def _forget(self, key: int) -> None:
+        pass
+
     def execute(self, cursor: Any, statement: Statement, params: dict[str, Any]) -> None:
         raise NotImplementedError
 
@@ -170,6 +181,9 @@ class SqliteDialect(Dialect):
     name: str = "sqlite"
     # id(connection) -> the busy timeout (ms) it has now: a bounded call lowers it for its own duration.
     _busy: dict[int, int] = field(default_factory=dict, repr=False)
+
+    def _forget(self, key: int) -> None:
+        self._busy.pop(key, None)
 
     def connect(self, kind: str = "") -> sqlite3.Connection:
         if self.path != ":memory:" and not self.path.startswith("file:"):
@@ -295,6 +309,10 @@ class PostgresDialect(Dialect):
     # id(hot or producer connection) -> names prepared on it; set up whenever connect() makes one.
     _prepared_on: dict[int, set[str]] = field(default_factory=dict, repr=False)
     _prepare_off: bool = False
+
+    def _forget(self, key: int) -> None:
+        self._sockets.pop(key, None)
+        self._prepared_on.pop(key, None)
 
     def libpq_params(self, application_name: str = "chokaq-listener") -> dict[str, Any]:
         """The URL's server, database, login and TLS options as libpq keywords (psycopg): for the worker's

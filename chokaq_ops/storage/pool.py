@@ -18,8 +18,12 @@ class Pool:
     with their own session settings); the factory is called with the kind, idle connections are reused
     for their own kind only, and one of another kind is closed to make room for a new one."""
 
-    def __init__(self, factory: Callable[..., Any], size: int) -> None:
+    def __init__(
+        self, factory: Callable[..., Any], size: int, closer: Callable[[Any], None] | None = None
+    ) -> None:
         self._factory = factory
+        # Closes a connection quietly (the factory's owner may keep something per connection to drop).
+        self._close = closer or _close_quietly
         self._idle: dict[str, list[Any]] = {}
         # One lock for the places and the idle lists: a semaphore beside it was a second lock (and, in
         # Python, a Condition) taken twice per statement.
@@ -64,7 +68,7 @@ class Pool:
             if conn is None:
                 self._open += 1
         if spare is not None:
-            _close_quietly(spare)
+            self._close(spare)
         if conn is None:
             try:
                 conn = self._factory(kind) if kind else self._factory()
@@ -86,7 +90,7 @@ class Pool:
             else:
                 self._open -= 1
         if not keep:
-            _close_quietly(conn)
+            self._close(conn)
 
     def _wait_for_place(self, timeout: float | None) -> bool:
         """(lock held) Wait until a place is free; False when `timeout` seconds passed first."""
@@ -120,7 +124,7 @@ class Pool:
             self._open -= sum(len(conns) for conns in idle.values())
         for conns in idle.values():
             for conn in conns:
-                _close_quietly(conn)
+                self._close(conn)
 
     def close(self) -> None:
         with self._lock:

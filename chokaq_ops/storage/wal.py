@@ -105,5 +105,5 @@ class Wal:
     def close(self) -> None:
         with self._lock:
             if self._conn is not None:
-                self._conn.close()
+                self.db.dialect.close(self._conn)
                 self._conn = None

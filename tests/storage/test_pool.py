@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from chokaq_ops.models import NewJob
 from chokaq_ops.storage.deadline import DeadlineExceeded
 from chokaq_ops.storage.pool import Pool
 
@@ -98,3 +99,26 @@ def test_a_release_too_many_changes_nothing():
     assert first is not second
     with pytest.raises(DeadlineExceeded):
         pool.acquire(timeout=0.01)
+
+
+def test_a_store_forgets_what_it_kept_about_each_connection_it_closed(store):
+    """The dialect keeps a little per connection by id (PostgreSQL: its socket, the statements prepared on
+    it; SQLite: its busy timeout). Connections renewed again and again (a pool discards its idle ones
+    after every disconnect) must not leave an entry each behind: a worker that runs for months would
+    gather them without end."""
+    dialect = store.db.dialect
+    kept = (dialect._sockets, dialect._prepared_on) if dialect.name == "postgresql" else (dialect._busy,)
+
+    def entries() -> int:
+        return max(len(m) for m in kept)
+
+    for n in range(12):
+        store.enqueue([NewJob(type="t", payload={"n": n})])  # the producer's kind of connection
+        store.fetch("w-churn", 1, start=1)  # the worker's
+        store.stats()  # the ordinary kind
+        with store.db.snapshot("db_now"):  # a connection of its own, outside the pool
+            pass
+        store.db.pool.discard_idle()
+    assert entries() == 0
+    store.stats()
+    assert entries() == 1  # the one connection open now
