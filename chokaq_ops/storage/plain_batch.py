@@ -56,7 +56,8 @@ def gives_more(job: NewJob) -> bool:
 def build(jobs: Sequence[NewJob], max_payload_bytes: int) -> PlainBatch | None:
     """The batch as enqueue_fresh's text, or None when a job gives more than the four plain fields or a
     trace context applies (the general items carry those). Raises ValidationError as `_enqueue_item`."""
-    if tracing.ENABLED and tracing.current_context() is not None:
+    # A batch's jobs are mostly alike: one that gives more at the head ends it before any id is drawn.
+    if not jobs or gives_more(jobs[0]) or (tracing.ENABLED and tracing.current_context() is not None):
         return None
     # Per distinct (queue, type, priority): the item's text between the id and the payload, the queue's
     # validated name, and how many of the batch's jobs it heads.

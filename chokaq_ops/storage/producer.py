@@ -146,7 +146,7 @@ class Producer:
             signals.publish(self.db.dialect.url)
             if not known:
                 self._know(queues, now)
-        if inserted == len(job_ids):  # by position, not _generated's keywords: a sixth of a job's Python
+        if inserted == len(job_ids):  # by position: _generated's keywords cost 0.16 us a job more
             return [EnqueueResult(i, True) for i in job_ids]
         # Short (never in practice for generated ids): the items whose id holds this content are ours.
         mine = {r["id"] for r in self.db.run("enqueued_unseen", write=False, items=items())}
