@@ -142,8 +142,21 @@ ON CONFLICT (queue, xb, slot) DO UPDATE SET enqueued = c.enqueued + excluded.enq
 INSERT INTO queue_counts AS c (queue, xb, slot, enqueued, succeeded, failed, retried, pending, fetched, processing, at)
 SELECT d.queue, x.id >> 10, x.id % 1024, sum(d.enqueued), sum(d.succeeded), sum(d.failed), sum(d.retried),
        sum(d.pending), sum(d.fetched), sum(d.processing), now()
-FROM deltas d CROSS JOIN (SELECT CAST(CAST(pg_current_xact_id() AS text) AS bigint) AS id) x
+FROM deltas d CROSS JOIN {{xact_shard}}
 GROUP BY d.queue, x.id ORDER BY d.queue
+
+-- fragment: xact_shard
+-- This transaction's id, which keys its counter shard rows (bucket id >> 10, slot id % 1024; see
+-- count_deltas), as the one row of `x`.
+(SELECT CAST(CAST(pg_current_xact_id() AS text) AS bigint) AS id) x
+
+-- fragment: count_one_enqueued
+-- count_deltas_alone for a statement that enqueued one job of :queue and is its whole transaction: its
+-- shard row from the parameters, without the deltas' grouping (a tenth of a one-job enqueue's server
+-- time, docs/benchmarks.md "enqueue_many as text"). Reads `signal`, so the wake-up runs.
+INSERT INTO queue_counts AS c (queue, xb, slot, enqueued, succeeded, failed, retried, pending, fetched, processing, at)
+SELECT CAST(:queue AS text), x.id >> 10, x.id % 1024, 1, 0, 0, 0, 1, 0, 0, now() FROM {{xact_shard}}
+WHERE (SELECT count(*) FROM signal) >= 0
 
 -- fragment: counters_deltas
 -- The `counters` CTE of a move out of hot: adds `deltas` (one row per moved job and one per displaced
@@ -246,23 +259,28 @@ counters AS ({{count_deltas}})
 jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count, scheduled_at, due_at,
           created_at, updated_at, created_by, trace_context)
 
+-- fragment: one_job_sched
+-- The time a one-job statement's job is scheduled for, NULL for at once.
+coalesce(CAST(:scheduled_at AS timestamptz), now() + make_interval(secs => CAST(:delay_s AS double precision)))
+
 -- fragment: one_job_row
--- enqueue_one's job as one row of one_job_columns.
+-- enqueue_one_audited's job as one row of one_job_columns.
 SELECT v.id, v.queue, v.type, v.payload, v.tags, NULL, v.priority, 0, 0, v.sched, coalesce(v.sched, now()),
        now(), now(), v.created_by, v.trace_context
 FROM (SELECT CAST(:id AS text) AS id, CAST(:queue AS text) AS queue, CAST(:type AS text) AS type,
              CAST(:payload AS text) AS payload, CAST(:tags AS text) AS tags,
              CAST(:priority AS integer) AS priority, CAST(:created_by AS text) AS created_by,
-             CAST(:trace_context AS text) AS trace_context,
-             coalesce(CAST(:scheduled_at AS timestamptz),
-                      now() + make_interval(secs => CAST(:delay_s AS double precision))) AS sched) v
+             CAST(:trace_context AS text) AS trace_context, {{one_job_sched}} AS sched) v
 
 -- fragment: one_job_insert
--- enqueue_one's INSERT of the one job (CTE `ins`, its id and queue). No ON CONFLICT: see fresh_insert.
+-- enqueue_one's INSERT of the one job (CTE `ins`): its values as given, nothing returned. No ON CONFLICT
+-- (see fresh_insert): it inserts the job or the statement fails, so what follows needs nothing from it.
 ins AS (
     INSERT INTO {{one_job_columns}}
-    {{one_job_row}}
-    RETURNING id, queue
+    VALUES (CAST(:id AS text), CAST(:queue AS text), CAST(:type AS text), CAST(:payload AS text),
+            CAST(:tags AS text), NULL, CAST(:priority AS integer), 0, 0, {{one_job_sched}},
+            coalesce({{one_job_sched}}, now()), now(), now(), CAST(:created_by AS text),
+            CAST(:trace_context AS text))
 )
 
 -- fragment: one_job_rest
@@ -379,16 +397,13 @@ WHERE (SELECT count(*) FROM signal) >= 0
 ORDER BY i.ord;
 
 -- fragment: one_job_quiet_rest
--- enqueue_one's wake-up and counter shard after `ins`, the shard's upsert as the statement's own, so
--- nothing comes back: the job went in or the statement failed (a unique violation, never for a
--- generated id), and the reply's row told the store nothing (30 us of the statement, docs/benchmarks.md
--- "enqueue_many"). `deltas` reads `signal`, so the wake-up runs.
-moved_rows AS (SELECT id FROM ins),
-{{wake_workers}},
-deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processing) AS (
-    SELECT queue, 1, 0, 0, 0, 1, 0, 0 FROM ins WHERE (SELECT count(*) FROM signal) >= 0
-)
-{{count_deltas_alone}}
+-- enqueue_one's wake-up and counter shard after `ins`, from the parameters (the job went in, or the
+-- statement failed: a unique violation, never for a generated id). The shard's insert is the statement's
+-- own, so nothing comes back (the reply's row told the store nothing: 30 us of the statement,
+-- docs/benchmarks.md "enqueue_many").
+moved_rows AS (SELECT CAST(:queue AS text) AS queue),
+{{wake_workers}}
+{{count_one_enqueued}}
 
 -- name: enqueue_one
 -- enqueue's lean form for the commonest call: one job, an id the store generated (so it cannot be in the
@@ -398,7 +413,11 @@ deltas (queue, enqueued, succeeded, failed, retried, pending, fetched, processin
 -- by `enqueue` (Producer._enqueue_unsure). Prepared on the producer's connections
 -- (PostgresDialect.prepare_on_use).
 WITH {{one_job_insert}},
-new_queues AS ({{insert_new_queues}}),
+new_queues AS (
+    INSERT INTO queues (name)
+    SELECT CAST(:queue AS text) WHERE NOT EXISTS (SELECT 1 FROM queues q WHERE q.name = CAST(:queue AS text))
+    ON CONFLICT DO NOTHING
+),
 {{one_job_quiet_rest}};
 
 -- name: enqueue_one_known
