@@ -72,15 +72,7 @@ def build(jobs: Sequence[NewJob], max_payload_bytes: int) -> PlainBatch | None:
     last: tuple[Any, Any, Any] = (_NOTHING, _NOTHING, _NOTHING)
     entry: list[Any] = []
     for job, job_id in zip(jobs, new, strict=True):
-        if (  # gives_more, inline: a call per job is a tenth of this loop
-            job.id is not None
-            or job.idempotency_key is not None
-            or job.delay_seconds is not None
-            or job.scheduled_at is not None
-            or job.tags is not None
-            or job.created_by is not None
-            or job.trace_context is not None
-        ):
+        if gives_more(job):  # inline, 0.03 us a job less of ~11: not worth a second copy
             return None
         queue, type_, priority = job.queue, job.type, job.priority
         if queue is not last[0] or type_ is not last[1] or priority is not last[2]:
