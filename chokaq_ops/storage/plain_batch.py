@@ -68,11 +68,11 @@ def build(jobs: Sequence[NewJob], max_payload_bytes: int) -> PlainBatch | None:
     new = ids.new_ids(len(jobs))
     # The previous job's (queue, type, priority) objects and their entry: a batch built in a loop passes
     # the same objects job after job, found by identity without building a key (every tuple built per job
-    # is one more object for the collector: its passes were a fifth of this function's time).
+    # is one more object for the collector, whose passes over a batch's objects cost 0.7 us a job).
     last: tuple[Any, Any, Any] = (_NOTHING, _NOTHING, _NOTHING)
     entry: list[Any] = []
     for job, job_id in zip(jobs, new, strict=True):
-        if gives_more(job):  # inline, 0.03 us a job less of ~11: not worth a second copy
+        if gives_more(job):  # a call per job: inlined, it saved 0.03 us of ~11
             return None
         queue, type_, priority = job.queue, job.type, job.priority
         if queue is not last[0] or type_ is not last[1] or priority is not last[2]:
