@@ -20,9 +20,7 @@ from json.encoder import encode_basestring_ascii as _quoted
 from typing import Any, cast
 
 from chokaq_ops import ids, tracing, validation
-from chokaq_ops.models import NewJob
-
-DEFAULT_PRIORITY = 10
+from chokaq_ops.models import DEFAULT_PRIORITY, NewJob
 
 
 @dataclass(frozen=True)
@@ -84,7 +82,8 @@ def build(jobs: Sequence[NewJob], max_payload_bytes: int) -> PlainBatch | None:
         if payload is None:
             parts.append(f'{{"id":"{job_id}{head}}}')
             continue
-        # validation.payload's checks, inline for the usual case: an ASCII text within the limit.
+        # validation.payload's checks, inline for the usual case (an ASCII text within the limit); the call
+        # per job cost 0.17 us of ~11. Anything else goes through it.
         if (
             type(payload) is not str
             or not payload.isascii()

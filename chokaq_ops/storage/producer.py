@@ -12,7 +12,7 @@ from dataclasses import replace
 from typing import Any, cast
 
 from chokaq_ops import errors, ids, tracing, validation
-from chokaq_ops.models import Actor, EnqueueResult, NewJob
+from chokaq_ops.models import DEFAULT_PRIORITY, Actor, EnqueueResult, NewJob
 from chokaq_ops.storage import plain_batch, signals
 from chokaq_ops.storage.audit import audit_in, person
 from chokaq_ops.storage.combining import Combiner
@@ -352,12 +352,13 @@ class Producer:
         return item
 
     def _fields(self, job: NewJob) -> tuple[str, str, str | None, int]:
-        """The fields every item has, validated: queue, type, payload and priority (10 when not given)."""
+        """The fields every item has, validated: queue, type, payload and priority (DEFAULT_PRIORITY when
+        not given)."""
         priority = validation.priority(job.priority)
         queue = validation.queue(job.queue)
         type_ = cast(str, validation.text(job.type, "type", max_len=validation.MAX_TYPE))
         payload = validation.payload(job.payload, max_bytes=self.db.max_payload_bytes, require_json=False)
-        return queue, type_, payload, 10 if priority is None else priority
+        return queue, type_, payload, DEFAULT_PRIORITY if priority is None else priority
 
     def _enqueue_item(
         self, ord_: int, job: NewJob, context: str | None = None, fresh: Iterator[str] | None = None
