@@ -405,9 +405,13 @@ class PostgresDialect(Dialect):
         else:
             self._sockets[id(conn)] = fd
         self._track_prepared(conn, kind)
-        cur = conn.cursor()
-        cur.execute(self._session_settings(kind))
-        cur.close()
+        try:
+            cur = conn.cursor()
+            cur.execute(self._session_settings(kind))
+            cur.close()
+        except BaseException:
+            self.close(conn)  # not left open, nor remembered, when its settings failed
+            raise
         return conn
 
     def _connect_libpq(self, kind: str) -> libpq.Connection:
@@ -424,7 +428,7 @@ class PostgresDialect(Dialect):
         try:
             conn.script(self._session_settings(kind))
         except libpq.LibpqError as exc:
-            conn.close()
+            self.close(conn)
             raise errors.TransientStorageError(f"cannot set up {self.redacted_url()}: {exc}") from exc
         return conn
 
@@ -437,9 +441,14 @@ class PostgresDialect(Dialect):
             login = left if login is None else min(login, left)
         return login
 
+    def _prepares(self, kind: str) -> bool:
+        """Whether connections of `kind` run their statements prepared by chokaq, one generic plan each,
+        planned by rule (the hot and producer kinds, unless the driver prepares: see prepare_on_use)."""
+        return kind in (HOT, PRODUCER) and not self.driver_prepares
+
     def _track_prepared(self, conn: Any, kind: str) -> None:
         """A hot or producer connection keeps the names prepared on it (see prepare_on_use)."""
-        if kind in (HOT, PRODUCER) and not self.driver_prepares:
+        if self._prepares(kind):
             self._prepared_on[id(conn)] = set()
         else:
             self._prepared_on.pop(id(conn), None)
@@ -460,11 +469,11 @@ class PostgresDialect(Dialect):
         # Every statement is planned with its actual parameters: generic plans cannot prune
         # `:x IS NULL OR col = :x` filters (also when the driver prepares, UseServerSidePrepare=1). Hot
         # and producer connections make one generic plan per statement instead (see prepare_on_use).
-        if kind in (HOT, PRODUCER) and not self.driver_prepares:
+        if self._prepares(kind):
             settings.append("SET plan_cache_mode = force_generic_plan")
         else:
             settings.append("SET plan_cache_mode = force_custom_plan")
-        if kind in (HOT, PRODUCER) and not self.driver_prepares:
+        if self._prepares(kind):
             # The worker's statements read rows only through the fetch indexes in order and the primary
             # key, which are right at any size. Planned by statistics, they went wrong whenever the
             # statistics lagged the table (analyzed while the queue was idle, then a burst of enqueues:
