@@ -35,6 +35,9 @@ def _limit(low: float, high: float | None = None, kind: str | None = None) -> di
 class StorageSettings:
     url: str = "sqlite:///./chokaq.db"
     cleanup_batch_size: int = field(default=1000, metadata=_limit(1, 100_000))
+    # Chunks of one bulk DLQ resurrect or purge in flight at once, each its own transaction on a
+    # connection of its own (PostgreSQL; SQLite has one writer, so one). docs/configuration.md.
+    bulk_streams: int = field(default=2, metadata=_limit(1, 16))
     max_transient_retries: int = field(default=3, metadata=_limit(0))
     transient_retry_base_delay: float = 0.2
     # Bounds on every database call (docs/configuration.md "Timeouts"); 0 turns one off.

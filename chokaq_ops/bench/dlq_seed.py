@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from chokaq_ops.argtypes import positive_int
 from chokaq_ops.bench.harness import BatchClock, BenchDb, expect
 from chokaq_ops.models import DlqFilter, FailureReason
 
@@ -31,6 +32,13 @@ def add_arguments(parser: argparse.ArgumentParser, *, by_default: str) -> None:
         choices=("filter", "ids", "both"),
         default=by_default,
         help=f"select the jobs by the filter reason=Zombie, by their ids, or both (default {by_default})",
+    )
+    parser.add_argument(
+        "--streams",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="chunks in flight at once (default Storage.BulkStreams; SQLite runs one)",
     )
 
 
@@ -73,6 +81,8 @@ def run_bulk(
     store's BulkResult) and check that exactly the target jobs were moved; then one summary per mode."""
     rows, noise = int(args.rows), noise_for(args)
     with BenchDb(args, bench) as db:
+        if args.streams and db.store.dialect.parallel_writers:
+            db.store.db.bulk_streams = int(args.streams)
         for n in range(1, args.repeat + 1):
             for mode in modes(args):
                 seed_s = seed(db, rows, noise)
@@ -93,6 +103,7 @@ def run_bulk(
                     seconds=seconds,
                     batches=result.batches,
                     batch_size=batch_size(db),
+                    streams=db.store.db.bulk_streams,
                     noise=noise,
                     seed_seconds=round(seed_s, 2),
                     **clock.fields(),

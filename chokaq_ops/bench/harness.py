@@ -196,7 +196,8 @@ class BenchDb:
 
 
 class BatchClock:
-    """A progress callback that times each committed batch of a bulk operation."""
+    """A progress callback that times each progress report of a bulk operation: one batch, or one round
+    of Storage.BulkStreams batches committed together (storage/bulk_streams.py)."""
 
     def __init__(self) -> None:
         self.last = time.perf_counter()

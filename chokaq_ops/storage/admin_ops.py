@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from chokaq_ops import errors, validation
@@ -14,6 +15,7 @@ from chokaq_ops.fingerprint import fingerprint_text
 from chokaq_ops.models import Actor, BulkResult, DlqFilter
 from chokaq_ops.records import JobRecord
 from chokaq_ops.storage.audit import audit_in, person
+from chokaq_ops.storage.bulk_streams import Streams
 from chokaq_ops.storage.database import Database, Tx
 from chokaq_ops.storage.filters import dlq_filter_params, filter_json
 from chokaq_ops.storage.inputs import edit_payload
@@ -32,7 +34,12 @@ UNSET: Any = object()
 Progress = Callable[[int], None]
 
 CANCELLED_FINGERPRINT = fingerprint_text("Cancelled by admin").id
-MAX_SPREAD_S = 7 * 86400.0  # a resurrect spread over more than a week is a mistake, not a plan
+MAX_SPREAD_S = 7 * 86400.0
+# The upper end of a filter chunk's range (dlq_chunk_bounds): none, for the one-at-a-time loop.
+_UNBOUNDED = {
+    "through_at": None,
+    "through_id": None,
+}  # a resurrect spread over more than a week is a mistake, not a plan
 
 
 class AdminOps:
@@ -351,20 +358,9 @@ class AdminOps:
             raise errors.ValidationError("give either ids or a filter", field="ids")
         if max_jobs is not None and max_jobs < 1:
             raise errors.ValidationError("max_jobs must be at least 1", field="max_jobs")
-        done = batches = 0
         if ids is not None:
             wanted = validation.ids(ids, max_count=10**7)[: max_jobs or None]
-            for start in range(0, len(wanted), chunk):
-                part = wanted[start : start + chunk]
-                retries = self.db.thread_retries()
-                moved = action(part, None)
-                if audited and self.db.thread_retries() != retries:
-                    seen = set(moved)
-                    moved = moved + self.moved_unseen(*audited, [i for i in part if i not in seen])
-                done, batches = done + len(moved), batches + 1
-                if progress:
-                    progress(done)
-            return BulkResult(count=done, batches=batches)
+            return self._chunked_ids(action, wanted, chunk, progress, audited)
         params = dlq_filter_params(flt)
         # Freeze the match at the start: jobs that die while the operation runs are not swept up by it.
         # The window is half-open, so its end is one millisecond (SQLite's clock step) past now: a job
@@ -376,10 +372,16 @@ class AdminOps:
         details = filter_json(flt) | {"max_jobs": max_jobs} if max_jobs else filter_json(flt)
         cursor: dict[str, Any] = {"before_at": None, "before_id": None}
         retries = self.db.thread_retries()
+        done = batches = 0
+        retried = False
+        if matching is not None and self.db.bulk_streams > 1:
+            done, batches, cursor, retried = self._matching_streams(
+                matching, params, {"details": {"filter": details}}, chunk, max_jobs, progress
+            )
         while max_jobs is None or done < max_jobs:
             limit = chunk if max_jobs is None else min(chunk, max_jobs - done)
             if matching is not None:
-                rows = matching(limit, params | cursor | {"details": {"filter": details}})
+                rows = matching(limit, params | cursor | _UNBOUNDED | {"details": {"filter": details}})
                 if not rows:
                     if cursor["before_at"] is None:
                         break  # nothing left, or only rows another operation holds
@@ -398,7 +400,7 @@ class AdminOps:
                 progress(done)
             if not n and matching is None:
                 break  # everything we saw was taken by someone else; stop rather than spin
-        if audited and self.db.thread_retries() != retries:
+        if audited and (retried or self.db.thread_retries() != retries):
             # A chunk was retried: an attempt of it may have committed unseen (the retry then took the next
             # rows). Every job this run moved has one audit row with its details, since `started` (a chunk
             # may begin within the millisecond `cutoff` adds).
@@ -415,6 +417,81 @@ class AdminOps:
                 )[0]["n"]
             )
         return BulkResult(count=done, batches=batches)
+
+    def _chunked_ids(
+        self,
+        action: Callable[[list[str], Any], list[str]],
+        wanted: list[str],
+        chunk: int,
+        progress: Progress | None,
+        audited: tuple[str, Actor] | None,
+    ) -> BulkResult:
+        """`_chunked` by ids: consecutive slices of `chunk` ids, Storage.BulkStreams of them at once."""
+
+        def one(part: list[str]) -> list[str]:
+            retries = self.db.thread_retries()
+            moved = action(part, None)
+            if audited and self.db.thread_retries() != retries:
+                seen = set(moved)
+                moved = moved + self.moved_unseen(*audited, [i for i in part if i not in seen])
+            return moved
+
+        done = batches = 0
+
+        def committed(moved: list[str]) -> None:
+            nonlocal done, batches
+            done, batches = done + len(moved), batches + 1
+            if progress:
+                progress(done)
+
+        parts = (wanted[i : i + chunk] for i in range(0, len(wanted), chunk))
+        Streams[list[str]](self.db).run((partial(one, part) for part in parts), committed)
+        return BulkResult(count=done, batches=batches)
+
+    def _matching_streams(
+        self,
+        matching: Callable[[int, dict[str, Any]], list[dict[str, Any]]],
+        params: dict[str, Any],
+        extra: dict[str, Any],
+        chunk: int,
+        max_jobs: int | None,
+        progress: Progress | None,
+    ) -> tuple[int, int, dict[str, Any], bool]:
+        """`_chunked` by filter with Storage.BulkStreams chunks in flight (storage/bulk_streams.py). The
+        chunks are planned ahead by `dlq_chunk_bounds` (where each of the next ones ends), one `matching`
+        per range (before, through], so chunks in flight take disjoint rows. Returns (done, batches,
+        cursor, retried) for `_chunked`'s one-at-a-time loop, which finishes: it finds what is left after
+        the cursor (nothing, unless rows were held) and makes the pass from the top for passed-over rows."""
+        done = batches = 0
+        cursor: dict[str, Any] = {"before_at": None, "before_id": None}
+        streams = Streams[list[dict[str, Any]]](self.db)
+
+        def chunks() -> Iterator[Callable[[], list[dict[str, Any]]]]:
+            nonlocal cursor
+            planned = 0
+            while max_jobs is None or planned < max_jobs:
+                want = chunk * streams.width
+                want = want if max_jobs is None else min(want, max_jobs - planned)
+                bounds = self.db.run(
+                    "dlq_chunk_bounds", write=False, limit=want, chunk=chunk, **params, **cursor
+                )
+                for bound in bounds:
+                    through = {"through_at": bound["through_at"], "through_id": bound["through_id"]}
+                    call = partial(matching, chunk, params | cursor | through | extra)
+                    cursor = {"before_at": bound["through_at"], "before_id": bound["through_id"]}
+                    yield call
+                planned += int(bounds[-1]["taken"]) if bounds else 0
+                if not bounds or int(bounds[-1]["taken"]) < want:
+                    return  # the match ends here
+
+        def committed(rows: list[dict[str, Any]]) -> None:
+            nonlocal done, batches
+            done, batches = done + (int(rows[0]["n"]) if rows else 0), batches + 1
+            if progress:
+                progress(done)
+
+        streams.run(chunks(), committed)
+        return done, batches, cursor, streams.retried
 
     def purge_archive(
         self, older_than: datetime, *, actor: Actor, progress: Progress | None = None

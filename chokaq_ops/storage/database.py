@@ -58,6 +58,7 @@ class Database:
         *,
         pool_size: int = 16,
         cleanup_batch_size: int = 1000,
+        bulk_streams: int = 2,
         max_transient_retries: int = 3,
         transient_retry_base_delay: float = 0.2,
         max_payload_bytes: int = 1_000_000,
@@ -89,6 +90,9 @@ class Database:
         self.prepare(dialects.HOT, prepared)
         self.pool = Pool(self.dialect.connect, pool_size, self.dialect.close)
         self.cleanup_batch_size = cleanup_batch_size
+        # A bulk DLQ operation's chunks in flight at once (storage/bulk_streams.py); one where the
+        # database runs one writer at a time.
+        self.bulk_streams = bulk_streams if self.dialect.parallel_writers else 1
         self.max_transient_retries = max_transient_retries
         self.transient_retry_base_delay = transient_retry_base_delay
         self.max_payload_bytes = max_payload_bytes

@@ -67,6 +67,9 @@ class Dialect:
     # (PostgreSQL READ COMMITTED): a check inside one statement can miss a move committed meanwhile, so
     # enqueue re-checks explicit ids in a second statement. SQLite runs each writer transaction alone.
     snapshot_per_statement = False
+    # True when writer transactions run side by side (PostgreSQL); SQLite runs one writer at a time, so
+    # a bulk operation's chunks gain nothing from being in flight together (storage/bulk_streams.py).
+    parallel_writers = False
 
     def connect(self, kind: str = "") -> Any:
         raise NotImplementedError
@@ -294,6 +297,7 @@ class PostgresDialect(Dialect):
     odbc: str
     name: str = "postgresql"
     snapshot_per_statement = True
+    parallel_writers = True
     port: int = 5432
     # Storage.CommandTimeout (server statement_timeout), Storage.LockTimeout (the worker's connections),
     # Storage.ConnectTimeout (login); seconds, 0 for none.

@@ -31,6 +31,8 @@ DIALECT_ONLY = {
             "sweep_mark",
             "mark_abandoned",
             "mark_zombies",
+            # Chunks of a bulk operation in flight together (storage/bulk_streams.py): SQLite has one writer.
+            "dlq_chunk_bounds",
         ),
         "postgresql",
     ),

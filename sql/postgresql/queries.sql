@@ -51,6 +51,20 @@ AND (CAST(:search_like AS text) IS NULL OR lower(d.id) LIKE lower(CAST(:search_l
 AND (CAST(:ids AS jsonb) IS NULL OR d.id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
 AND {{list_where}}
 
+-- fragment: dlq_after
+-- A chunk of a bulk DLQ operation starts after :before_at/:before_id, the last row before it in
+-- (failed_at DESC, id) order; none: at the top.
+(CAST(:before_at AS timestamptz) IS NULL
+ OR (d.failed_at <= CAST(:before_at AS timestamptz)
+     AND (d.failed_at < CAST(:before_at AS timestamptz) OR d.id > CAST(:before_id AS text))))
+
+-- fragment: dlq_through
+-- ... and ends at :through_at/:through_id included (dlq_chunk_bounds), so chunks in flight together take
+-- disjoint rows; none: wherever :limit ends it.
+(CAST(:through_at AS timestamptz) IS NULL
+ OR (d.failed_at >= CAST(:through_at AS timestamptz)
+     AND (d.failed_at > CAST(:through_at AS timestamptz) OR d.id <= CAST(:through_id AS text))))
+
 -- fragment: archive_where
 (CAST(:queue AS text) IS NULL OR a.queue = CAST(:queue AS text))
 AND (CAST(:type AS text) IS NULL OR a.type = CAST(:type AS text))
@@ -1389,19 +1403,31 @@ SELECT id, queue, CAST(NULL AS text) AS twin FROM revived WHERE (SELECT count(*)
 UNION ALL
 SELECT id, queue, 'hot' FROM hot_twins;
 
+-- name: dlq_chunk_bounds
+-- Where the next chunks of a bulk resurrect or purge by filter end (storage/bulk_streams.py): of the next
+-- :limit matching rows after :before_at/:before_id, in (failed_at DESC, id) order, the last row of every
+-- :chunk and the last one read; `taken` is how many were read (fewer than :limit: the match ends here).
+-- Reads index entries, not the rows' payloads.
+SELECT failed_at AS through_at, id AS through_id, taken FROM (
+    SELECT m.failed_at, m.id, row_number() OVER (ORDER BY m.failed_at DESC, m.id) AS k, count(*) OVER () AS taken
+    FROM (SELECT d.failed_at, d.id FROM jobs_dlq d WHERE {{dlq_where}} AND {{dlq_after}}
+          ORDER BY d.failed_at DESC, d.id LIMIT CAST(:limit AS integer)) m
+) b
+WHERE k % CAST(:chunk AS integer) = 0 OR k = taken
+ORDER BY k;
+
 -- name: resurrect_matching
 -- resurrect for the next :limit jobs matching a filter (newest failures first), chosen in the same
 -- statement: one round trip per chunk instead of two. Like resurrect, it takes no row locks first: a
 -- row another operation is moving is waited for, then found gone (never moved twice).
 -- :before_at/:before_id, when set, continue after the previous chunk's last row (failed_at DESC, id
 -- order): deleted rows stay in the index until vacuum, and every chunk stepping over all the ones
--- before it made a 100k-row resurrect slow down chunk by chunk. The caller ends with one pass from
--- the top for rows that were passed over.
+-- before it made a 100k-row resurrect slow down chunk by chunk. :through_at/:through_id, when set, end
+-- the chunk there (dlq_chunk_bounds: chunks in flight together). The caller ends with one pass from the
+-- top for rows that were passed over.
 WITH victims AS (
     SELECT d.id FROM jobs_dlq d WHERE {{dlq_where}}
-      AND (CAST(:before_at AS timestamptz) IS NULL
-           OR (d.failed_at <= CAST(:before_at AS timestamptz)
-               AND (d.failed_at < CAST(:before_at AS timestamptz) OR d.id > CAST(:before_id AS text))))
+      AND {{dlq_after}} AND {{dlq_through}}
     ORDER BY d.failed_at DESC, d.id LIMIT CAST(:limit AS integer)
 ),
 moved AS (
@@ -1473,12 +1499,10 @@ SELECT id FROM moved;
 -- name: purge_dlq_matching
 -- purge_dlq for the next :limit jobs matching a filter (newest failures first), chosen in the same
 -- statement: one round trip per chunk instead of two, and rows held by another operation are skipped.
--- :before_at/:before_id: as for resurrect_matching.
+-- :before_at/:before_id and :through_at/:through_id: as for resurrect_matching.
 WITH victims AS (
     SELECT d.id FROM jobs_dlq d WHERE {{dlq_where}}
-      AND (CAST(:before_at AS timestamptz) IS NULL
-           OR (d.failed_at <= CAST(:before_at AS timestamptz)
-               AND (d.failed_at < CAST(:before_at AS timestamptz) OR d.id > CAST(:before_id AS text))))
+      AND {{dlq_after}} AND {{dlq_through}}
     ORDER BY d.failed_at DESC, d.id LIMIT CAST(:limit AS integer) FOR UPDATE SKIP LOCKED
 ),
 moved AS (

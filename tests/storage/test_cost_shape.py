@@ -40,7 +40,7 @@ def test_a_resurrect_sends_the_same_statements_per_chunk_whatever_the_size(
     monkeypatch.setattr(admin_ops, "RESURRECT_CHUNK", 10)
     name = "resurrect_matching" if by == "filter" else "resurrect"
     per_call = len(store.db.queries[name].statements)  # SQLite runs a chunk as a short script
-    runs = []
+    runs, plans = [], []
     for n, prefix in ((20, "small"), (60, "large")):
         ids = dead_bulk(store, n, prefix=prefix, reason=FailureReason.Zombie, queue=f"shape-{prefix}")
         sent = _counting(store, monkeypatch)
@@ -54,13 +54,19 @@ def test_a_resurrect_sends_the_same_statements_per_chunk_whatever_the_size(
         monkeypatch.setattr(admin_ops, "RESURRECT_CHUNK", 10)
         assert result.count == n and result.batches == n // 10
         assert len([a for a in audit(store, "resurrect") if a["job_id"] in set(ids)]) == n
-        runs.append((result.batches, sum(sent.values()), sent[name]))
+        runs.append((result.batches, sum(sent.values()) - sent["dlq_chunk_bounds"], sent[name]))
+        plans.append(sent["dlq_chunk_bounds"])
     (small_chunks, small_total, small_moves), (large_chunks, large_total, large_moves) = runs
     # Each more chunk is one more call of the move, and nothing else: no statement per row, none per chunk
     # besides the move itself. The rest (the clock, a filter's closing empty passes) is the same at any size.
     assert large_total - small_total == (large_chunks - small_chunks) * per_call, runs
     assert large_moves - small_moves == (large_chunks - small_chunks) * per_call, runs
     assert small_total - small_moves == large_total - large_moves <= 3, runs
+    # With chunks in flight together (PostgreSQL, by filter), one read plans Storage.BulkStreams chunks.
+    if by == "filter" and store.db.bulk_streams > 1:
+        assert plans[1] - plans[0] == (large_chunks - small_chunks) // store.db.bulk_streams, plans
+    else:
+        assert plans == [0, 0], plans
 
 
 def test_enqueue_many_is_one_statement_whatever_the_count(

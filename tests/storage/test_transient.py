@@ -234,6 +234,9 @@ def fault_store(db_url: str) -> Iterator[Store]:
             cleanup_batch_size=2,
             max_transient_retries=5,
             transient_retry_base_delay=0.02,
+            # One chunk at a time: these faults land between two given chunks. A fault in a chunk in
+            # flight beside another: test_bulk_streams.py.
+            bulk_streams=1,
         )
     with store:
         yield store
