@@ -196,8 +196,9 @@ class BenchDb:
 
 
 class BatchClock:
-    """A progress callback that times each progress report of a bulk operation: one batch, or one round
-    of Storage.BulkStreams batches committed together (storage/bulk_streams.py)."""
+    """A progress callback that times each committed batch of a bulk operation: the time since the
+    previous commit, which with Storage.BulkStreams batches in flight together is shorter than one
+    batch's own (storage/bulk_streams.py)."""
 
     def __init__(self) -> None:
         self.last = time.perf_counter()

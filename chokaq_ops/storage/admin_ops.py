@@ -34,12 +34,9 @@ UNSET: Any = object()
 Progress = Callable[[int], None]
 
 CANCELLED_FINGERPRINT = fingerprint_text("Cancelled by admin").id
-MAX_SPREAD_S = 7 * 86400.0
+MAX_SPREAD_S = 7 * 86400.0  # a resurrect spread over more than a week is a mistake, not a plan
 # The upper end of a filter chunk's range (dlq_chunk_bounds): none, for the one-at-a-time loop.
-_UNBOUNDED = {
-    "through_at": None,
-    "through_id": None,
-}  # a resurrect spread over more than a week is a mistake, not a plan
+_UNBOUNDED = {"through_at": None, "through_id": None}
 
 
 class AdminOps:
