@@ -91,8 +91,9 @@ class Database:
         self.pool = Pool(self.dialect.connect, pool_size, self.dialect.close)
         self.cleanup_batch_size = cleanup_batch_size
         # A bulk DLQ operation's chunks in flight at once (storage/bulk_streams.py); one where the
-        # database runs one writer at a time.
-        self.bulk_streams = bulk_streams if self.dialect.parallel_writers else 1
+        # database runs one writer at a time, and never more than the pool has connections (each chunk
+        # holds one while it runs).
+        self.bulk_streams = min(bulk_streams, pool_size) if self.dialect.parallel_writers else 1
         self.max_transient_retries = max_transient_retries
         self.transient_retry_base_delay = transient_retry_base_delay
         self.max_payload_bytes = max_payload_bytes

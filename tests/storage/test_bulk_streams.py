@@ -83,6 +83,16 @@ def test_storage_bulk_streams_is_checked_and_sqlite_runs_one(tmp_path) -> None:
         assert s.db.bulk_streams == 1  # one writer at a time: chunks would only queue for the lock
 
 
+def test_chunks_in_flight_never_outnumber_the_pool(pg_url: str) -> None:
+    # Each chunk holds a pooled connection while it runs: more streams than connections would wait on
+    # each other for one.
+    with (
+        Store(pg_url, pool_size=1, bulk_streams=4) as one,
+        Store(pg_url, pool_size=8, bulk_streams=4) as eight,
+    ):
+        assert (one.db.bulk_streams, eight.db.bulk_streams) == (1, 4)
+
+
 # ---------------------------------------------------------------------------- PostgreSQL, real row locks
 
 
