@@ -208,7 +208,9 @@ def test_a_filter_plan_is_frozen_in_batches_as_of_its_start_without_one_long_sna
         if batch == 1:
             # After the first batch: a matching job dies (it failed after the freeze began), and one not
             # yet frozen leaves the DLQ. Each batch reads in a transaction of its own (no snapshot held
-            # for the whole freeze: docs/endurance.md).
+            # for the whole freeze: docs/endurance.md). SQLite's clock counts milliseconds, and a death in
+            # the freeze's own millisecond counts as dead by its start: this one comes a tick later.
+            time.sleep(0.002)
             assert batched.move_to_dlq("w", [Dead(running[0], FailureReason.Fatal, "late")]) == running
             assert batched.resurrect(ids[-1], actor=Actor("bob"))
 
@@ -237,6 +239,7 @@ def test_an_id_plan_is_frozen_in_batches_and_a_job_entering_the_dlq_meanwhile_st
 
     def meanwhile(batch: int) -> None:
         if batch == 1:
+            time.sleep(0.002)  # a tick of SQLite's millisecond clock after the freeze's start (see above)
             assert batched.move_to_dlq("w", [Dead(running[0], FailureReason.Fatal, "late")]) == running
 
     probe = BatchProbe(batched, "plan_add_items", lambda: plan_rows(observer), meanwhile)
