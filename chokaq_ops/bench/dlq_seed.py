@@ -9,7 +9,7 @@ from typing import Any
 
 from chokaq_ops.argtypes import positive_int
 from chokaq_ops.bench.harness import BatchClock, BenchDb, expect
-from chokaq_ops.models import DlqFilter, FailureReason
+from chokaq_ops.models import Actor, BulkResult, DlqFilter, FailureReason
 
 QUEUES = 4
 TARGET = FailureReason.Zombie
@@ -29,9 +29,11 @@ def add_arguments(parser: argparse.ArgumentParser, *, by_default: str) -> None:
     )
     parser.add_argument(
         "--by",
-        choices=("filter", "ids", "both"),
+        choices=("filter", "ids", "both", "plan"),
         default=by_default,
-        help=f"select the jobs by the filter reason=Zombie, by their ids, or both (default {by_default})",
+        help="select the jobs by the filter reason=Zombie, by their ids, or both; or `plan`: a plan of the "
+        "filter (frozen, approved, then executed chunk by chunk as a notebook's plan.execute() does; its "
+        f"execution timed, the freeze reported apart) (default {by_default})",
     )
     parser.add_argument(
         "--streams",
@@ -89,9 +91,13 @@ def run_bulk(
                 ids = target_ids(db) if mode == "ids" else None
                 flt = TARGET_FILTER if mode == "filter" else None
                 clock = BatchClock()
-                start = time.perf_counter()
-                result = operate(db, ids, flt, clock)
-                seconds = time.perf_counter() - start
+                extra: dict[str, Any] = {}
+                if mode == "plan":
+                    result, seconds, extra["freeze_seconds"] = _by_plan(db, PLAN_ACTIONS[bench], clock)
+                else:
+                    start = time.perf_counter()
+                    result = operate(db, ids, flt, clock)
+                    seconds = time.perf_counter() - start
                 expect(result.count == rows, f"{bench} ({mode}) moved {result.count} of {rows}")
                 check_left(db, noise)
                 if check is not None:
@@ -106,7 +112,29 @@ def run_bulk(
                     streams=db.store.db.bulk_streams,
                     noise=noise,
                     seed_seconds=round(seed_s, 2),
+                    **extra,
                     **clock.fields(),
                 )
         for mode in modes(args):
             yield db.summary(("seconds", "per_second", "batches", "batch_size"), where={"mode": mode})
+
+
+# The plan action of each bulk bench (`--by plan`).
+PLAN_ACTIONS = {"resurrect": "resurrect", "purge-dlq": "purge"}
+
+
+def _by_plan(db: BenchDb, action: str, clock: BatchClock) -> tuple[BulkResult, float, float]:
+    """A plan of the target filter, frozen and approved, then executed chunk by chunk until done:
+    (result, seconds executing, seconds freezing)."""
+    start = time.perf_counter()
+    plan = db.store.create_plan(action, actor=Actor("bench"), flt=TARGET_FILTER)
+    frozen = time.perf_counter()
+    db.store.approve_plan(plan["id"], actor=Actor("bench-approver"))
+    begun = time.perf_counter()
+    while True:
+        after, chunk = db.store.execute_plan_chunk(plan["id"], actor=Actor("bench"))
+        if chunk is None:
+            break
+        clock(int(after["done"]))
+    seconds = time.perf_counter() - begun
+    return BulkResult(count=int(after["done"]), batches=int(after["chunks_done"])), seconds, frozen - start
