@@ -408,7 +408,7 @@ class PlanOps:
             wait = float(clock["wait_s"] or 0.0)
             if plan["rate"] and wait > 0.001:
                 return plan, {"wait": round(wait, 3)}
-            claimed = tx.run("plan_claim_chunk", plan_id=plan_id)
+            claimed = tx.run("plan_claim_chunk", plan_id=plan_id, from_chunk=int(plan["chunks_done"]))
             if not claimed:
                 done = tx.run("plan_finish", plan_id=plan_id)
                 if done:
@@ -423,7 +423,17 @@ class PlanOps:
             moved = self._act(tx, plan, claimed, actor, spread)
             paced = len(moved) / float(plan["rate"]) if plan["rate"] else 0.0
             tx.run("plan_paced", id=plan_id, seconds=paced, holder=holder, ttl_s=float(lease_ttl))
-            after = _decode(tx.run("plan_chunk_done", plan_id=plan_id, chunk=chunk, moved=moved)[0])
+            ords = [int(r["ord"]) for r in claimed]
+            after = _decode(
+                tx.run(
+                    "plan_chunk_done",
+                    plan_id=plan_id,
+                    chunk=chunk,
+                    moved=moved,
+                    ord_from=min(ords),
+                    ord_to=max(ords),
+                )[0]
+            )
             if after["state"] == "done":  # the last chunk: the plan's end is audited with it
                 audit_in(tx, actor, "plan_finish", count=int(after["done"]), details=_progress(after))
             return after, {

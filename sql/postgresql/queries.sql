@@ -2344,26 +2344,36 @@ RETURNING id;
 
 -- name: plan_claim_chunk
 -- Claims the lowest unfinished chunk: its items are stamped done in the transaction that then moves the
--- jobs, so a crash rolls both back and a resumed plan never touches a job twice.
-UPDATE plan_items i SET done_at = now()
-FROM (SELECT min(chunk) AS chunk FROM plan_items
-      WHERE plan_id = CAST(:plan_id AS text) AND done_at IS NULL) next
-WHERE i.plan_id = CAST(:plan_id AS text) AND i.chunk = next.chunk AND i.done_at IS NULL
+-- jobs, so a crash rolls both back and a resumed plan never touches a job twice. Each is marked `done`
+-- here; plan_chunk_done marks the few the move skipped, so the chunk's items are written once, not twice
+-- (no one sees the mark before the move commits with it).
+-- :from_chunk is the plan's chunks_done: chunks are claimed lowest first, so the k done ones are
+-- numbered below the next, and the search starts there instead of stepping over their items' entries in
+-- ix_plan_items_pending, which stay (dead) until a vacuum: each chunk of a 100k-job plan walked every
+-- chunk before it. The chunk is a scalar subquery, so it bounds the index scan: as a join with the
+-- plan's items (estimated at one row before an analyze) each claim read every item left (17 ms a chunk
+-- of a 100k-job plan, docs/benchmarks.md "Plans").
+UPDATE plan_items i SET done_at = now(), outcome = 'done'
+WHERE i.plan_id = CAST(:plan_id AS text) AND i.done_at IS NULL
+  AND i.chunk = (SELECT min(chunk) FROM plan_items
+                 WHERE plan_id = CAST(:plan_id AS text) AND done_at IS NULL AND chunk >= CAST(:from_chunk AS integer))
 RETURNING i.job_id, i.chunk, i.ord, i.payload, i.tags, i.priority;
 
 -- name: plan_chunk_done
--- Records which claimed items were acted on (the ids in :moved) and which were skipped (no longer where
--- the plan found them), and advances the plan's counters and state.
+-- Marks the claimed items the move skipped (not in :moved: no longer where the plan found them; the
+-- others are `done` since the claim), and advances the plan's counters and state. The chunk's items are
+-- found by their order numbers (:ord_from..:ord_to, the claimed ones'), through ix_plan_items_order: by
+-- chunk alone no index applies once the items are stamped done, and each chunk read every item of the
+-- plan (20 ms a chunk of a 100k-job plan).
 WITH marked AS (
-    UPDATE plan_items i
-    SET outcome = CASE WHEN i.job_id IN (SELECT jsonb_array_elements_text(CAST(:moved AS jsonb))) THEN 'done'
-                       ELSE 'skipped' END
-    WHERE i.plan_id = CAST(:plan_id AS text) AND i.chunk = CAST(:chunk AS integer)
-    RETURNING i.outcome
+    UPDATE plan_items i SET outcome = 'skipped'
+    WHERE i.plan_id = CAST(:plan_id AS text) AND i.ord BETWEEN CAST(:ord_from AS integer) AND CAST(:ord_to AS integer)
+      AND i.chunk = CAST(:chunk AS integer)
+      AND i.job_id NOT IN (SELECT jsonb_array_elements_text(CAST(:moved AS jsonb)))
+    RETURNING 1
 ),
 counts AS (
-    SELECT count(*) FILTER (WHERE outcome = 'done') AS done, count(*) FILTER (WHERE outcome = 'skipped') AS skipped
-    FROM marked
+    SELECT jsonb_array_length(CAST(:moved AS jsonb)) AS done, (SELECT count(*) FROM marked) AS skipped
 )
 UPDATE plans p
 SET done = p.done + c.done, skipped = p.skipped + c.skipped, chunks_done = p.chunks_done + 1, updated_at = now(),

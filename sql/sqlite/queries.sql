@@ -1446,23 +1446,25 @@ UPDATE plans SET lease_holder = NULL, lease_until = NULL WHERE id = :id AND leas
 RETURNING id;
 
 -- name: plan_claim_chunk
--- Claims the lowest unfinished chunk: its items are stamped done in the transaction that then moves the
--- jobs, so a crash rolls both back and a resumed plan never touches a job twice.
-UPDATE plan_items SET done_at = {{now}}
+-- Claims the lowest unfinished chunk: its items are stamped done (and marked `done`; plan_chunk_done marks
+-- the skipped ones) in the transaction that then moves the jobs, so a crash rolls both back and a resumed
+-- plan never touches a job twice. :from_chunk: the plan's chunks_done, below which every chunk is done
+-- (see the PostgreSQL file).
+UPDATE plan_items SET done_at = {{now}}, outcome = 'done'
 WHERE plan_id = :plan_id AND done_at IS NULL
-  AND chunk = (SELECT min(chunk) FROM plan_items WHERE plan_id = :plan_id AND done_at IS NULL)
+  AND chunk = (SELECT min(chunk) FROM plan_items WHERE plan_id = :plan_id AND done_at IS NULL AND chunk >= :from_chunk)
 RETURNING job_id, chunk, ord, payload, tags, priority;
 
 -- name: plan_chunk_done
--- Records which claimed items were acted on (the ids in :moved) and which were skipped (no longer where
--- the plan found them), and advances the plan's counters and state.
-UPDATE plan_items
-SET outcome = CASE WHEN job_id IN (SELECT value FROM json_each(:moved)) THEN 'done' ELSE 'skipped' END
-WHERE plan_id = :plan_id AND chunk = :chunk;
+-- Marks the claimed items the move skipped (not in :moved), found by their order numbers through
+-- ix_plan_items_order, and advances the plan's counters and state (see the PostgreSQL file).
+UPDATE plan_items SET outcome = 'skipped'
+WHERE plan_id = :plan_id AND ord BETWEEN :ord_from AND :ord_to AND chunk = :chunk
+  AND job_id NOT IN (SELECT value FROM json_each(:moved));
 UPDATE plans
-SET done = done + (SELECT count(*) FROM plan_items WHERE plan_id = :plan_id AND chunk = :chunk AND outcome = 'done'),
-    skipped = skipped + (SELECT count(*) FROM plan_items
-                         WHERE plan_id = :plan_id AND chunk = :chunk AND outcome = 'skipped'),
+SET done = done + json_array_length(:moved),
+    skipped = skipped + (SELECT count(*) FROM plan_items WHERE plan_id = :plan_id AND ord BETWEEN :ord_from AND :ord_to
+                         AND chunk = :chunk AND outcome = 'skipped'),
     chunks_done = chunks_done + 1, updated_at = {{now}},
     state = CASE WHEN chunks_done + 1 >= chunks THEN 'done' ELSE 'running' END,
     finished_at = CASE WHEN chunks_done + 1 >= chunks THEN {{now}} END

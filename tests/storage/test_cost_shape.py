@@ -8,6 +8,7 @@ statements per job) fails here on any machine; how fast the statements run is th
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from datetime import timedelta
 from typing import Any
@@ -136,3 +137,59 @@ def test_a_claims_reply_reaches_the_driver_as_one_value_whatever_its_size(
     assert job.started_at is not None and job.started_at.utcoffset() == timedelta(0)
     assert job.due_at.utcoffset() == timedelta(0) and job.attempt_count == 1 and job.payload is not None
     assert eight[5].started_at is None and eight[5].attempt_count == 0
+
+
+def _plan_at_its_last_chunk(store: Store, n: int, queue: str) -> str:
+    """A resurrect plan of `n` Zombies in chunks of 10, every chunk but the last executed."""
+    dead_bulk(store, n, prefix=queue, reason=FailureReason.Zombie, queue=queue)
+    plan = store.create_plan("resurrect", actor=Actor("alice"), flt=DlqFilter(queue=queue), chunk_size=10)
+    store.approve_plan(plan["id"], actor=Actor("carol"))
+    for _ in range(n // 10 - 1):
+        store.execute_plan_chunk(plan["id"], actor=Actor("alice"))
+    return str(plan["id"])
+
+
+def _chunk_buffers(store: Store, plan_id: str) -> int:
+    """Shared buffers the plan's next chunk claims and records (EXPLAIN ANALYZE of plan_claim_chunk and
+    plan_chunk_done as execute_plan_chunk sends them, one transaction, rolled back)."""
+    plan = store.get_plan(plan_id)
+    claim, done = (store.queries[q].statements[0] for q in ("plan_claim_chunk", "plan_chunk_done"))
+
+    def explain(cur: Any, statement: Any, params: dict[str, Any]) -> tuple[int, list[str]]:
+        cur.execute(
+            f"EXPLAIN (ANALYZE, BUFFERS, VERBOSE) {statement.qmark_sql}",
+            [params[k] for k in statement.param_order],
+        )
+        lines = [r[0] for r in cur.fetchall()]
+        top = next(ln for ln in lines if "Buffers:" in ln)
+        return sum(int(n) for n in re.findall(r"(?:hit|read)=(\d+)", top)), lines
+
+    with store.connection() as conn:
+        conn.autocommit = False
+        try:
+            cur = conn.cursor()
+            claimed, _ = explain(cur, claim, {"plan_id": plan_id, "from_chunk": plan["chunks_done"]})
+            cur.execute("SELECT job_id, ord FROM plan_items WHERE plan_id = ? AND done_at IS NOT NULL"
+                        " AND chunk = ?", plan_id, plan["chunks_done"])  # fmt: skip
+            items = cur.fetchall()
+            assert len(items) == 10  # the claim took the last chunk's ten items
+            ords = [int(r[1]) for r in items]
+            params = {"plan_id": plan_id, "chunk": plan["chunks_done"], "ord_from": min(ords),
+                      "ord_to": max(ords), "moved": json.dumps([r[0] for r in items])}  # fmt: skip
+            recorded, _ = explain(cur, done, params)
+        finally:
+            conn.rollback()
+            conn.autocommit = True
+    return claimed + recorded
+
+
+@pytest.mark.postgres_only
+def test_a_plan_chunk_costs_the_same_whatever_the_plans_size(store: Store) -> None:
+    """A plan's last chunk of 10 touches about as many buffers when 2,990 items were done before it as
+    when 20 were: the claim searches from the chunks done, past their items' dead index entries, and the
+    record finds the chunk's items by their order numbers (each chunk read the whole plan before:
+    docs/benchmarks.md "Plans"); counted, never timed."""
+    small = _chunk_buffers(store, _plan_at_its_last_chunk(store, 30, "plan-small"))
+    large = _chunk_buffers(store, _plan_at_its_last_chunk(store, 3000, "plan-large"))
+    print(f"\nbuffers of a plan's last chunk: {small} after 2 chunks, {large} after 299")
+    assert large <= small * 1.5 + 20, (small, large)
