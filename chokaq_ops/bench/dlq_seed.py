@@ -93,7 +93,8 @@ def run_bulk(
                 clock = BatchClock()
                 extra: dict[str, Any] = {}
                 if mode == "plan":
-                    result, seconds, extra["freeze_seconds"] = _by_plan(db, PLAN_ACTIONS[bench], clock)
+                    result, seconds, frozen_s = _by_plan(db, PLAN_ACTIONS[bench], clock)
+                    extra["freeze_seconds"] = round(frozen_s, 3)
                 else:
                     start = time.perf_counter()
                     result = operate(db, ids, flt, clock)

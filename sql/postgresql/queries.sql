@@ -2251,24 +2251,21 @@ WITH gone AS (
 SELECT count(*) AS n FROM gone;
 
 -- name: plan_breakdown_dlq
-SELECT 'reason' AS dimension, CAST(d.failure_reason AS text) AS value, count(*) AS n
-FROM plan_items i JOIN jobs_dlq d ON d.id = i.job_id WHERE i.plan_id = CAST(:plan_id AS text) GROUP BY d.failure_reason
-UNION ALL
-SELECT 'queue', d.queue, count(*)
-FROM plan_items i JOIN jobs_dlq d ON d.id = i.job_id WHERE i.plan_id = CAST(:plan_id AS text) GROUP BY d.queue
-UNION ALL
-SELECT 'type', d.type, count(*)
-FROM plan_items i JOIN jobs_dlq d ON d.id = i.job_id WHERE i.plan_id = CAST(:plan_id AS text) GROUP BY d.type;
+-- The preview's counts by reason, queue and type from one join of the plan's items with the DLQ (three
+-- joins, one per dimension, were a quarter of a 100k-job plan's freeze: 420 ms).
+SELECT CASE WHEN GROUPING(d.failure_reason) = 0 THEN 'reason' WHEN GROUPING(d.queue) = 0 THEN 'queue'
+            ELSE 'type' END AS dimension,
+       coalesce(CAST(d.failure_reason AS text), d.queue, d.type) AS value, count(*) AS n
+FROM plan_items i JOIN jobs_dlq d ON d.id = i.job_id WHERE i.plan_id = CAST(:plan_id AS text)
+GROUP BY GROUPING SETS ((d.failure_reason), (d.queue), (d.type));
 
 -- name: plan_breakdown_hot
-SELECT 'status' AS dimension, CAST(h.status AS text) AS value, count(*) AS n
-FROM plan_items i JOIN jobs_hot h ON h.id = i.job_id WHERE i.plan_id = CAST(:plan_id AS text) GROUP BY h.status
-UNION ALL
-SELECT 'queue', h.queue, count(*)
-FROM plan_items i JOIN jobs_hot h ON h.id = i.job_id WHERE i.plan_id = CAST(:plan_id AS text) GROUP BY h.queue
-UNION ALL
-SELECT 'type', h.type, count(*)
-FROM plan_items i JOIN jobs_hot h ON h.id = i.job_id WHERE i.plan_id = CAST(:plan_id AS text) GROUP BY h.type;
+-- As plan_breakdown_dlq: by status, queue and type from one join.
+SELECT CASE WHEN GROUPING(h.status) = 0 THEN 'status' WHEN GROUPING(h.queue) = 0 THEN 'queue'
+            ELSE 'type' END AS dimension,
+       coalesce(CAST(h.status AS text), h.queue, h.type) AS value, count(*) AS n
+FROM plan_items i JOIN jobs_hot h ON h.id = i.job_id WHERE i.plan_id = CAST(:plan_id AS text)
+GROUP BY GROUPING SETS ((h.status), (h.queue), (h.type));
 
 -- name: plan_sample_dlq
 SELECT d.id, d.queue, d.type, d.failure_reason, d.attempt_count, d.failed_at, d.fingerprint, d.error_details,
