@@ -273,28 +273,23 @@ counters AS ({{count_deltas}})
 jobs_hot (id, queue, type, payload, tags, idempotency_key, priority, status, attempt_count, scheduled_at, due_at,
           created_at, updated_at, created_by, trace_context)
 
--- fragment: one_job_sched
--- The time a one-job statement's job is scheduled for, NULL for at once.
-coalesce(CAST(:scheduled_at AS timestamptz), now() + make_interval(secs => CAST(:delay_s AS double precision)))
-
 -- fragment: one_job_row
--- enqueue_one_audited's job as one row of one_job_columns.
+-- A one-job statement's job as one row of one_job_columns.
 SELECT v.id, v.queue, v.type, v.payload, v.tags, NULL, v.priority, 0, 0, v.sched, coalesce(v.sched, now()),
        now(), now(), v.created_by, v.trace_context
 FROM (SELECT CAST(:id AS text) AS id, CAST(:queue AS text) AS queue, CAST(:type AS text) AS type,
              CAST(:payload AS text) AS payload, CAST(:tags AS text) AS tags,
              CAST(:priority AS integer) AS priority, CAST(:created_by AS text) AS created_by,
-             CAST(:trace_context AS text) AS trace_context, {{one_job_sched}} AS sched) v
+             CAST(:trace_context AS text) AS trace_context,
+             coalesce(CAST(:scheduled_at AS timestamptz),
+                      now() + make_interval(secs => CAST(:delay_s AS double precision))) AS sched) v
 
 -- fragment: one_job_insert
 -- enqueue_one's INSERT of the one job (CTE `ins`): its values as given, nothing returned. No ON CONFLICT
 -- (see fresh_insert): it inserts the job or the statement fails, so what follows needs nothing from it.
 ins AS (
     INSERT INTO {{one_job_columns}}
-    VALUES (CAST(:id AS text), CAST(:queue AS text), CAST(:type AS text), CAST(:payload AS text),
-            CAST(:tags AS text), NULL, CAST(:priority AS integer), 0, 0, {{one_job_sched}},
-            coalesce({{one_job_sched}}, now()), now(), now(), CAST(:created_by AS text),
-            CAST(:trace_context AS text))
+    {{one_job_row}}
 )
 
 -- fragment: one_job_rest
