@@ -192,4 +192,6 @@ def test_a_plan_chunk_costs_the_same_whatever_the_plans_size(store: Store) -> No
     small = _chunk_buffers(store, _plan_at_its_last_chunk(store, 30, "plan-small"))
     large = _chunk_buffers(store, _plan_at_its_last_chunk(store, 3000, "plan-large"))
     print(f"\nbuffers of a plan's last chunk: {small} after 2 chunks, {large} after 299")
-    assert large <= small * 1.5 + 20, (small, large)
+    # The claim's ten index insertions go a level deeper in the larger plan's trees (64 against 91-119
+    # buffers seen, with other suites running); reading the whole plan made it 202.
+    assert large <= small * 2 + 20, (small, large)
