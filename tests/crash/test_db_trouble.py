@@ -26,6 +26,7 @@ from chokaq_ops.storage.migrate import migrate
 from crash.procs import FAST, free_port, starts, wait_for, write_config
 from crash.proxy import CuttableProxy
 from crash.support import assert_one_table_each, counts, sql
+from tests.support.dbprobe import row_locked
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres_only]
 
@@ -66,20 +67,6 @@ def heartbeat_ages(store: Store, ids: list[str]) -> dict[str, float]:
         "{" + ",".join(ids) + "}",
     )
     return {r[0]: float(r[1]) for r in rows}
-
-
-@contextlib.contextmanager
-def row_locked(store: Store, query: str, *params: object) -> Iterator[None]:
-    """Another session holds the rows `query` (a SELECT ... FOR UPDATE) locks, in an open transaction,
-    until the block ends."""
-    holder = store.dialect.connect()
-    holder.autocommit = False
-    try:
-        holder.cursor().execute(query, *params)
-        yield
-    finally:
-        holder.rollback()
-        holder.close()
 
 
 def oldest_heartbeat_during(store: Store, ids: list[str], seconds: float) -> float:

@@ -4,10 +4,8 @@ goes on past a chunk another session holds, and an error that stops it with ever
 
 from __future__ import annotations
 
-import contextlib
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,7 +15,7 @@ from chokaq_ops import errors
 from chokaq_ops.models import DlqFilter, FailureReason
 from chokaq_ops.settings import load_settings
 from chokaq_ops.storage import Store, admin_ops
-from chokaq_ops.storage.dialects import from_url
+from tests.support.dbprobe import allow_inserts, reject_inserts, row_locked
 
 ZOMBIES = DlqFilter(reason=FailureReason.Zombie, queue="bs")
 
@@ -96,19 +94,6 @@ def test_chunks_in_flight_never_outnumber_the_pool(pg_url: str) -> None:
 # ---------------------------------------------------------------------------- PostgreSQL, real row locks
 
 
-@contextlib.contextmanager
-def _row_locked(url: str, job_id: str) -> Iterator[None]:
-    """Another session holds one DLQ row (SELECT ... FOR UPDATE in an open transaction) until the end."""
-    holder = from_url(url).connect()
-    holder.autocommit = False
-    try:
-        holder.cursor().execute("SELECT id FROM jobs_dlq WHERE id = ? FOR UPDATE", job_id)
-        yield
-    finally:
-        holder.rollback()
-        holder.close()
-
-
 def _hot(store: Store) -> int:
     return int(scalar(store, "SELECT count(*) FROM jobs_hot"))
 
@@ -126,7 +111,7 @@ def test_chunks_in_flight_together_go_on_past_a_chunk_another_session_holds(
         first = _in_order(store)[0]
         kw: dict[str, Any] = {"flt": ZOMBIES} if by == "filter" else {"ids": _in_order(store)}
         outcome: list[Any] = []
-        with _row_locked(pg_url, first):
+        with row_locked(store, "SELECT id FROM jobs_dlq WHERE id = ? FOR UPDATE", first):
             runner = threading.Thread(target=lambda: outcome.append(store.resurrect_many(actor=OPS, **kw)))
             runner.start()
             deadline = time.monotonic() + 20
@@ -152,16 +137,7 @@ def test_an_error_in_one_chunk_stops_the_operation_with_every_job_in_one_table(
     with Store(pg_url, pool_size=8, bulk_streams=2) as store:
         ids = _seed(store, 80)
         rejected = _in_order(store)[35]  # in the fourth chunk
-        sql(
-            store,
-            "CREATE FUNCTION test_reject() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
-            " IF NEW.id = TG_ARGV[0] THEN RAISE EXCEPTION 'rejected by the test'; END IF; RETURN NEW; END $$",
-        )
-        sql(
-            store,
-            "CREATE TRIGGER test_reject BEFORE INSERT ON jobs_hot FOR EACH ROW"
-            f" EXECUTE FUNCTION test_reject('{rejected}')",
-        )
+        reject_inserts(store, "jobs_hot", rejected)
         with pytest.raises(errors.ChokaqError, match="rejected by the test"):
             store.resurrect_many(actor=OPS, flt=ZOMBIES)
         where = assert_one_table(store, ids)
@@ -171,7 +147,7 @@ def test_an_error_in_one_chunk_stops_the_operation_with_every_job_in_one_table(
         hot = {i for i, at in where.items() if at == "hot"}
         assert {a["job_id"] for a in audit(store, "resurrect")} == hot  # audit rows only for what moved
         assert len(hot) >= 30  # the three chunks before it committed
-        sql(store, "DROP TRIGGER test_reject ON jobs_hot")
+        allow_inserts(store, "jobs_hot")
         rest = store.resurrect_many(actor=OPS, flt=ZOMBIES)
         assert rest.count == 80 - len(hot)
         assert set(assert_one_table(store, ids).values()) == {"hot"}
@@ -215,11 +191,8 @@ def test_a_chunk_whose_connection_is_killed_in_flight_is_retried_and_counted_onc
         ids = _seed(store, 60)
         order = _in_order(store)
         kw: dict[str, Any] = {"flt": ZOMBIES} if by == "filter" else {"ids": order}
-        holder = from_url(pg_url).connect()
-        holder.autocommit = False
         killed: list[int] = []
-        try:
-            holder.cursor().execute("SELECT id FROM jobs_dlq WHERE id = ? FOR UPDATE", order[0])
+        with row_locked(store, "SELECT id FROM jobs_dlq WHERE id = ? FOR UPDATE", order[0]) as holder:
 
             def fault(done: int) -> None:
                 if not killed:
@@ -232,8 +205,6 @@ def test_a_chunk_whose_connection_is_killed_in_flight_is_retried_and_counted_onc
                     holder.rollback()
 
             result = store.resurrect_many(actor=OPS, progress=fault, **kw)
-        finally:
-            holder.close()
         assert killed and killed[0] >= 1
         assert store.db.retries_done >= 1  # the waiting chunk's statement died and was run again
         assert result.count == 60

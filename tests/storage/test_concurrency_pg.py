@@ -30,6 +30,7 @@ from chokaq_ops import errors
 from chokaq_ops.models import FailureReason, NewJob
 from chokaq_ops.records import HotJob
 from chokaq_ops.storage import Dead, Retry, Store
+from tests.support.dbprobe import allow_inserts, reject_inserts
 
 
 @pytest.fixture
@@ -212,32 +213,6 @@ def test_max_workers_is_exact_under_concurrent_fetchers(pg):
 # ------------------------------------------------------------------------------------ errors inside a move
 
 
-def _reject_inserts(store: Store, table: str, job_id: str) -> None:
-    """A trigger that fails every insert of `job_id` into `table`: a move whose insert fails for a reason
-    other than a duplicate key (which no longer fails a move at all: see test_one_table.py)."""
-    if store.dialect.name == "postgresql":
-        sql(
-            store,
-            "CREATE OR REPLACE FUNCTION test_reject() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
-            " IF NEW.id = TG_ARGV[0] THEN RAISE EXCEPTION 'rejected by the test'; END IF; RETURN NEW; END $$",
-        )
-        sql(
-            store,
-            f"CREATE TRIGGER test_reject BEFORE INSERT ON {table} FOR EACH ROW"
-            f" EXECUTE FUNCTION test_reject('{job_id}')",
-        )
-    else:
-        sql(
-            store,
-            f"CREATE TRIGGER test_reject BEFORE INSERT ON {table} WHEN NEW.id = '{job_id}'"
-            " BEGIN SELECT RAISE(ABORT, 'rejected by the test'); END",
-        )
-
-
-def _allow_inserts(store: Store, table: str) -> None:
-    sql(store, "DROP TRIGGER test_reject" + (f" ON {table}" if store.dialect.name == "postgresql" else ""))
-
-
 def _state(store: Store) -> tuple[Any, ...]:
     return (
         sql(
@@ -256,21 +231,21 @@ def test_a_failing_insert_inside_a_move_leaves_the_source_row_and_counters_uncha
     """Runs on both dialects: an insert into the target that fails (a trigger rejects one row) aborts the
     whole move, for the batch is one transaction."""
     ok, clash = processing(store, "w", 2, prefix="a")
-    _reject_inserts(store, "jobs_archive", clash)
+    reject_inserts(store, "jobs_archive", clash)
     before = _state(store)
     with pytest.raises(errors.ChokaqError):
         store.archive_succeeded("w", [(ok, 1.0), (clash, 1.0)])
     assert _state(store) == before  # neither job moved
-    _allow_inserts(store, "jobs_archive")
+    allow_inserts(store, "jobs_archive")
 
-    _reject_inserts(store, "jobs_dlq", ok)
+    reject_inserts(store, "jobs_dlq", ok)
     with pytest.raises(errors.ChokaqError):
         store.move_to_dlq("w", [Dead(ok, FailureReason.Fatal, "e")])
     assert _state(store) == before
-    _allow_inserts(store, "jobs_dlq")
+    allow_inserts(store, "jobs_dlq")
 
     [gone] = dead(store, 1, prefix="g", queue="qg")
-    _reject_inserts(store, "jobs_hot", gone)
+    reject_inserts(store, "jobs_hot", gone)
     before = _state(store)
     with pytest.raises(errors.ChokaqError):
         store.resurrect(gone, actor=OPS)
@@ -278,7 +253,7 @@ def test_a_failing_insert_inside_a_move_leaves_the_source_row_and_counters_uncha
         store.resurrect_many(ids=[gone], actor=OPS)
     assert _state(store) == before
     assert scalar(store, "SELECT count(*) FROM jobs_dlq WHERE id = ?", gone) == 1
-    _allow_inserts(store, "jobs_hot")
+    allow_inserts(store, "jobs_hot")
     # The worker can still finish its jobs normally once the fault is gone.
     assert sorted(store.archive_succeeded("w", [(ok, 1.0), (clash, 1.0)])) == sorted([ok, clash])
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,6 +16,7 @@ from chokaq_ops import errors
 from chokaq_ops.models import Actor, NewJob
 from chokaq_ops.storage import Store, deadline
 from chokaq_ops.storage.migrate import migrate
+from tests.support import dbprobe
 from tests.support.dbprobe import processing
 
 
@@ -27,19 +27,9 @@ def timed_failure(fn: Any) -> tuple[float, errors.TransientStorageError]:
     return time.monotonic() - start, info.value
 
 
-@contextlib.contextmanager
-def row_locked(store: Store, job_id: str) -> Iterator[None]:
+def row_locked(store: Store, job_id: str) -> contextlib.AbstractContextManager[Any]:
     """Another application's open transaction holding the job's row (SELECT ... FOR UPDATE)."""
-    conn = store.dialect.connect()
-    conn.autocommit = False
-    cur = conn.cursor()
-    cur.execute("SELECT id FROM jobs_hot WHERE id = ? FOR UPDATE", job_id)
-    assert cur.fetchall()
-    try:
-        yield
-    finally:
-        conn.rollback()
-        conn.close()
+    return dbprobe.row_locked(store, "SELECT id FROM jobs_hot WHERE id = ? FOR UPDATE", job_id)
 
 
 @pytest.fixture

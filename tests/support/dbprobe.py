@@ -4,8 +4,9 @@ the job tables and events that never go through the code under test."""
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from chokaq_ops.models import NewJob
@@ -131,3 +132,44 @@ def events(store: Store, kind: str | None = None) -> list[dict[str, Any]]:
         {"id": int(i), "kind": k, "message": m, "data": json.loads(d) if d else None} for i, k, m, d in rows
     ]
     return [e for e in out if kind is None or e["kind"] == kind]
+
+
+@contextlib.contextmanager
+def row_locked(store: Store, query: str, *params: Any) -> Iterator[Any]:
+    """Another application's open transaction holding the rows `query` (a SELECT ... FOR UPDATE) locks
+    until the block ends; yields that connection (a test may act from it, e.g. end other sessions)."""
+    holder = store.dialect.connect()
+    holder.autocommit = False
+    try:
+        cur = holder.cursor()
+        cur.execute(query, *params)
+        assert cur.fetchall(), f"nothing to lock: {query} {params}"
+        yield holder
+    finally:
+        holder.rollback()
+        holder.close()
+
+
+def reject_inserts(store: Store, table: str, job_id: str) -> None:
+    """A trigger that fails every insert of `job_id` into `table` (test_reject; allow_inserts drops it)."""
+    if is_pg(store):
+        sql(
+            store,
+            "CREATE OR REPLACE FUNCTION test_reject() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN"
+            " IF NEW.id = TG_ARGV[0] THEN RAISE EXCEPTION 'rejected by the test'; END IF; RETURN NEW; END $$",
+        )
+        sql(
+            store,
+            f"CREATE TRIGGER test_reject BEFORE INSERT ON {table} FOR EACH ROW"
+            f" EXECUTE FUNCTION test_reject('{job_id}')",
+        )
+    else:
+        sql(
+            store,
+            f"CREATE TRIGGER test_reject BEFORE INSERT ON {table} WHEN NEW.id = '{job_id}'"
+            " BEGIN SELECT RAISE(ABORT, 'rejected by the test'); END",
+        )
+
+
+def allow_inserts(store: Store, table: str) -> None:
+    sql(store, "DROP TRIGGER test_reject" + (f" ON {table}" if is_pg(store) else ""))
