@@ -10,7 +10,10 @@ The run then checks that every job is in the archive and none is left in hot.
 
 Besides jobs/s each run reports the CPU a job cost (chokaq_ops/bench/cpu.py): `worker_cpu_us_per_job`
 (this process, every thread) and `db_cpu_us_per_job` (the PostgreSQL backends serving it, when the server
-runs on this host). On a shared machine these move far less than jobs/s.
+runs on this host). On a shared machine these move far less than jobs/s. The worker's figure is also
+split by thread: `fetch_cpu_us_per_job` (the claims), `exec_cpu_us_per_job` (the execution threads) and
+`completer_cpu_us_per_job` (writing outcomes); the rest is the bench's own loop and the worker's minor
+threads.
 """
 
 from __future__ import annotations
@@ -152,7 +155,7 @@ def _drain(
             time.sleep(0.005)
         seconds = time.perf_counter() - start
         # Read before shutdown: the worker's connections (and their backends) are still open.
-        used = meter.per_job(rows, "worker_cpu_us_per_job")
+        used = meter.per_job(rows, "worker_cpu_us_per_job", worker_id=worker.worker_id)
     finally:
         host.shutdown()
     return seconds, dict(worker.counts), used

@@ -24,6 +24,21 @@ def test_throughput_bench_drains_and_reports(tmp_path, capsys):
     assert all(r["worker_cpu_us_per_job"] > 0 for r in medians)
 
 
+def test_throughput_bench_splits_the_workers_cpu_by_thread(tmp_path, capsys):
+    """The worker's CPU per job by thread role (claims, handlers, outcomes): each of this run's worker
+    threads counted once, so the parts are positive and add up to less than the whole process."""
+    url = f"sqlite:///{tmp_path / 'bench.db'}"
+    assert (
+        main(["bench", "throughput", "--db", url, "--rows", "400", "--concurrency", "4", "--repeat", "2"])
+        == 0
+    )
+    runs = [json.loads(line) for line in capsys.readouterr().out.splitlines()][:2]
+    for run in runs:
+        parts = [run[f"{role}_cpu_us_per_job"] for role in ("fetch", "exec", "completer")]
+        assert all(p > 0 for p in parts), run
+        assert sum(parts) < run["worker_cpu_us_per_job"], run
+
+
 def test_throughput_bench_rejects_bad_concurrency(tmp_path, capsys):
     url = f"sqlite:///{tmp_path / 'bench.db'}"
     assert main(["bench", "throughput", "--db", url, "--rows", "10", "--concurrency", "0,x"]) == 2
