@@ -408,8 +408,8 @@ class PlanOps:
             wait = float(clock["wait_s"] or 0.0)
             if plan["rate"] and wait > 0.001:
                 return plan, {"wait": round(wait, 3)}
-            claimed = tx.run("plan_claim_chunk", plan_id=plan_id, from_chunk=int(plan["chunks_done"]))
-            if not claimed:
+            took = self._claim_and_act(tx, plan, actor, spread)
+            if took is None:
                 done = tx.run("plan_finish", plan_id=plan_id)
                 if done:
                     finished = _decode(done[0])
@@ -417,60 +417,74 @@ class PlanOps:
                         tx, actor, "plan_finish", count=int(finished["done"]), details=_progress(finished)
                     )
                 return (_decode(done[0]) if done else plan), None
-            if plan["state"] == "ready":
-                audit_in(tx, actor, "plan_start", count=int(plan["total"]), details=_progress(plan))
-            chunk = int(claimed[0]["chunk"])
-            moved = self._act(tx, plan, claimed, actor, spread)
+            chunk, size, ord_from, ord_to, moved = took
             paced = len(moved) / float(plan["rate"]) if plan["rate"] else 0.0
             tx.run("plan_paced", id=plan_id, seconds=paced, holder=holder, ttl_s=float(lease_ttl))
-            ords = [int(r["ord"]) for r in claimed]
             after = _decode(
                 tx.run(
                     "plan_chunk_done",
                     plan_id=plan_id,
                     chunk=chunk,
                     moved=moved,
-                    ord_from=min(ords),
-                    ord_to=max(ords),
+                    ord_from=ord_from,
+                    ord_to=ord_to,
                 )[0]
             )
             if after["state"] == "done":  # the last chunk: the plan's end is audited with it
                 audit_in(tx, actor, "plan_finish", count=int(after["done"]), details=_progress(after))
             return after, {
                 "chunk": chunk,
-                "claimed": len(claimed),
+                "claimed": size,
                 "done": len(moved),
-                "skipped": len(claimed) - len(moved),
+                "skipped": size - len(moved),
             }
 
         return self.db.transaction(step)
+
+    def _claim_and_act(
+        self, tx: Any, plan: dict[str, Any], actor: Actor, spread: float
+    ) -> tuple[int, int, int, int, list[str]] | None:
+        """Claim the plan's next chunk and act on its jobs: (chunk, items claimed, their first and last
+        order numbers, the ids moved), or None when no chunk was left. A plan that starts here is
+        audited as started before its first chunk's jobs."""
+        starts = plan["state"] == "ready"
+        in_one = _IN_ONE.get(plan["action"]) if self.db.dialect.name == "postgresql" else None
+        if in_one is not None:
+            if starts and int(plan["total"]) > 0:
+                audit_in(tx, actor, "plan_start", count=int(plan["total"]), details=_progress(plan))
+            rows = tx.run(in_one, from_chunk=int(plan["chunks_done"]), **_act_params(plan, actor, spread))
+            if not rows:
+                return None
+            head = rows[0]
+            twins = [{"id": i, "twin": "hot"} for i in json.loads(head["twins"] or "[]")]
+            moved = json.loads(head["moved"] or "[]")
+            resurrected(twins)  # logged
+            return int(head["chunk"]), int(head["claimed"]), int(head["ord_from"]), int(head["ord_to"]), moved
+        claimed = tx.run("plan_claim_chunk", plan_id=plan["id"], from_chunk=int(plan["chunks_done"]))
+        if not claimed:
+            return None
+        if starts:
+            audit_in(tx, actor, "plan_start", count=int(plan["total"]), details=_progress(plan))
+        ords = [int(r["ord"]) for r in claimed]
+        moved = self._act(tx, plan, claimed, actor, spread)
+        return int(claimed[0]["chunk"]), len(claimed), min(ords), max(ords), moved
 
     def _act(
         self, tx: Any, plan: dict[str, Any], claimed: list[dict[str, Any]], actor: Actor, spread: float = 0.0
     ) -> list[str]:
         claimed = sorted(claimed, key=lambda r: r["ord"])
         ids = [r["job_id"] for r in claimed]
-        details = {"filter": plan["filter"]} if plan.get("filter") else None
-        common = {"actor": actor.name, "plan_id": actor.plan_id}
+        params = _act_params(plan, actor, spread)
         if plan["action"] == "resurrect":
             items = [
                 {"id": r["job_id"], "payload": r["payload"], "tags": r["tags"], "priority": r["priority"]}
                 for r in claimed
             ]
-            renew = int(bool(plan.get("renew", True)))
-            rows = tx.run("resurrect", items=items, details=details, spread_s=spread, renew=renew, **common)
-            return resurrected(rows)
+            return resurrected(tx.run("resurrect", items=items, **params))
         elif plan["action"] == "purge":
-            rows = tx.run("purge_dlq", ids=ids, batch=len(ids), action="purge_dlq", details=details, **common)
+            rows = tx.run("purge_dlq", ids=ids, batch=len(ids), **params)
         else:
-            rows = tx.run(
-                "cancel",
-                ids=ids,
-                action="cancel",
-                details=details,
-                fingerprint=CANCELLED_FINGERPRINT,
-                **common,
-            )
+            rows = tx.run("cancel", ids=ids, fingerprint=CANCELLED_FINGERPRINT, **params)
             report_twins("cancel", rows)
         return [r["id"] for r in rows]
 
@@ -689,6 +703,25 @@ class PlanOps:
 
 class LabelTaken(errors.Conflict):
     """Another run sealed an unfinished plan with this label while ours was freezing."""
+
+
+# PostgreSQL claims a DLQ plan's chunk and acts on it in one statement (sql/postgresql/queries.sql).
+_IN_ONE = {"resurrect": "plan_resurrect_chunk", "purge": "plan_purge_chunk"}
+
+
+def _act_params(plan: Mapping[str, Any], actor: Actor, spread: float) -> dict[str, Any]:
+    """The parameters of a chunk's action (resurrect, purge, cancel) beside its jobs: the audit rows'
+    actor, plan and details (the plan's filter), and a resurrect's spread and renewal."""
+    params: dict[str, Any] = {
+        "actor": actor.name,
+        "plan_id": actor.plan_id,
+        "details": {"filter": plan["filter"]} if plan.get("filter") else None,
+    }
+    if plan["action"] == "resurrect":
+        params.update(spread_s=spread, renew=int(bool(plan.get("renew", True))))
+    else:
+        params["action"] = "purge_dlq" if plan["action"] == "purge" else "cancel"
+    return params
 
 
 def busy(plan: Mapping[str, Any], seconds_left: float) -> errors.PlanBusy:

@@ -33,6 +33,10 @@ DIALECT_ONLY = {
             "mark_zombies",
             # Chunks of a bulk operation in flight together (storage/bulk_streams.py): SQLite has one writer.
             "dlq_chunk_bounds",
+            # A plan's chunk claimed and acted on in one statement (storage/plan_ops.py): SQLite has no
+            # data-modifying CTEs, and its claim and move run in the process anyway.
+            "plan_resurrect_chunk",
+            "plan_purge_chunk",
         ),
         "postgresql",
     ),

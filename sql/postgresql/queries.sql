@@ -2334,7 +2334,7 @@ UPDATE plans SET lease_holder = NULL, lease_until = NULL
 WHERE id = CAST(:id AS text) AND lease_holder = CAST(:holder AS text)
 RETURNING id;
 
--- name: plan_claim_chunk
+-- fragment: plan_claim_update
 -- Claims the lowest unfinished chunk: its items are stamped done in the transaction that then moves the
 -- jobs, so a crash rolls both back and a resumed plan never touches a job twice. Each is marked `done`
 -- here; plan_chunk_done marks the few the move skipped, so the chunk's items are written once, not twice
@@ -2349,7 +2349,60 @@ UPDATE plan_items i SET done_at = now(), outcome = 'done'
 WHERE i.plan_id = CAST(:plan_id AS text) AND i.done_at IS NULL
   AND i.chunk = (SELECT min(chunk) FROM plan_items
                  WHERE plan_id = CAST(:plan_id AS text) AND done_at IS NULL AND chunk >= CAST(:from_chunk AS integer))
-RETURNING i.job_id, i.chunk, i.ord, i.payload, i.tags, i.priority;
+RETURNING i.job_id, i.chunk, i.ord, i.payload, i.tags, i.priority
+
+-- fragment: plan_chunk_head
+-- What a plan_*_chunk reply says of the chunk claimed (`claimed`, the claim's CTE): its number, its items'
+-- order numbers and their count; no row when nothing was left to claim. Each reply is one row, the moved
+-- ids as one JSON array: 1,000 rows through the ODBC driver cost more than the statement's own work.
+(SELECT min(chunk) AS chunk, min(ord) AS ord_from, max(ord) AS ord_to, count(*) AS claimed
+ FROM claimed HAVING count(*) > 0) c
+
+-- name: plan_claim_chunk
+{{plan_claim_update}};
+
+-- name: plan_resurrect_chunk
+-- plan_claim_chunk and resurrect of its items in one statement: the items' edits go from plan_items
+-- straight into hot. Claimed apart, the chunk's 1,000 items (payloads and all) crossed to the client and
+-- back as the resurrect's JSON parameter: 70 of a 78 ms chunk were those two statements, where a resurrect
+-- by filter takes 35 (docs/benchmarks.md "Plans in one statement a chunk"). The reply: plan_chunk_head,
+-- the ids put back in hot (`moved`) and those already there, displaced instead (`twins`).
+WITH claimed AS ({{plan_claim_update}}),
+-- The items as resurrect's `items`, and estimated as those are (a set-returning function's 100 rows): the
+-- UPDATE's own estimate (one row, before plan_items is analyzed) made resurrect_rest's joins of moved and
+-- revived nested loops, 1,000 x 1,000 (100 ms of a chunk).
+items AS (
+    SELECT * FROM jsonb_to_recordset((SELECT jsonb_agg(jsonb_build_object('id', job_id, 'payload', payload,
+                                                                        'tags', tags, 'priority', priority))
+                                      FROM claimed)) AS i(id text, payload text, tags text, priority integer)
+),
+-- Deleted through the primary key (= ANY), as resurrect does.
+gone AS (
+    DELETE FROM jobs_dlq d WHERE d.id = ANY(ARRAY(SELECT id FROM items)) RETURNING d.*
+),
+moved AS (
+    SELECT g.*, i.payload AS new_payload, i.tags AS new_tags, i.priority AS new_priority
+    FROM gone g JOIN items i ON i.id = g.id
+),
+{{resurrect_rest}}
+SELECT c.*, (SELECT json_agg(id) FROM revived WHERE (SELECT count(*) FROM signal) >= 0)::text AS moved,
+       (SELECT json_agg(id) FROM hot_twins)::text AS twins
+FROM {{plan_chunk_head}};
+
+-- name: plan_purge_chunk
+-- plan_claim_chunk and purge_dlq of its items in one statement (see plan_resurrect_chunk). The reply:
+-- plan_chunk_head and the ids purged (`moved`); rows another session holds are skipped.
+WITH claimed AS ({{plan_claim_update}}),
+victims AS (
+    SELECT id FROM jobs_dlq WHERE id = ANY(ARRAY(SELECT job_id FROM claimed))
+    ORDER BY failed_at, id FOR UPDATE SKIP LOCKED
+),
+moved AS (
+    DELETE FROM jobs_dlq d WHERE d.id = ANY(ARRAY(SELECT id FROM victims)) RETURNING d.id, d.queue
+),
+{{purge_dlq_rest}}
+SELECT c.*, (SELECT json_agg(id) FROM moved)::text AS moved, CAST(NULL AS text) AS twins
+FROM {{plan_chunk_head}};
 
 -- name: plan_chunk_done
 -- Marks the claimed items the move skipped (not in :moved: no longer where the plan found them; the

@@ -150,33 +150,50 @@ def _plan_at_its_last_chunk(store: Store, n: int, queue: str) -> str:
 
 
 def _chunk_buffers(store: Store, plan_id: str) -> int:
-    """Shared buffers the plan's next chunk claims and records (EXPLAIN ANALYZE of plan_claim_chunk and
-    plan_chunk_done as execute_plan_chunk sends them, one transaction, rolled back)."""
+    """Shared buffers the plan's next chunk claims and records (EXPLAIN ANALYZE of plan_resurrect_chunk,
+    its claim's node, and of plan_chunk_done, as execute_plan_chunk sends them: one transaction, rolled
+    back)."""
     plan = store.get_plan(plan_id)
-    claim, done = (store.queries[q].statements[0] for q in ("plan_claim_chunk", "plan_chunk_done"))
+    claim, done = (store.queries[q].statements[0] for q in ("plan_resurrect_chunk", "plan_chunk_done"))
 
-    def explain(cur: Any, statement: Any, params: dict[str, Any]) -> tuple[int, list[str]]:
+    def explain(cur: Any, statement: Any, params: dict[str, Any], node: str = "") -> int:
+        """Buffers of the statement, or of its first plan node whose line has `node` (with its children)."""
         cur.execute(
             f"EXPLAIN (ANALYZE, BUFFERS, VERBOSE) {statement.qmark_sql}",
             [params[k] for k in statement.param_order],
         )
         lines = [r[0] for r in cur.fetchall()]
-        top = next(ln for ln in lines if "Buffers:" in ln)
-        return sum(int(n) for n in re.findall(r"(?:hit|read)=(\d+)", top)), lines
+        start = next(i for i, ln in enumerate(lines) if node in ln)
+        top = next(ln for ln in lines[start:] if "Buffers:" in ln)
+        return sum(int(n) for n in re.findall(r"(?:hit|read)=(\d+)", top))
 
     with store.connection() as conn:
         conn.autocommit = False
         try:
             cur = conn.cursor()
-            claimed, _ = explain(cur, claim, {"plan_id": plan_id, "from_chunk": plan["chunks_done"]})
+            act = {
+                "actor": "alice",
+                "plan_id": plan_id,
+                "details": None,
+                "spread_s": 0.0,
+                "renew": 1,
+                "notify": None,
+            }
+            # The claim's part of the statement: the rest moves the chunk's ten jobs, whatever the plan.
+            claimed = explain(
+                cur, claim, {"from_chunk": plan["chunks_done"], **act}, "Update on public.plan_items"
+            )
             cur.execute("SELECT job_id, ord FROM plan_items WHERE plan_id = ? AND done_at IS NOT NULL"
                         " AND chunk = ?", plan_id, plan["chunks_done"])  # fmt: skip
             items = cur.fetchall()
             assert len(items) == 10  # the claim took the last chunk's ten items
+            cur.execute("SELECT count(*) FROM jobs_dlq d JOIN plan_items i ON i.job_id = d.id"
+                        " WHERE i.plan_id = ? AND i.chunk = ?", plan_id, plan["chunks_done"])  # fmt: skip
+            assert cur.fetchone()[0] == 0  # and moved their jobs out of the DLQ
             ords = [int(r[1]) for r in items]
             params = {"plan_id": plan_id, "chunk": plan["chunks_done"], "ord_from": min(ords),
                       "ord_to": max(ords), "moved": json.dumps([r[0] for r in items])}  # fmt: skip
-            recorded, _ = explain(cur, done, params)
+            recorded = explain(cur, done, params)
         finally:
             conn.rollback()
             conn.autocommit = True
