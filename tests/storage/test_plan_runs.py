@@ -12,7 +12,7 @@ import pytest
 from chokaq_ops import errors
 from chokaq_ops.models import Actor, DlqFilter, FailureReason
 from chokaq_ops.storage.plan_ops import PlanNotFound
-from tests.support.dbprobe import age, scalar, sql
+from tests.support.dbprobe import age, row_locked, scalar, sql
 from tests.support.seeds import seed_dlq
 
 CRON = Actor("cron")
@@ -162,3 +162,49 @@ def test_a_capped_preview_counts_exactly_the_capped_jobs_and_warns_of_kept_budge
     assert (renewed["past_lifetime"], renewed["warnings"]) == (0, [])
     by_ids = store.preview_dlq(ids=old, max_jobs=2, renew=False, max_job_age=86_400)
     assert by_ids["matched"] == 2 and by_ids["past_lifetime"] == 2 and by_ids["sample_ids"] == old[:2]
+
+
+def test_a_resurrect_plans_chunk_displaces_a_dead_copy_whose_job_is_back_in_hot(store) -> None:
+    """A planned job whose id is in hot again when its chunk runs (a job in two tables): the live hot job
+    stays as it is, the DLQ copy is displaced to the audit log, the item is `skipped`, and the chunk's other
+    jobs go back to hot with their edits. On PostgreSQL the chunk is claimed and moved in one statement
+    (docs/notebooks.md "Chunks"), on SQLite in two."""
+    ids = seed_dlq(store, 3, queue="twins", reason=FailureReason.Zombie)
+    edits = {ids[1]: {"payload": '{"order": "edited"}'}}
+    plan = store.create_plan("resurrect", actor=CRON, ids=ids, edits=edits)
+    store.approve_plan(plan["id"], actor=Actor("carol"))
+    sql(
+        store,
+        "INSERT INTO jobs_hot (id, queue, type, payload, priority, status, attempt_count, due_at, created_at,"
+        " updated_at) SELECT id, queue, type, payload, 3, 0, 0, created_at, created_at, created_at"
+        " FROM jobs_dlq WHERE id = ?",
+        ids[0],
+    )
+    after, chunk = store.execute_plan_chunk(plan["id"], actor=CRON)
+    assert chunk == {"chunk": 0, "claimed": 3, "done": 2, "skipped": 1}
+    assert (after["state"], after["done"], after["skipped"]) == ("done", 2, 1)
+    outcomes = {i["id"]: i["outcome"] for i in store.plan_items(plan["id"])}
+    assert outcomes == {ids[0]: "skipped", ids[1]: "done", ids[2]: "done"}
+    assert scalar(store, "SELECT count(*) FROM jobs_dlq WHERE queue = 'twins'") == 0
+    assert store.get_job(ids[0])["priority"] == 3  # the live hot copy, untouched
+    assert store.get_job(ids[1])["payload"] == '{"order": "edited"}'
+    displaced = sql(store, "SELECT job_id FROM audit_log WHERE action = 'displace'")
+    resurrected = sql(store, "SELECT job_id, plan_id FROM audit_log WHERE action = 'resurrect'")
+    assert [r[0] for r in displaced] == [ids[0]]
+    assert sorted(resurrected) == sorted((i, plan["id"]) for i in ids[1:])
+
+
+@pytest.mark.postgres_only
+def test_a_purge_plans_chunk_skips_a_job_another_session_holds(store) -> None:
+    """A purge plan's chunk does not wait for a dead job another session holds locked: it purges the
+    others, and that item is `skipped` (the job stays in the DLQ, untouched by the plan from then on)."""
+    ids = seed_dlq(store, 3, queue="held", reason=FailureReason.Zombie)
+    plan = store.create_plan("purge", actor=CRON, flt=DlqFilter(queue="held"))
+    store.approve_plan(plan["id"], actor=Actor("carol"))
+    with row_locked(store, "SELECT id FROM jobs_dlq WHERE id = ? FOR UPDATE", ids[2]):
+        after, chunk = store.execute_plan_chunk(plan["id"], actor=CRON)
+    assert chunk == {"chunk": 0, "claimed": 3, "done": 2, "skipped": 1}
+    assert (after["state"], after["done"], after["skipped"]) == ("done", 2, 1)
+    assert [r[0] for r in sql(store, "SELECT id FROM jobs_dlq WHERE queue = 'held'")] == [ids[2]]
+    purged = sql(store, "SELECT job_id FROM audit_log WHERE action = 'purge_dlq' AND plan_id = ?", plan["id"])
+    assert sorted(r[0] for r in purged) == sorted(ids[:2])
