@@ -456,9 +456,9 @@ class PlanOps:
             if not rows:
                 return None
             head = rows[0]
-            twins = [{"id": i, "twin": "hot"} for i in json.loads(head["twins"] or "[]")]
+            # Jobs already back in hot: resurrect's warning for each displaced copy, as in two statements.
+            resurrected([{"id": i, "twin": "hot"} for i in json.loads(head["twins"] or "[]")])
             moved = json.loads(head["moved"] or "[]")
-            resurrected(twins)  # logged
             return int(head["chunk"]), int(head["claimed"]), int(head["ord_from"]), int(head["ord_to"]), moved
         claimed = tx.run("plan_claim_chunk", plan_id=plan["id"], from_chunk=int(plan["chunks_done"]))
         if not claimed:
