@@ -1379,20 +1379,25 @@ events AS (
     FROM revived HAVING count(*) > 0
 )
 
--- name: resurrect
--- DLQ -> hot for each item: pending, attempts 0, idempotency key cleared, payload/tags/priority replaced
--- when given (priority otherwise 10), FailedTotal -1 per job; one audit row and one event per job.
-WITH items AS (
-    SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, payload text, tags text, priority integer)
-),
--- Deleted through the primary key (= ANY): as a join the planner scanned the whole DLQ for each chunk.
+-- fragment: resurrect_items
+-- The DLQ rows of the jobs in `items` (id, payload, tags, priority: a CTE defined before) as `moved`,
+-- with the items' edits beside them (new_payload, new_tags, new_priority). Deleted through the primary
+-- key (= ANY): as a join the planner scanned the whole DLQ for each chunk.
 gone AS (
     DELETE FROM jobs_dlq d WHERE d.id = ANY(ARRAY(SELECT id FROM items)) RETURNING d.*
 ),
 moved AS (
     SELECT g.*, i.payload AS new_payload, i.tags AS new_tags, i.priority AS new_priority
     FROM gone g JOIN items i ON i.id = g.id
+)
+
+-- name: resurrect
+-- DLQ -> hot for each item: pending, attempts 0, idempotency key cleared, payload/tags/priority replaced
+-- when given (priority otherwise 10), FailedTotal -1 per job; one audit row and one event per job.
+WITH items AS (
+    SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, payload text, tags text, priority integer)
 ),
+{{resurrect_items}},
 {{resurrect_rest}}
 SELECT id, queue, CAST(NULL AS text) AS twin FROM revived WHERE (SELECT count(*) FROM signal) >= 0
 UNION ALL
@@ -2376,14 +2381,7 @@ items AS (
                                                                         'tags', tags, 'priority', priority))
                                       FROM claimed)) AS i(id text, payload text, tags text, priority integer)
 ),
--- Deleted through the primary key (= ANY), as resurrect does.
-gone AS (
-    DELETE FROM jobs_dlq d WHERE d.id = ANY(ARRAY(SELECT id FROM items)) RETURNING d.*
-),
-moved AS (
-    SELECT g.*, i.payload AS new_payload, i.tags AS new_tags, i.priority AS new_priority
-    FROM gone g JOIN items i ON i.id = g.id
-),
+{{resurrect_items}},
 {{resurrect_rest}}
 SELECT c.*, (SELECT json_agg(id) FROM revived WHERE (SELECT count(*) FROM signal) >= 0)::text AS moved,
        (SELECT json_agg(id) FROM hot_twins)::text AS twins

@@ -19,6 +19,7 @@ from tests.support.dbprobe import (  # noqa: F401 (re-exported for the storage t
     enqueue,
     events,
     fetched,
+    hot_copy,
     is_pg,
     jobs,
     locations,

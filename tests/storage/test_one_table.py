@@ -19,6 +19,7 @@ from storage_factories import (
     dead,
     enqueue,
     events,
+    hot_copy,
     locations,
     processing,
     scalar,
@@ -194,13 +195,7 @@ def test_a_resurrect_never_fails_its_chunk_on_an_id_already_in_hot(store, monkey
     stays as it is; the DLQ copy is displaced to the audit log with an event; the other jobs of the chunk
     go back to hot."""
     ids = dead(store, 3, prefix="r", queue="x")
-    sql(
-        store,
-        "INSERT INTO jobs_hot (id, queue, type, payload, priority, status, attempt_count, due_at, created_at,"
-        " updated_at) SELECT id, queue, type, payload, 3, 0, 0, created_at, created_at, created_at"
-        " FROM jobs_dlq WHERE id = ?",
-        ids[0],
-    )
+    hot_copy(store, ids[0])
     result = store.resurrect_many(ids=ids, actor=OPS)
     assert result.count == 2
     assert assert_one_table(store, ids) == dict.fromkeys(ids, "hot")
@@ -214,13 +209,7 @@ def test_a_resurrect_never_fails_its_chunk_on_an_id_already_in_hot(store, monkey
     monkeypatch.setattr(admin_ops, "RESURRECT_CHUNK", 2)
     more = dead(store, 3, prefix="s", queue="y")
     for job_id in more[:2]:
-        sql(
-            store,
-            "INSERT INTO jobs_hot (id, queue, type, priority, status, attempt_count, due_at, created_at,"
-            " updated_at) SELECT id, queue, type, 10, 0, 0, created_at, created_at, created_at"
-            " FROM jobs_dlq WHERE id = ?",
-            job_id,
-        )
+        hot_copy(store, job_id, priority=10)
     assert store.resurrect_many(flt=DlqFilter(queue="y"), actor=OPS).count == 1
     assert scalar(store, "SELECT count(*) FROM jobs_dlq") == 0
     assert assert_one_table(store, more) == dict.fromkeys(more, "hot")

@@ -12,7 +12,7 @@ import pytest
 from chokaq_ops import errors
 from chokaq_ops.models import Actor, DlqFilter, FailureReason
 from chokaq_ops.storage.plan_ops import PlanNotFound
-from tests.support.dbprobe import age, row_locked, scalar, sql
+from tests.support.dbprobe import age, hot_copy, row_locked, scalar, sql
 from tests.support.seeds import seed_dlq
 
 CRON = Actor("cron")
@@ -173,13 +173,7 @@ def test_a_resurrect_plans_chunk_displaces_a_dead_copy_whose_job_is_back_in_hot(
     edits = {ids[1]: {"payload": '{"order": "edited"}'}}
     plan = store.create_plan("resurrect", actor=CRON, ids=ids, edits=edits)
     store.approve_plan(plan["id"], actor=Actor("carol"))
-    sql(
-        store,
-        "INSERT INTO jobs_hot (id, queue, type, payload, priority, status, attempt_count, due_at, created_at,"
-        " updated_at) SELECT id, queue, type, payload, 3, 0, 0, created_at, created_at, created_at"
-        " FROM jobs_dlq WHERE id = ?",
-        ids[0],
-    )
+    hot_copy(store, ids[0])
     after, chunk = store.execute_plan_chunk(plan["id"], actor=CRON)
     assert chunk == {"chunk": 0, "claimed": 3, "done": 2, "skipped": 1}
     assert (after["state"], after["done"], after["skipped"]) == ("done", 2, 1)

@@ -150,6 +150,18 @@ def row_locked(store: Store, query: str, *params: Any) -> Iterator[Any]:
         holder.close()
 
 
+def hot_copy(store: Store, job_id: str, priority: int = 3) -> None:
+    """A live copy in hot of the dead job `job_id` (a job in two tables), told apart by its `priority`."""
+    sql(
+        store,
+        "INSERT INTO jobs_hot (id, queue, type, payload, priority, status, attempt_count, due_at, created_at,"
+        " updated_at) SELECT id, queue, type, payload, ?, 0, 0, created_at, created_at, created_at"
+        " FROM jobs_dlq WHERE id = ?",
+        priority,
+        job_id,
+    )
+
+
 def reject_inserts(store: Store, table: str, job_id: str) -> None:
     """A trigger that fails every insert of `job_id` into `table` (test_reject; allow_inserts drops it)."""
     if is_pg(store):
