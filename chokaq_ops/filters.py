@@ -135,7 +135,7 @@ def parse_time(value: Any, field: str, *, now: datetime | None = None) -> dateti
 
         return pd.Timestamp(value).tz_localize(UTC).to_pydatetime()
     if isinstance(value, timedelta):
-        return now - value
+        return _ago(now, value, field, repr(value))
     if isinstance(value, str):
         return _parse_text(value, field, now)
     if isinstance(value, date) and not isinstance(value, datetime):
@@ -162,6 +162,16 @@ def _as_utc(value: datetime, field: str) -> datetime:
         ) from None
 
 
+def _ago(now: datetime, span: timedelta | float, field: str, given: str) -> datetime:
+    # An age reaching past year 1 (or a number of seconds no timedelta holds) is bad input, not a 500.
+    try:
+        return now - (span if isinstance(span, timedelta) else timedelta(seconds=span))
+    except (OverflowError, ValueError):
+        raise errors.ValidationError(
+            f"{field} is out of range ({given}): an age must end after year 1", field=field
+        ) from None
+
+
 def _parse_text(text: str, field: str, now: datetime) -> datetime:
     body = text.strip()
     word = body.lower()
@@ -180,7 +190,7 @@ def _parse_text(text: str, field: str, now: datetime) -> datetime:
             raise errors.ValidationError(
                 f"{field}: expected {TIME_HELP}; got {text!r}", field=field
             ) from None
-        return now - timedelta(seconds=seconds)
+        return _ago(now, seconds, field, repr(text))
     if value.tzinfo is None:
         raise errors.ValidationError(
             f"{field} has no timezone ({text!r}); add Z or an offset such as +02:00", field=field

@@ -30,7 +30,10 @@ def cutoff(text: str) -> datetime:
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
     if seconds < 0:
         raise argparse.ArgumentTypeError("--older-than must not be negative")
-    return datetime.now(UTC) - timedelta(seconds=seconds)
+    try:
+        return datetime.now(UTC) - timedelta(seconds=seconds)
+    except (OverflowError, ValueError):
+        raise argparse.ArgumentTypeError(f"--older-than reaches past year 1: {text!r}") from None
 
 
 def register(sub: argparse._SubParsersAction) -> None:

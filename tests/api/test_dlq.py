@@ -36,6 +36,7 @@ def test_list_rejects_unknown_reasons_sorts_orders_and_fields_naming_them(client
         ("colour=red", "colour"),
         ("failed_from=2026-01-01T00:00:00", "failed_from"),  # no zone: refused, not guessed
         ("failed_to=soon", "failed_to"),
+        ("failed_from=" + "9" * 40, "failed_from"),  # an age past year 1: refused, never a 500
         ("page_size=0", "page_size"),
         ("page=0", "page"),
     ):

@@ -156,6 +156,7 @@ def test_dlq_purge_and_resume(capsys, store, db_url) -> None:
         ["dlq", "resurrect", "--ids", "a", "--payload", "{not json"],
         ["archive", "purge"],
         ["archive", "purge", "--older-than", "soon"],
+        ["archive", "purge", "--older-than", "9" * 40],
         ["queues", "set", "default", "--zombie-timeout", "1s"],
         ["queues", "set", "default", "--max-workers", "0"],
     ],
