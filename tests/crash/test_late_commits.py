@@ -111,13 +111,18 @@ def _fifo_inversions(ledger: Ledger, started: dict[str, float]) -> list[tuple[st
 
 
 def _overtaken(ledger: Ledger, started: dict[str, float]) -> list[tuple[str, str, float]]:
-    """Jobs J that started more than FIFO_SLACK_S after a job whose commit returned PASS_GAP_S or more
-    after J's: J was passed over."""
+    """Jobs J that started more than FIFO_SLACK_S after a prompt job whose commit returned PASS_GAP_S or
+    more after J's: J was passed over. Only prompt jobs count as overtakers: a job is due from its
+    transaction's start, so behind a backlog a late or long job committed after J (due seconds before its
+    commit) is rightly claimed before J, while a prompt job, due as it commits, comes after J in claim
+    order."""
     by_commit = sorted(ledger.committed, key=ledger.committed.__getitem__)
     commits = [ledger.committed[j] for j in by_commit]
     earliest: list[tuple[float, str]] = [(float("inf"), "")] * (len(by_commit) + 1)
-    for i in range(len(by_commit) - 1, -1, -1):  # the earliest start among jobs committed from i on
-        earliest[i] = min(earliest[i + 1], (started[by_commit[i]], by_commit[i]))
+    for i in range(len(by_commit) - 1, -1, -1):  # the earliest start among prompt jobs committed from i on
+        j = by_commit[i]
+        here = (started[j], j) if ledger.kind[j] == "prompt" else (float("inf"), "")
+        earliest[i] = min(earliest[i + 1], here)
     out = []
     for j in by_commit:
         first, who = earliest[bisect_right(commits, ledger.committed[j] + PASS_GAP_S)]
