@@ -202,13 +202,14 @@ def _chunk_buffers(store: Store, plan_id: str) -> int:
 
 @pytest.mark.postgres_only
 def test_a_plan_chunk_costs_the_same_whatever_the_plans_size(store: Store) -> None:
-    """A plan's last chunk of 10 touches about as many buffers when 2,990 items were done before it as
+    """A plan's last chunk of 10 touches about as many buffers when 7,990 items were done before it as
     when 20 were: the claim searches from the chunks done, past their items' dead index entries, and the
     record finds the chunk's items by their order numbers (each chunk read the whole plan before:
     docs/benchmarks.md "Plans"); counted, never timed."""
     small = _chunk_buffers(store, _plan_at_its_last_chunk(store, 30, "plan-small"))
-    large = _chunk_buffers(store, _plan_at_its_last_chunk(store, 3000, "plan-large"))
-    print(f"\nbuffers of a plan's last chunk: {small} after 2 chunks, {large} after 299")
-    # The claim's ten index insertions go a level deeper in the larger plan's trees (64 against 91-119
-    # buffers seen, with other suites running); reading the whole plan made it 202.
-    assert large <= small * 2 + 20, (small, large)
+    large = _chunk_buffers(store, _plan_at_its_last_chunk(store, 8000, "plan-large"))
+    print(f"\nbuffers of a plan's last chunk: {small} after 2 chunks, {large} after 799")
+    # The claim's ten index insertions go a level deeper in the larger plan's trees: 64 against 91-119
+    # buffers seen, and once 197 in CI on a loaded machine (not explained). Reading the whole plan grows
+    # with it: 8,000 items make that far larger than the noise.
+    assert large <= small * 3 + 20, (small, large)
